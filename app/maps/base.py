@@ -1,0 +1,106 @@
+"""The FeatureMap interface every method implements, and the one-hot feature type."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+from pydantic import BaseModel
+
+from .errors import SpecError, UnsupportedOperation
+from .inputs import check_input
+from .spec import MapSpec
+
+
+@dataclass(frozen=True)
+class OneHotFeatures:
+    """Features that are one-hot blocks: row r has value `scale` at `indices[r]`, else 0.
+
+    The inner product of two rows is (number of equal indices) * scale**2. `dim` is the
+    width of the (never materialised) dense feature matrix.
+    """
+
+    indices: np.ndarray
+    scale: float
+    dim: int
+
+    def to_csr(self) -> sp.csr_matrix:
+        n, k = self.indices.shape
+        data = np.full(n * k, self.scale, dtype=np.float32)
+        indptr = np.arange(0, n * k + 1, k, dtype=np.int64)
+        return sp.csr_matrix((data, self.indices.ravel(), indptr), shape=(n, self.dim))
+
+
+class FeatureMap(ABC):
+    """A seeded feature map rebuilt from its spec.
+
+    Subclasses set `method`, `Params` (a pydantic model of their parameters, defaults
+    included) and implement `transform` and `exact_kernel`.
+    """
+
+    method: ClassVar[str]
+    Params: ClassVar[type[BaseModel]]
+    has_hash: ClassVar[bool] = False
+
+    def __init__(self, spec: MapSpec):
+        self.spec = spec
+        self.params = self.Params(**spec.params)
+
+    @classmethod
+    def check_spec(cls, spec: MapSpec) -> None:
+        """Cross-field checks beyond the params model; raise SpecError."""
+
+    @classmethod
+    def output_dim_for(cls, spec: MapSpec) -> int:
+        return spec.n_components
+
+    @property
+    def output_dim(self) -> int:
+        return self.output_dim_for(self.spec)
+
+    @property
+    def input_dim(self) -> int:
+        return self.spec.input_dim
+
+    @property
+    @abstractmethod
+    def nbytes(self) -> int:
+        """Bytes held by the materialised random parameters."""
+
+    def check(self, X, field: str = "vectors"):
+        return check_input(X, self.spec.input_dim, field=field)
+
+    @abstractmethod
+    def transform(self, X, *, dtype=None):
+        """Features of the rows of X (dense ndarray, or OneHotFeatures for one-hot maps)."""
+
+    def hash(self, X) -> np.ndarray:
+        raise UnsupportedOperation("method", f"'{self.method}' maps have no discrete codes")
+
+    @abstractmethod
+    def kernel(self, X, Y=None) -> np.ndarray:
+        """The map's estimate of the kernel between the rows of X and Y (Y defaults to X)."""
+
+    @abstractmethod
+    def exact_kernel(self, X, Y=None) -> np.ndarray:
+        """The kernel the map targets, computed directly."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(id={self.spec.id!r})"
+
+
+class DenseFeatureMap(FeatureMap):
+    """A map whose features are a dense matrix: its kernel estimate is Z(X) Z(Y)^T."""
+
+    def kernel(self, X, Y=None) -> np.ndarray:
+        ZX = self.transform(X, dtype=np.float64)
+        ZY = ZX if Y is None else self.transform(Y, dtype=np.float64)
+        return ZX @ ZY.T
+
+
+def require(condition: bool, field: str, message: str) -> None:
+    if not condition:
+        raise SpecError(field, message)

@@ -1,0 +1,122 @@
+"""Generalized consistent weighted sampling (Li, "Linearized GMM kernels and normalized
+random Fourier features", KDD 2017; papers/004_*, sections 1.1-1.4).
+
+Kernel: GMM(u, v) = sum_i min(u~_i, v~_i) / sum_i max(u~_i, v~_i), where u~ in R^{2d}
+splits each entry into its positive and negative part; pGMM raises u~ to `power` first.
+
+For each of k samples j and each i with u~_i > 0, with r_ij, c_ij ~ Gamma(2, 1) and
+beta_ij ~ U(0, 1) depending only on (seed, j, i):
+    t_ij = floor(log(u~_i) / r_ij + beta_ij),  a_ij = log(c_ij) - r_ij (t_ij + 1 - beta_ij),
+    i*_j = argmin_i a_ij,  t*_j = t_{i*_j}.
+Pr[(i*_j, t*_j) equal for u and v] = GMM(u, v) (Theorem 1).
+
+Outputs:
+- `hash`: one int64 code per sample, equal iff (i*, t*) are equal (or i* alone with
+  `zero_bit`), laid out as i* << 32 | zigzag(t*) so codes are >= 0;
+- `transform`: the b-bit linearisation, the lowest `bits` bits of i* as a one-hot block of
+  2^bits per sample, k nonzeros each 1/sqrt(k) (so <f(u), f(v)> = b-bit match fraction),
+  returned as indices + scale, never as a dense k * 2^bits matrix.
+Cost is O(nnz * k) per vector: sparse input touches only its nonzeros. The per-(j, i)
+constants come from a table when it fits the byte budget and on demand otherwise, with
+identical results.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from pydantic import BaseModel, ConfigDict, Field
+
+from .. import kernels
+from . import _gcws_kernels, randomness
+from .base import FeatureMap, OneHotFeatures
+from .inputs import reject_zero_rows
+from .spec import MapSpec
+
+DEFAULT_TABLE_BUDGET_BYTES = 256 * 2**20
+_TABLE_BYTES_PER_ENTRY = 16  # four float32 constants per (coordinate, sample)
+_LOW_32_BITS = np.int64(0xFFFFFFFF)
+
+
+class GCWSParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    power: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    bits: int = Field(default=8, ge=1, le=24)
+    zero_bit: bool = False
+
+
+class GCWSMap(FeatureMap):
+    method = "gcws"
+    Params = GCWSParams
+    has_hash = True
+
+    def __init__(self, spec: MapSpec, *, table_budget_bytes: int = DEFAULT_TABLE_BUDGET_BYTES):
+        super().__init__(spec)
+        self._streams = _gcws_kernels.sample_streams(
+            randomness.counter_key(spec.seed, "gcws.samples"), spec.n_components)
+        self._n_coordinates = 2 * spec.input_dim
+        self.uses_table = self._n_coordinates * spec.n_components * _TABLE_BYTES_PER_ENTRY <= table_budget_bytes
+        self._table: tuple[np.ndarray, ...] | None = None
+
+    @classmethod
+    def output_dim_for(cls, spec: MapSpec) -> int:
+        return spec.n_components << spec.params["bits"]
+
+    @property
+    def nbytes(self) -> int:
+        table = sum(a.nbytes for a in self._table) if self._table is not None else 0
+        return table + self._streams.nbytes
+
+    def _constants(self) -> tuple[np.ndarray, ...]:
+        if not self.uses_table:
+            empty = np.empty((0, 0), dtype=np.float32)
+            return empty, empty, empty, empty
+        if self._table is None:
+            self._table = _gcws_kernels.build_table(self._streams, self._n_coordinates)
+        return self._table
+
+    def samples(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """(i*, t*) for every row and sample: two int64 arrays of shape (n, k)."""
+        X = self.check(X)
+        reject_zero_rows(X, "vectors", "GCWS samples only nonzero entries, so a vector needs one")
+        X = X if sp.issparse(X) else sp.csr_matrix(X)
+        n, k = X.shape[0], self.spec.n_components
+        i_star = np.empty((n, k), dtype=np.int64)
+        t_star = np.empty((n, k), dtype=np.int64)
+        _gcws_kernels.hash_csr(X.indptr, X.indices, X.data, float(self.params.power), self._streams,
+                               self.uses_table, *self._constants(), i_star, t_star)
+        return i_star, t_star
+
+    def hash(self, X) -> np.ndarray:
+        i_star, t_star = self.samples(X)
+        if self.params.zero_bit:
+            return i_star
+        zigzag = (t_star << 1) ^ (t_star >> 63)
+        return (i_star << 32) | (zigzag & _LOW_32_BITS)
+
+    def transform(self, X, *, dtype=None) -> OneHotFeatures:
+        i_star, _ = self.samples(X)
+        bits, k = self.params.bits, self.spec.n_components
+        block_starts = np.arange(k, dtype=np.int64) << bits
+        indices = block_starts + (i_star & ((1 << bits) - 1))
+        return OneHotFeatures(indices=indices, scale=float(1.0 / np.sqrt(k)), dim=self.output_dim)
+
+    def kernel(self, X, Y=None) -> np.ndarray:
+        """Match fraction of the codes that `hash` returns: an unbiased GMM estimate."""
+        codes_x = self.hash(X)
+        codes_y = codes_x if Y is None else self.hash(Y)
+        return match_fraction(codes_x, codes_y)
+
+    def exact_kernel(self, X, Y=None) -> np.ndarray:
+        X = self.check(X, "x")
+        Y = X if Y is None else self.check(Y, "y")
+        return kernels.gmm(X, Y, self.params.power)
+
+
+def match_fraction(codes_x: np.ndarray, codes_y: np.ndarray) -> np.ndarray:
+    """Fraction of positions where two rows of codes agree, for every pair of rows."""
+    out = np.empty((codes_x.shape[0], codes_y.shape[0]))
+    for row, codes in enumerate(codes_x):
+        out[row] = (codes_y == codes).mean(axis=1)
+    return out

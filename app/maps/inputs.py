@@ -1,0 +1,97 @@
+"""Validation of the vectors handed to a map: one place, one set of messages.
+
+Dense inputs stay dense and keep float32/float64 (other numeric types become float64);
+sparse inputs become CSR with sorted indices, touching only their nonzeros.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .errors import InputError
+
+FLOAT_TYPES = (np.float32, np.float64)
+
+
+def _float_dtype(dtype: np.dtype) -> np.dtype:
+    return dtype if dtype.type in FLOAT_TYPES else np.dtype(np.float64)
+
+
+def check_input(X, input_dim: int, *, field: str = "vectors"):
+    """Return X as a 2-D float ndarray or a canonical CSR matrix, or raise InputError."""
+    if sp.issparse(X):
+        return _check_sparse(X, input_dim, field)
+    try:
+        X = np.asarray(X)
+    except (TypeError, ValueError) as exc:
+        raise InputError(field, f"not a numeric array ({exc})") from None
+    if X.dtype.kind not in "fiub":
+        raise InputError(field, f"expected numbers, got dtype {X.dtype}")
+    if X.ndim != 2:
+        raise InputError(field, f"expected a 2-D array (n, {input_dim}), got {X.ndim}-D; "
+                         "wrap a single vector as [vector]")
+    _check_shape(X.shape, input_dim, field)
+    X = X.astype(_float_dtype(X.dtype), copy=False)
+    if not np.isfinite(X).all():
+        raise InputError(field, "contains NaN or infinity")
+    return X
+
+
+def _check_sparse(X, input_dim: int, field: str) -> sp.csr_matrix:
+    if X.ndim != 2:
+        raise InputError(field, "expected a 2-D sparse matrix")
+    _check_shape(X.shape, input_dim, field)
+    X = sp.csr_matrix(X)
+    if X.dtype.kind not in "fiub":
+        raise InputError(field, f"expected numbers, got dtype {X.dtype}")
+    X = X.astype(_float_dtype(X.dtype), copy=False)
+    if not np.isfinite(X.data).all():
+        raise InputError(field, "contains NaN or infinity")
+    if not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()  # also sorts the indices of each row
+    return X
+
+
+def _check_shape(shape: tuple[int, ...], input_dim: int, field: str) -> None:
+    n, d = shape
+    if n == 0:
+        raise InputError(field, "empty batch: send at least one vector")
+    if d != input_dim:
+        raise InputError(field, f"wrong dimension: vectors have {d} entries, the map expects {input_dim}")
+
+
+def row_sq_norms(X) -> np.ndarray:
+    """Squared l2 norm of each row, in float64, O(nnz) for sparse input."""
+    if sp.issparse(X):
+        return np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
+    return np.einsum("ij,ij->i", X, X, dtype=np.float64)
+
+
+def nonzero_counts(X) -> np.ndarray:
+    """Number of nonzero entries in each row."""
+    if sp.issparse(X):
+        rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+        return np.bincount(rows[X.data != 0], minlength=X.shape[0])
+    return np.count_nonzero(X, axis=1)
+
+
+def reject_zero_rows(X, field: str, why: str) -> None:
+    """Raise InputError naming the all-zero rows (if any)."""
+    empty = np.flatnonzero(nonzero_counts(X) == 0)
+    if empty.size:
+        shown = ", ".join(str(i) for i in empty[:10]) + (" ..." if empty.size > 10 else "")
+        raise InputError(field, f"all-zero vector at row(s) {shown}: {why}")
+
+
+def to_dense(X) -> np.ndarray:
+    return X.toarray() if sp.issparse(X) else X
+
+
+def output_dtype(dtype) -> np.dtype:
+    """float32 unless float64 is asked for: features are computed in that type."""
+    dtype = np.dtype(np.float32 if dtype is None else dtype)
+    if dtype.type not in FLOAT_TYPES:
+        raise InputError("dtype", f"features come as float32 or float64, not {dtype}")
+    return dtype

@@ -1,0 +1,69 @@
+"""Method name -> map class, and the one way to turn a request into a resolved spec."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from pydantic import ValidationError
+
+from .base import FeatureMap
+from .errors import SpecError
+from .gcws import GCWSMap
+from .nrff import NRFFMap
+from .rff import RFFMap
+from .spec import DERIVED_KEYS, MapSpec
+
+METHODS: dict[str, type[FeatureMap]] = {cls.method: cls for cls in (RFFMap, NRFFMap, GCWSMap)}
+
+
+def _field_name(error: Mapping[str, Any], prefix: str = "") -> str:
+    location = ".".join(str(part) for part in error.get("loc", ()))
+    return f"{prefix}{location}" if location else prefix.rstrip(".") or "spec"
+
+
+def _spec_error(exc: ValidationError, prefix: str = "") -> SpecError:
+    first = exc.errors()[0]
+    return SpecError(_field_name(first, prefix), first["msg"])
+
+
+def resolve_spec(raw: Mapping[str, Any] | MapSpec) -> MapSpec:
+    """Validate a spec and fill in every default; raise SpecError naming the bad field.
+
+    Accepts a resolved spec dict too (as stored or returned): derived keys are checked,
+    so a spec whose id no longer matches its content is refused rather than reused.
+    """
+    if isinstance(raw, MapSpec):
+        raw = raw.model_dump(exclude={"id"})
+    if not isinstance(raw, Mapping):
+        raise SpecError("spec", "expected an object")
+    document = {key: value for key, value in raw.items() if key not in DERIVED_KEYS}
+    method = document.get("method")
+    if method not in METHODS:
+        raise SpecError("method", f"unknown method {method!r}; known: {', '.join(sorted(METHODS))}")
+    cls = METHODS[method]
+    params = document.get("params") or {}
+    if not isinstance(params, Mapping):
+        raise SpecError("params", "expected an object")
+    try:
+        resolved_params = cls.Params(**params).model_dump(mode="json")
+    except ValidationError as exc:
+        raise _spec_error(exc, "params.") from None
+    try:
+        spec = MapSpec(**{**document, "params": resolved_params})
+    except ValidationError as exc:
+        raise _spec_error(exc) from None
+    cls.check_spec(spec)
+    claimed_id = raw.get("id")
+    if claimed_id is not None and claimed_id != spec.id:
+        raise SpecError("id", f"{claimed_id!r} does not match the spec's content (expected {spec.id!r})")
+    return spec
+
+
+def create_map(spec: Mapping[str, Any] | MapSpec, **options: Any) -> FeatureMap:
+    """Build the feature map of a spec (dict or MapSpec); options go to the map class."""
+    resolved = resolve_spec(spec)
+    return METHODS[resolved.method](resolved, **options)
+
+
+def output_dim(spec: MapSpec) -> int:
+    return METHODS[spec.method].output_dim_for(spec)

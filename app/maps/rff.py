@@ -1,0 +1,129 @@
+"""Random Fourier features (Rahimi & Recht, NIPS 2007; papers/001_*).
+
+Kernels: Gaussian k(x, y) = exp(-gamma ||x - y||_2^2), frequencies w ~ N(0, 2 gamma I);
+Laplacian k(x, y) = exp(-gamma ||x - y||_1), frequencies w_i ~ Cauchy(0, gamma).
+
+Features (D = n_components):
+- "phase":   z(x) = sqrt(2/D) cos(W^T x + b), D frequencies, b ~ U[0, 2 pi);
+- "cos_sin": z(x) = sqrt(2/D) [cos(W^T x), sin(W^T x)], D/2 frequencies; lower variance
+  at equal D (Sutherland & Schneider, UAI 2015). E<z(x), z(y)> = k(x, y) for both.
+
+Features are computed in float32 unless float64 is asked for, in row chunks so the
+only temporaries are one chunk wide; sparse CSR input costs O(nnz * D).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import scipy.sparse as sp
+from pydantic import BaseModel, ConfigDict, Field
+
+from .. import kernels
+from . import randomness
+from .base import DenseFeatureMap, require
+from .inputs import output_dtype
+from .spec import MapSpec
+
+# Rows per chunk are chosen so a chunk of features holds about this many numbers.
+CHUNK_ELEMENTS = 2**21
+
+
+class RFFParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kernel: Literal["gaussian", "laplacian"] = "gaussian"
+    gamma: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    variant: Literal["cos_sin", "phase"] = "cos_sin"
+
+
+class RFFMap(DenseFeatureMap):
+    method = "rff"
+    Params = RFFParams
+
+    def __init__(self, spec: MapSpec):
+        super().__init__(spec)
+        self._n_frequencies = self._frequency_count(spec, self.params.variant)
+        self._parameters: dict[np.dtype, tuple[np.ndarray, np.ndarray | None]] = {}
+
+    @staticmethod
+    def _frequency_count(spec: MapSpec, variant: str) -> int:
+        return spec.n_components // 2 if variant == "cos_sin" else spec.n_components
+
+    @classmethod
+    def check_spec(cls, spec: MapSpec) -> None:
+        if spec.params["variant"] == "cos_sin":
+            require(spec.n_components % 2 == 0 and spec.n_components >= 2, "n_components",
+                    "variant 'cos_sin' pairs cos and sin features: n_components must be even")
+
+    # -- random parameters ---------------------------------------------------------
+
+    def _unit_frequencies(self, count: int) -> np.ndarray:
+        """Frequencies before scaling by gamma, shape (count, d): one row per frequency."""
+        words = randomness.raw_words(self.spec.seed, f"{self.method}.frequencies", count * self.input_dim)
+        return self._unit_law()(words).reshape(count, self.input_dim)
+
+    def _unit_law(self):
+        return randomness.cauchy if self.params.kernel == "laplacian" else randomness.normal
+
+    def _frequency_scale(self) -> float:
+        gamma = self.params.gamma
+        return gamma if self.params.kernel == "laplacian" else float(np.sqrt(2.0 * gamma))
+
+    def _parameters_for(self, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
+        if dtype not in self._parameters:
+            m = self._n_frequencies
+            frequencies = (self._unit_frequencies(m) * self._frequency_scale()).astype(dtype)
+            offsets = None
+            if self.params.variant == "phase":
+                words = randomness.raw_words(self.spec.seed, f"{self.method}.offsets", m)
+                offsets = randomness.phase(words).astype(dtype)
+            self._parameters[dtype] = (frequencies, offsets)
+        return self._parameters[dtype]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for pair in self._parameters.values() for a in pair if a is not None)
+
+    # -- features ------------------------------------------------------------------
+
+    def transform(self, X, *, dtype=None) -> np.ndarray:
+        X = self.check(X)
+        dtype = output_dtype(dtype)
+        X = self._prepare(X.astype(dtype, copy=False))
+        out = np.empty((X.shape[0], self.output_dim), dtype=dtype)
+        rows = max(1, CHUNK_ELEMENTS // self.output_dim)
+        for start in range(0, X.shape[0], rows):
+            self._features_into(X[start:start + rows], out[start:start + rows])
+        return out
+
+    def _prepare(self, X):
+        return X
+
+    def _features_into(self, X, out: np.ndarray) -> None:
+        self._fourier_into(X, out)
+        out *= out.dtype.type(np.sqrt(2.0 / self.output_dim))
+
+    def _fourier_into(self, X, out: np.ndarray) -> None:
+        """cos(W^T x + b) or [cos(W^T x), sin(W^T x)] into `out`, unscaled."""
+        frequencies, offsets = self._parameters_for(out.dtype)
+        if offsets is not None:
+            if sp.issparse(X):
+                out[...] = X @ frequencies.T
+            else:
+                np.matmul(X, frequencies.T, out=out)
+            out += offsets
+            np.cos(out, out=out)
+        else:
+            projection = X @ frequencies.T
+            m = self._n_frequencies
+            np.cos(projection, out=out[:, :m])
+            np.sin(projection, out=out[:, m:])
+
+    def exact_kernel(self, X, Y=None) -> np.ndarray:
+        X = self.check(X, "x")
+        Y = X if Y is None else self.check(Y, "y")
+        if self.params.kernel == "laplacian":
+            return kernels.laplacian(X, Y, self.params.gamma)
+        return kernels.gaussian(X, Y, self.params.gamma)

@@ -1,0 +1,60 @@
+"""The map spec: everything a replica needs to rebuild a feature map bit for bit.
+
+A spec is `{method, input_dim, n_components, seed, params}` with every default
+resolved (see `app.maps.registry.resolve_spec`). Its id hashes the canonical JSON of
+the spec together with FORMAT_VERSION, so the same spec always gets the same id and
+a change of the numeric format can never silently reuse an old id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import cached_property
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, computed_field
+
+# Bump when the meaning of a stored spec changes (randomness derivation, feature layout).
+FORMAT_VERSION = 1
+
+MAX_INPUT_DIM = 2**30
+MAX_COMPONENTS = 2**22
+MAX_SEED = 2**63 - 1
+
+# Keys a client may echo back from a resolved spec; they are derived, never chosen.
+DERIVED_KEYS = ("id", "output_dim", "format_version")
+
+
+class MapSpec(BaseModel):
+    """A resolved spec. Build it with `resolve_spec`, which also validates `params`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    method: str
+    input_dim: int = Field(ge=1, le=MAX_INPUT_DIM)
+    n_components: int = Field(ge=1, le=MAX_COMPONENTS)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    def canonical_json(self) -> bytes:
+        """Sorted-key JSON of the spec and the format version: the input of the id."""
+        document = {
+            "format_version": FORMAT_VERSION,
+            "method": self.method,
+            "input_dim": self.input_dim,
+            "n_components": self.n_components,
+            "seed": self.seed,
+            "params": self.params,
+        }
+        return orjson.dumps(document, option=orjson.OPT_SORT_KEYS)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @cached_property
+    def id(self) -> str:
+        digest = hashlib.sha256(self.canonical_json()).hexdigest()[:24]
+        return f"{self.method}-v{FORMAT_VERSION}-{digest}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as stored and returned: the resolved fields plus id and format version."""
+        return {**self.model_dump(), "format_version": FORMAT_VERSION}
