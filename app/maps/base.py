@@ -61,6 +61,10 @@ class FeatureMap(ABC):
     def output_dim(self) -> int:
         return self.output_dim_for(self.spec)
 
+    def describe(self) -> dict:
+        """The resolved spec as returned to clients: spec fields, id, format version, output_dim."""
+        return {**self.spec.to_dict(), "output_dim": self.output_dim}
+
     @property
     def input_dim(self) -> int:
         return self.spec.input_dim

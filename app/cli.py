@@ -1,0 +1,102 @@
+"""The `featurehash` command line.
+
+    featurehash --version
+    featurehash spec SPEC.json                      # print the resolved spec with its id
+    featurehash transform --spec SPEC.json --input X.npy --output Z.npy [--float64]
+    featurehash hash --spec SPEC.json --input X.npy --output codes.npy
+
+`transform` writes dense features for dense maps; for one-hot maps (GCWS) it writes the
+one-hot indices (int64, n x k) and prints `dim` and `scale` as JSON on stdout.
+Inputs may be a 2-D .npy array or a scipy sparse .npz matrix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import orjson
+import scipy.sparse as sp
+
+from . import __version__
+from .maps import FeatureHashError, OneHotFeatures, create_map
+
+
+def _load_spec(path: str) -> dict:
+    try:
+        return orjson.loads(Path(path).read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise SystemExit(f"featurehash: {path} is not valid JSON: {exc}") from None
+
+
+def _load_vectors(path: str):
+    if path.endswith(".npz"):
+        return sp.load_npz(path)
+    return np.load(path, allow_pickle=False)
+
+
+def _print_json(document) -> None:
+    sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def _cmd_spec(args) -> None:
+    _print_json(create_map(_load_spec(args.spec)).describe())
+
+
+def _cmd_transform(args) -> None:
+    feature_map = create_map(_load_spec(args.spec))
+    features = feature_map.transform(_load_vectors(args.input), dtype=np.float64 if args.float64 else None)
+    if isinstance(features, OneHotFeatures):
+        np.save(args.output, features.indices)
+        _print_json({"id": feature_map.spec.id, "indices": args.output, "dim": features.dim,
+                     "scale": features.scale})
+    else:
+        np.save(args.output, features)
+        _print_json({"id": feature_map.spec.id, "features": args.output, "shape": list(features.shape),
+                     "dtype": str(features.dtype)})
+
+
+def _cmd_hash(args) -> None:
+    feature_map = create_map(_load_spec(args.spec))
+    codes = feature_map.hash(_load_vectors(args.input))
+    np.save(args.output, codes)
+    _print_json({"id": feature_map.spec.id, "codes": args.output, "shape": list(codes.shape)})
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="featurehash", description="Seeded kernel feature maps.")
+    parser.add_argument("--version", action="version", version=f"featurehash {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    spec = commands.add_parser("spec", help="validate a spec and print it resolved, with its id")
+    spec.add_argument("spec", help="spec JSON file")
+    spec.set_defaults(run=_cmd_spec)
+
+    for name, run, what in (("transform", _cmd_transform, "features"), ("hash", _cmd_hash, "discrete codes")):
+        command = commands.add_parser(name, help=f"write the {what} of the vectors in a .npy/.npz file")
+        command.add_argument("--spec", required=True, help="spec JSON file")
+        command.add_argument("--input", required=True, help="2-D .npy array or sparse .npz matrix")
+        command.add_argument("--output", required=True, help=".npy file to write")
+        if name == "transform":
+            command.add_argument("--float64", action="store_true", help="compute features in float64")
+        command.set_defaults(run=run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.run(args)
+    except FeatureHashError as exc:
+        print(f"featurehash: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"featurehash: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
