@@ -1,6 +1,7 @@
 """The `featurehash` command line.
 
     featurehash --version
+    featurehash serve [--host H] [--port P] [--workers N] [--data-dir DIR]
     featurehash spec SPEC.json                      # print the resolved spec with its id
     featurehash transform --spec SPEC.json --input X.npy --output Z.npy [--float64]
     featurehash hash --spec SPEC.json --input X.npy --output codes.npy
@@ -65,10 +66,26 @@ def _cmd_hash(args) -> None:
     _print_json({"id": feature_map.spec.id, "codes": args.output, "shape": list(codes.shape)})
 
 
+def _cmd_serve(args) -> None:
+    from .config import Settings
+    from .serve import serve
+
+    overrides = {name: getattr(args, name) for name in ("host", "port", "workers", "data_dir")
+                 if getattr(args, name) is not None}
+    raise SystemExit(serve(Settings(**overrides)))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="featurehash", description="Seeded kernel feature maps.")
     parser.add_argument("--version", action="version", version=f"featurehash {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the HTTP service (embedded Redis unless REDIS_URL is set)")
+    serve.add_argument("--host", help="bind address (FEATUREHASH_HOST, default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (FEATUREHASH_PORT, default 8000)")
+    serve.add_argument("--workers", type=int, help="uvicorn worker processes (FEATUREHASH_WORKERS, default 1)")
+    serve.add_argument("--data-dir", dest="data_dir", help="embedded Redis data (FEATUREHASH_DATA_DIR, default ./data)")
+    serve.set_defaults(run=_cmd_serve)
 
     spec = commands.add_parser("spec", help="validate a spec and print it resolved, with its id")
     spec.add_argument("spec", help="spec JSON file")

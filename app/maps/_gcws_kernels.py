@@ -61,7 +61,7 @@ def sample_streams(key, k):
     return streams
 
 
-@nb.njit(parallel=True, cache=True)
+@nb.njit(parallel=True, nogil=True, cache=True)
 def build_table(streams, n_coordinates):
     """Constants for every (coordinate, sample): four float32 arrays of shape (2d, k)."""
     k = streams.size
@@ -75,7 +75,7 @@ def build_table(streams, n_coordinates):
     return inverse_r, beta, r, offset
 
 
-@nb.njit(parallel=True, cache=True)
+@nb.njit(parallel=True, nogil=True, cache=True)
 def hash_csr(indptr, indices, data, power, streams, use_table, inverse_r, beta, r, offset,
              i_star, t_star):
     """CWS of each row's transformed vector u~ (u~_{2c} = max(x_c, 0), u~_{2c+1} = max(-x_c, 0)).

@@ -69,6 +69,10 @@ class FeatureMap(ABC):
     def input_dim(self) -> int:
         return self.spec.input_dim
 
+    def materialize(self) -> "FeatureMap":
+        """Compute the random parameters now (they are otherwise made on first use)."""
+        return self
+
     @property
     @abstractmethod
     def nbytes(self) -> int:

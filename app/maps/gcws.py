@@ -23,6 +23,8 @@ identical results.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field
@@ -36,6 +38,9 @@ from .spec import MapSpec
 DEFAULT_TABLE_BUDGET_BYTES = 256 * 2**20
 _TABLE_BYTES_PER_ENTRY = 16  # four float32 constants per (coordinate, sample)
 _LOW_32_BITS = np.int64(0xFFFFFFFF)
+# numba's default (workqueue) threading layer must not run parallel kernels from two
+# threads at once; the service calls maps from a thread pool.
+_PARALLEL_KERNEL_LOCK = threading.Lock()
 
 
 class GCWSParams(BaseModel):
@@ -63,6 +68,10 @@ class GCWSMap(FeatureMap):
     def output_dim_for(cls, spec: MapSpec) -> int:
         return spec.n_components << spec.params["bits"]
 
+    def materialize(self) -> "GCWSMap":
+        self._constants()
+        return self
+
     @property
     def nbytes(self) -> int:
         table = sum(a.nbytes for a in self._table) if self._table is not None else 0
@@ -73,7 +82,9 @@ class GCWSMap(FeatureMap):
             empty = np.empty((0, 0), dtype=np.float32)
             return empty, empty, empty, empty
         if self._table is None:
-            self._table = _gcws_kernels.build_table(self._streams, self._n_coordinates)
+            with _PARALLEL_KERNEL_LOCK:
+                if self._table is None:
+                    self._table = _gcws_kernels.build_table(self._streams, self._n_coordinates)
         return self._table
 
     def samples(self, X) -> tuple[np.ndarray, np.ndarray]:
@@ -84,8 +95,10 @@ class GCWSMap(FeatureMap):
         n, k = X.shape[0], self.spec.n_components
         i_star = np.empty((n, k), dtype=np.int64)
         t_star = np.empty((n, k), dtype=np.int64)
-        _gcws_kernels.hash_csr(X.indptr, X.indices, X.data, float(self.params.power), self._streams,
-                               self.uses_table, *self._constants(), i_star, t_star)
+        constants = self._constants()
+        with _PARALLEL_KERNEL_LOCK:
+            _gcws_kernels.hash_csr(X.indptr, X.indices, X.data, float(self.params.power), self._streams,
+                                   self.uses_table, *constants, i_star, t_star)
         return i_star, t_star
 
     def hash(self, X) -> np.ndarray:

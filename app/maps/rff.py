@@ -82,6 +82,10 @@ class RFFMap(DenseFeatureMap):
             self._parameters[dtype] = (frequencies, offsets)
         return self._parameters[dtype]
 
+    def materialize(self) -> "RFFMap":
+        self._parameters_for(np.dtype(np.float32))
+        return self
+
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for pair in self._parameters.values() for a in pair if a is not None)

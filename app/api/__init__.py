@@ -1,0 +1,1 @@
+"""HTTP layer: routers by resource, body codecs, error mapping, middleware."""

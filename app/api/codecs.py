@@ -1,0 +1,140 @@
+"""Request and response bodies: JSON (orjson) and .npy, turned into arrays one way.
+
+JSON bodies carry dense rows under a key (e.g. "vectors") or sparse rows under
+"sparse_<key>" as [{"indices": [...], "values": [...]}, ...]; an `application/x-npy`
+body is one 2-D numeric array. Every problem is an InputError naming the field.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import numpy as np
+import orjson
+import scipy.sparse as sp
+from fastapi import Response
+
+from ..maps import InputError
+
+NPY = "application/x-npy"
+JSON = "application/json"
+
+
+def parse_body(raw: bytes, content_type: str | None) -> dict[str, Any] | np.ndarray:
+    """A JSON object, or the array of an .npy body."""
+    media_type = (content_type or JSON).split(";")[0].strip().lower()
+    if media_type == NPY:
+        return _parse_npy(raw)
+    if media_type not in (JSON, "text/json") and not media_type.endswith("+json"):
+        raise UnsupportedMediaType(media_type)
+    try:
+        document = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        document = _parse_lenient_json(raw)
+    if not isinstance(document, dict):
+        raise InputError("body", "expected a JSON object")
+    return document
+
+
+def _parse_lenient_json(raw: bytes) -> Any:
+    # Python's json writes NaN and Infinity; accept them here so the finite check can
+    # name the problem instead of reporting a syntax error.
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError("body", f"invalid JSON ({exc})") from None
+
+
+def _parse_npy(raw: bytes) -> np.ndarray:
+    if not raw.startswith(b"\x93NUMPY"):
+        raise InputError("body", "not an .npy file (no NPY header); write it with numpy.save")
+    try:
+        array = np.load(io.BytesIO(raw), allow_pickle=False)
+    except Exception as exc:  # numpy raises several types for malformed files
+        raise InputError("body", f"not a readable .npy array ({type(exc).__name__}: {exc})") from None
+    if not isinstance(array, np.ndarray):
+        raise InputError("body", "expected one .npy array")
+    return array
+
+
+class UnsupportedMediaType(Exception):
+    def __init__(self, media_type: str):
+        super().__init__(media_type)
+        self.media_type = media_type
+
+
+def vectors_from(body: dict[str, Any] | np.ndarray, key: str, input_dim: int, *, required: bool = True):
+    """The rows under `key` (dense) or `sparse_<key>` (sparse), or the .npy array itself."""
+    if isinstance(body, np.ndarray):
+        return body
+    sparse_key = f"sparse_{key}"
+    if key in body and sparse_key in body:
+        raise InputError(key, f"send either '{key}' or '{sparse_key}', not both")
+    if sparse_key in body:
+        return _sparse_rows(body[sparse_key], sparse_key, input_dim)
+    if key not in body:
+        if not required:
+            return None
+        raise InputError(key, f"missing: send '{key}' (a list of rows) or '{sparse_key}'")
+    return _dense_rows(body[key], key)
+
+
+def _dense_rows(rows: Any, field: str) -> np.ndarray:
+    if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows):
+        raise InputError(field, "expected a list of rows (lists of numbers)")
+    if not rows:
+        return np.empty((0, 0))
+    lengths = {len(row) for row in rows}
+    if len(lengths) > 1:
+        raise InputError(field, f"ragged rows: lengths {sorted(lengths)[:5]} differ")
+    try:
+        array = np.array(rows, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(field, "rows must contain numbers only") from None
+    if array.ndim != 2:
+        raise InputError(field, "rows must be flat lists of numbers")
+    return array
+
+
+def _sparse_rows(rows: Any, field: str, input_dim: int) -> sp.csr_matrix:
+    if not isinstance(rows, list):
+        raise InputError(field, "expected a list of {\"indices\": [...], \"values\": [...]} objects")
+    index_parts, value_parts, lengths = [], [], []
+    for r, row in enumerate(rows):
+        where = f"{field}[{r}]"
+        if not isinstance(row, dict) or not isinstance(row.get("indices"), list) \
+                or not isinstance(row.get("values"), list):
+            raise InputError(where, "expected {\"indices\": [...], \"values\": [...]}")
+        if len(row["indices"]) != len(row["values"]):
+            raise InputError(where, "indices and values differ in length")
+        try:
+            indices = np.array(row["indices"], dtype=np.int64)
+            values = np.array(row["values"], dtype=np.float64)
+        except (TypeError, ValueError, OverflowError):
+            raise InputError(where, "indices must be integers and values numbers") from None
+        if indices.size and (indices.min() < 0 or indices.max() >= input_dim):
+            raise InputError(f"{where}.indices", f"out of range: indices must lie in [0, {input_dim})")
+        index_parts.append(indices)
+        value_parts.append(values)
+        lengths.append(indices.size)
+    indptr = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+    indices = np.concatenate(index_parts) if index_parts else np.empty(0, np.int64)
+    values = np.concatenate(value_parts) if value_parts else np.empty(0)
+    return sp.csr_matrix((values, indices, indptr), shape=(len(rows), input_dim))
+
+
+def wants_npy(accept: str | None) -> bool:
+    return bool(accept) and NPY in accept
+
+
+def npy_response(array: np.ndarray, headers: dict[str, str] | None = None) -> Response:
+    buffer = io.BytesIO()
+    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+    return Response(buffer.getvalue(), media_type=NPY, headers=headers)
+
+
+def json_response(document: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
+    content = orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY)
+    return Response(content, status_code=status_code, media_type=JSON, headers=headers)

@@ -1,0 +1,65 @@
+"""Error responses: every client mistake is a 4xx naming the field, Redis trouble a 503.
+
+Body: {"detail": "<field>: <message>", "field": "<field>"}.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ..maps import FeatureHashError, UnsupportedOperation
+from .codecs import UnsupportedMediaType, json_response
+
+
+class MapNotFound(Exception):
+    def __init__(self, map_id: str):
+        super().__init__(map_id)
+        self.map_id = map_id
+
+
+class BodyTooLarge(Exception):
+    def __init__(self, limit: int):
+        super().__init__(limit)
+        self.limit = limit
+
+
+def error_response(status: int, field: str, message: str, headers: dict[str, str] | None = None):
+    return json_response({"detail": f"{field}: {message}", "field": field}, status_code=status, headers=headers)
+
+
+def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
+    @app.exception_handler(FeatureHashError)
+    async def feature_hash_error(request: Request, exc: FeatureHashError):
+        status = 400 if isinstance(exc, UnsupportedOperation) else 422
+        return error_response(status, exc.field, exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError):
+        first = exc.errors()[0]
+        if first.get("type") == "json_invalid":
+            return error_response(422, "body", "invalid JSON")
+        location = [str(part) for part in first.get("loc", ()) if part not in ("body", "query", "path")]
+        return error_response(422, ".".join(location) or "body", first.get("msg", "invalid"))
+
+    @app.exception_handler(MapNotFound)
+    async def map_not_found(request: Request, exc: MapNotFound):
+        return error_response(404, "map_id", f"no map with id {exc.map_id!r}")
+
+    @app.exception_handler(BodyTooLarge)
+    async def body_too_large(request: Request, exc: BodyTooLarge):
+        return error_response(413, "body", f"larger than the limit of {exc.limit} bytes; send smaller batches")
+
+    @app.exception_handler(UnsupportedMediaType)
+    async def unsupported_media_type(request: Request, exc: UnsupportedMediaType):
+        return error_response(415, "content-type", f"{exc.media_type!r} is not accepted; "
+                              "use application/json or application/x-npy")
+
+    async def store_unavailable(request: Request, exc: Exception):
+        return error_response(503, "store", f"Redis is unreachable ({type(exc).__name__}); retry shortly",
+                              headers={"Retry-After": str(retry_after_seconds)})
+
+    app.add_exception_handler(RedisConnectionError, store_unavailable)
+    app.add_exception_handler(RedisTimeoutError, store_unavailable)

@@ -1,0 +1,53 @@
+"""/v1/maps: create (idempotent), get, list, delete."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Query, Response
+from starlette.concurrency import run_in_threadpool
+
+from ..maps import FeatureMap
+from .codecs import json_response
+from .deps import ServiceState, get_state, require_api_key
+from .errors import MapNotFound
+from .schemas import CreateMapRequest, MapListResponse, MapSpecResponse
+
+router = APIRouter(prefix="/v1/maps", tags=["maps"], dependencies=[Depends(require_api_key)])
+
+
+def describe(feature_map: FeatureMap) -> dict:
+    kind = "one_hot" if feature_map.has_hash else "dense"
+    return {**feature_map.describe(), "features": kind, "has_hash": feature_map.has_hash}
+
+
+@router.post("", status_code=201, response_model=MapSpecResponse,
+             responses={200: {"model": MapSpecResponse, "description": "the map already existed"}})
+async def create_map(request: CreateMapRequest, state: ServiceState = Depends(get_state)):
+    feature_map = await run_in_threadpool(state.build_map, request.model_dump(exclude_none=True))
+    document = describe(feature_map)
+    created = await state.store.create(document)
+    state.cache.put(feature_map)
+    return json_response(document, status_code=201 if created else 200)
+
+
+@router.get("", response_model=MapListResponse)
+async def list_maps(after: str | None = Query(default=None, description="cursor from the previous page"),
+                    limit: int = Query(default=100, ge=1, le=1000),
+                    state: ServiceState = Depends(get_state)):
+    specs, cursor = await state.store.list(after=after, limit=limit)
+    return json_response({"maps": specs, "next": cursor})
+
+
+@router.get("/{map_id}", response_model=MapSpecResponse)
+async def get_map(map_id: str, state: ServiceState = Depends(get_state)):
+    spec = await state.store.get(map_id)
+    if spec is None:
+        raise MapNotFound(map_id)
+    return json_response(spec)
+
+
+@router.delete("/{map_id}", status_code=204)
+async def delete_map(map_id: str, state: ServiceState = Depends(get_state)):
+    if not await state.store.delete(map_id):
+        raise MapNotFound(map_id)
+    state.cache.discard(map_id)
+    return Response(status_code=204)

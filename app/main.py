@@ -1,0 +1,48 @@
+"""The FastAPI app factory: `uvicorn app.main:create_app --factory` (via `featurehash serve`)."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from redis.asyncio import Redis
+
+from . import __version__
+from .api import routes_compute, routes_health, routes_maps
+from .api.deps import ServiceState
+from .api.errors import install_error_handlers
+from .api.middleware import BodyLimitAndMetrics
+from .config import Settings, get_settings
+from .map_cache import MapCache
+from .store import SpecStore
+
+
+def _redis_client(settings: Settings) -> Redis:
+    if not settings.redis_url:
+        raise RuntimeError("REDIS_URL is not set: start the service with `featurehash serve`, which runs an "
+                           "embedded Redis, or point REDIS_URL at a Redis server")
+    return Redis.from_url(settings.redis_url, socket_timeout=settings.redis_timeout_seconds,
+                          socket_connect_timeout=settings.redis_timeout_seconds, health_check_interval=10)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        redis = _redis_client(settings)
+        app.state.service = ServiceState(settings=settings, store=SpecStore(redis, settings.key_prefix),
+                                         cache=MapCache(settings.map_cache_bytes))
+        try:
+            yield
+        finally:
+            await redis.aclose()
+
+    app = FastAPI(title="featurehash", version=__version__, lifespan=lifespan,
+                  description="Seeded kernel feature maps: create a map once, transform and hash anywhere.")
+    install_error_handlers(app, settings.retry_after_seconds)
+    app.include_router(routes_maps.router)
+    app.include_router(routes_compute.router)
+    app.include_router(routes_health.router)
+    app.add_middleware(BodyLimitAndMetrics, max_body_bytes=settings.max_body_bytes)
+    return app

@@ -1,0 +1,56 @@
+"""`featurehash serve`: Redis (embedded unless REDIS_URL is set), then the uvicorn workers.
+
+The launcher owns both children. It starts the embedded Redis once (never one per
+worker), waits for PING, then runs uvicorn with REDIS_URL pointing at the server's unix
+socket. On SIGTERM/SIGINT it forwards the signal to uvicorn (which drains its workers),
+waits for it to exit, and only then stops Redis, so no acknowledged write is lost.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+from .config import Settings
+from .store.embedded import EmbeddedRedis
+
+
+def _uvicorn_command(settings: Settings) -> list[str]:
+    return [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory",
+            "--host", settings.host, "--port", str(settings.port), "--workers", str(settings.workers),
+            "--no-access-log", "--timeout-graceful-shutdown", "20"]
+
+
+def _metrics_dir(settings: Settings) -> str:
+    path = settings.data_dir / "metrics"
+    shutil.rmtree(path, ignore_errors=True)  # counters restart with the workers
+    path.mkdir(parents=True, exist_ok=True)
+    return str(path.resolve())
+
+
+def serve(settings: Settings) -> int:
+    embedded = None
+    env = dict(os.environ)
+    if not settings.redis_url:
+        embedded = EmbeddedRedis(settings.data_dir)
+        embedded.start()
+        env["REDIS_URL"] = embedded.url
+        print(f"featurehash: embedded Redis at {embedded.url} (data in {embedded.data_dir})", file=sys.stderr)
+    if settings.workers > 1:
+        env["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir(settings)
+    try:
+        web = subprocess.Popen(_uvicorn_command(settings), env=env)
+
+        def forward(signum, frame):  # must not block: just pass the signal on
+            if web.poll() is None:
+                web.send_signal(signal.SIGTERM)
+
+        signal.signal(signal.SIGTERM, forward)
+        signal.signal(signal.SIGINT, forward)
+        return web.wait()
+    finally:
+        if embedded is not None:
+            embedded.stop()
