@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Query, Response
 from starlette.concurrency import run_in_threadpool
 
-from ..maps import FeatureMap
 from .codecs import json_response
 from .deps import ServiceState, get_state, require_api_key
 from .errors import MapNotFound
@@ -14,16 +13,11 @@ from .schemas import CreateMapRequest, MapListResponse, MapSpecResponse
 router = APIRouter(prefix="/v1/maps", tags=["maps"], dependencies=[Depends(require_api_key)])
 
 
-def describe(feature_map: FeatureMap) -> dict:
-    kind = "one_hot" if feature_map.has_hash else "dense"
-    return {**feature_map.describe(), "features": kind, "has_hash": feature_map.has_hash}
-
-
 @router.post("", status_code=201, response_model=MapSpecResponse,
              responses={200: {"model": MapSpecResponse, "description": "the map already existed"}})
 async def create_map(request: CreateMapRequest, state: ServiceState = Depends(get_state)):
     feature_map = await run_in_threadpool(state.build_map, request.model_dump(exclude_none=True))
-    document = describe(feature_map)
+    document = feature_map.describe()
     created = await state.store.create(document)
     state.cache.put(feature_map)
     return json_response(document, status_code=201 if created else 200)

@@ -23,6 +23,8 @@ class CreateMapRequest(BaseModel):
     id: str | None = None
     output_dim: int | None = None
     format_version: int | None = None
+    features: str | None = None
+    has_hash: bool | None = None
 
 
 class MapSpecResponse(BaseModel):

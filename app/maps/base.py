@@ -44,6 +44,7 @@ class FeatureMap(ABC):
     method: ClassVar[str]
     Params: ClassVar[type[BaseModel]]
     has_hash: ClassVar[bool] = False
+    one_hot: ClassVar[bool] = False  # transform returns OneHotFeatures
 
     def __init__(self, spec: MapSpec):
         self.spec = spec
@@ -62,8 +63,10 @@ class FeatureMap(ABC):
         return self.output_dim_for(self.spec)
 
     def describe(self) -> dict:
-        """The resolved spec as returned to clients: spec fields, id, format version, output_dim."""
-        return {**self.spec.to_dict(), "output_dim": self.output_dim}
+        """The resolved spec as returned to clients: spec fields, id, format version and the
+        derived facts output_dim, features ("dense" or "one_hot") and has_hash."""
+        return {**self.spec.to_dict(), "output_dim": self.output_dim,
+                "features": "one_hot" if self.one_hot else "dense", "has_hash": self.has_hash}
 
     @property
     def input_dim(self) -> int:

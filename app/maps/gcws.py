@@ -55,6 +55,7 @@ class GCWSMap(FeatureMap):
     method = "gcws"
     Params = GCWSParams
     has_hash = True
+    one_hot = True
 
     def __init__(self, spec: MapSpec, *, table_budget_bytes: int = DEFAULT_TABLE_BUDGET_BYTES):
         super().__init__(spec)

@@ -23,7 +23,7 @@ MAX_COMPONENTS = 2**22
 MAX_SEED = 2**63 - 1
 
 # Keys a client may echo back from a resolved spec; they are derived, never chosen.
-DERIVED_KEYS = ("id", "output_dim", "format_version")
+DERIVED_KEYS = ("id", "output_dim", "format_version", "features", "has_hash")
 
 
 class MapSpec(BaseModel):

@@ -1,0 +1,78 @@
+"""The featurehash command line: version, spec resolution, transform and hash files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from app import __version__
+from app.cli import main
+from app.maps import create_map
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def test_version_from_a_fresh_process():
+    done = subprocess.run([sys.executable, "-m", "app.cli", "--version"], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == f"featurehash {__version__}"
+
+
+def test_spec_prints_resolved_spec_with_id(capsys):
+    assert main(["spec", str(EXAMPLES / "rff_spec.json")]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    expected = create_map(json.loads((EXAMPLES / "rff_spec.json").read_text()))
+    assert printed["id"] == expected.spec.id
+    assert printed["params"] == {"kernel": "gaussian", "gamma": 0.5, "variant": "cos_sin"}
+    assert printed["output_dim"] == 16
+
+
+def test_transform_writes_the_library_features(tmp_path, capsys):
+    out = tmp_path / "features.npy"
+    assert main(["transform", "--spec", str(EXAMPLES / "rff_spec.json"),
+                 "--input", str(EXAMPLES / "vectors.npy"), "--output", str(out)]) == 0
+    expected = create_map(json.loads((EXAMPLES / "rff_spec.json").read_text())).transform(
+        np.load(EXAMPLES / "vectors.npy"))
+    written = np.load(out)
+    assert written.dtype == np.float32
+    np.testing.assert_array_equal(written, expected)
+
+
+def test_transform_of_a_one_hot_map_writes_indices_and_reports_scale(tmp_path, capsys):
+    out = tmp_path / "indices.npy"
+    assert main(["transform", "--spec", str(EXAMPLES / "gcws_spec.json"),
+                 "--input", str(EXAMPLES / "vectors.npy"), "--output", str(out)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["dim"] == 32 * 2**4
+    assert report["scale"] == 1 / np.sqrt(32)
+    assert np.load(out).shape == (4, 32)
+
+
+def test_hash_accepts_sparse_npz_and_matches_dense(tmp_path):
+    vectors = np.load(EXAMPLES / "vectors.npy")
+    sp.save_npz(tmp_path / "vectors.npz", sp.csr_matrix(vectors))
+    spec = str(EXAMPLES / "gcws_spec.json")
+    assert main(["hash", "--spec", spec, "--input", str(tmp_path / "vectors.npz"),
+                 "--output", str(tmp_path / "sparse.npy")]) == 0
+    assert main(["hash", "--spec", spec, "--input", str(EXAMPLES / "vectors.npy"),
+                 "--output", str(tmp_path / "dense.npy")]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "sparse.npy"), np.load(tmp_path / "dense.npy"))
+
+
+def test_bad_spec_exits_2_with_the_field_named(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"method": "rff", "input_dim": 8, "n_components": 16, "params": {"gamma": -1}}))
+    assert main(["transform", "--spec", str(bad), "--input", str(EXAMPLES / "vectors.npy"),
+                 "--output", str(tmp_path / "x.npy")]) == 2
+    assert "params.gamma" in capsys.readouterr().err
+
+
+def test_wrong_dimension_exits_2(tmp_path, capsys):
+    np.save(tmp_path / "x.npy", np.ones((2, 3)))
+    assert main(["transform", "--spec", str(EXAMPLES / "rff_spec.json"), "--input", str(tmp_path / "x.npy"),
+                 "--output", str(tmp_path / "z.npy")]) == 2
+    assert "wrong dimension" in capsys.readouterr().err
