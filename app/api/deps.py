@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ..config import Settings
 from ..map_cache import MapCache
-from ..maps import FeatureMap, create_map
+from ..maps import FeatureMap, SpecError, create_map
 from ..store import SpecStore
 from .errors import MapNotFound
 
@@ -24,7 +24,12 @@ class ServiceState:
 
     def build_map(self, spec: dict) -> FeatureMap:
         options = {"table_budget_bytes": self.settings.gcws_table_budget_bytes} if spec.get("method") == "gcws" else {}
-        return create_map(spec, **options).materialize()
+        feature_map = create_map(spec, **options)
+        limit = self.settings.max_map_bytes
+        if feature_map.planned_nbytes > limit:
+            raise SpecError("n_components", f"the map would hold {feature_map.planned_nbytes} bytes of parameters, "
+                            f"over this service's limit of {limit} (FEATUREHASH_MAX_MAP_BYTES)")
+        return feature_map.materialize()
 
     async def load_map(self, map_id: str) -> FeatureMap:
         """The map if the store still has it (asked every time, so deletes reach all replicas)."""

@@ -81,6 +81,11 @@ class FeatureMap(ABC):
     def nbytes(self) -> int:
         """Bytes held by the materialised random parameters."""
 
+    @property
+    @abstractmethod
+    def planned_nbytes(self) -> int:
+        """Bytes `materialize` will hold (float32 parameters), known before computing them."""
+
     def check(self, X, field: str = "vectors"):
         return check_input(X, self.spec.input_dim, field=field)
 

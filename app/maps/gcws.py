@@ -74,6 +74,11 @@ class GCWSMap(FeatureMap):
         return self
 
     @property
+    def planned_nbytes(self) -> int:
+        table = self._n_coordinates * self.spec.n_components * _TABLE_BYTES_PER_ENTRY if self.uses_table else 0
+        return table + self._streams.nbytes
+
+    @property
     def nbytes(self) -> int:
         table = sum(a.nbytes for a in self._table) if self._table is not None else 0
         return table + self._streams.nbytes

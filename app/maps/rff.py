@@ -87,6 +87,11 @@ class RFFMap(DenseFeatureMap):
         return self
 
     @property
+    def planned_nbytes(self) -> int:
+        offsets = self._n_frequencies if self.params.variant == "phase" else 0
+        return 4 * (self._n_frequencies * self.input_dim + offsets)
+
+    @property
     def nbytes(self) -> int:
         return sum(a.nbytes for pair in self._parameters.values() for a in pair if a is not None)
 
