@@ -34,11 +34,13 @@ def laplacian(X, Y, gamma: float) -> np.ndarray:
     return np.exp(-gamma * cdist(_dense64(X), _dense64(Y), "cityblock"))
 
 
+def _unit(X: np.ndarray) -> np.ndarray:
+    scaled = X / np.abs(X).max(axis=1, keepdims=True)  # no overflow when squaring
+    return scaled / np.linalg.norm(scaled, axis=1, keepdims=True)
+
+
 def cosine_similarity(X, Y) -> np.ndarray:
-    X, Y = _dense64(X), _dense64(Y)
-    Xn = X / np.linalg.norm(X, axis=1, keepdims=True)
-    Yn = Y / np.linalg.norm(Y, axis=1, keepdims=True)
-    return np.clip(Xn @ Yn.T, -1.0, 1.0)
+    return np.clip(_unit(_dense64(X)) @ _unit(_dense64(Y)).T, -1.0, 1.0)
 
 
 def normalized_rbf(X, Y, gamma: float) -> np.ndarray:
@@ -46,30 +48,33 @@ def normalized_rbf(X, Y, gamma: float) -> np.ndarray:
     return np.exp(-gamma * (1.0 - cosine_similarity(X, Y)))
 
 
-def _signed_split(X: np.ndarray, power: float) -> tuple[np.ndarray, np.ndarray]:
-    """The 2d-dimensional nonnegative transform u~ as (positive part, negative part), ^power."""
-    return np.maximum(X, 0.0) ** power, np.maximum(-X, 0.0) ** power
-
-
 def gmm(X, Y, power: float = 1.0) -> np.ndarray:
     """Generalized min-max: sum min(u~, v~) / sum max(u~, v~); pGMM applies `power` to u~.
 
     Li, "Linearized GMM kernels and normalized random Fourier features" (papers/004_*),
-    eq. (7)-(8); the tunable pGMM raises the transformed entries to `power`.
+    eq. (7)-(8); the tunable pGMM raises the transformed entries to `power`. GMM does not
+    change when both vectors are scaled alike, so each pair is divided by its largest
+    magnitude before the power is taken: no overflow, however large `power` or the data.
+    Two all-zero vectors have GMM 1 by convention.
     """
-    Xp, Xn = _signed_split(_dense64(X), power)
-    Yp, Yn = _signed_split(_dense64(Y), power)
-    x_mass = (Xp + Xn).sum(axis=1)
-    y_mass = (Yp + Yn).sum(axis=1)
-    n, m, d = Xp.shape[0], Yp.shape[0], Xp.shape[1]
+    X, Y = _dense64(X), _dense64(Y)
+    x_peak, y_peak = np.abs(X).max(axis=1), np.abs(Y).max(axis=1)
+    n, m, d = X.shape[0], Y.shape[0], X.shape[1]
     block = max(1, _GMM_BLOCK_ELEMENTS // max(1, m * d))
-    minimum_sum = np.empty((n, m))
+    out = np.empty((n, m))
     for start in range(0, n, block):
         rows = slice(start, start + block)
-        minimum_sum[rows] = (
-            np.minimum(Xp[rows, None, :], Yp[None]).sum(axis=2)
-            + np.minimum(Xn[rows, None, :], Yn[None]).sum(axis=2)
-        )
-    maximum_sum = x_mass[:, None] + y_mass[None, :] - minimum_sum
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(maximum_sum > 0, minimum_sum / maximum_sum, 1.0)
+        peak = np.maximum(x_peak[rows, None], y_peak[None, :])
+        peak[peak == 0] = 1.0
+        u = X[rows, None, :] / peak[:, :, None]
+        v = Y[None, :, :] / peak[:, :, None]
+        minimum_sum = np.zeros(peak.shape)
+        maximum_sum = np.zeros(peak.shape)
+        for sign in (1.0, -1.0):
+            a = np.maximum(sign * u, 0.0) ** power
+            b = np.maximum(sign * v, 0.0) ** power
+            minimum_sum += np.minimum(a, b).sum(axis=2)
+            maximum_sum += np.maximum(a, b).sum(axis=2)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[rows] = np.where(maximum_sum > 0, minimum_sum / maximum_sum, 1.0)
+    return out

@@ -41,16 +41,21 @@ def serve(settings: Settings) -> int:
         print(f"featurehash: embedded Redis at {embedded.url} (data in {embedded.data_dir})", file=sys.stderr)
     if settings.workers > 1:
         env["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir(settings)
+    stopping = False
     try:
         web = subprocess.Popen(_uvicorn_command(settings), env=env)
 
         def forward(signum, frame):  # must not block: just pass the signal on
+            nonlocal stopping
+            stopping = True
             if web.poll() is None:
                 web.send_signal(signal.SIGTERM)
 
         signal.signal(signal.SIGTERM, forward)
         signal.signal(signal.SIGINT, forward)
-        return web.wait()
+        code = web.wait()
+        # uvicorn re-raises the signal it shut down on; that is a clean stop we asked for.
+        return 0 if stopping and code in (0, -signal.SIGTERM) else code
     finally:
         if embedded is not None:
             embedded.stop()

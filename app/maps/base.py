@@ -112,8 +112,8 @@ class DenseFeatureMap(FeatureMap):
     """A map whose features are a dense matrix: its kernel estimate is Z(X) Z(Y)^T."""
 
     def kernel(self, X, Y=None) -> np.ndarray:
-        ZX = self.transform(X, dtype=np.float64)
-        ZY = ZX if Y is None else self.transform(Y, dtype=np.float64)
+        ZX = self.transform(self.check(X, "x"), dtype=np.float64)
+        ZY = ZX if Y is None else self.transform(self.check(Y, "y"), dtype=np.float64)
         return ZX @ ZY.T
 
 

@@ -123,8 +123,8 @@ class GCWSMap(FeatureMap):
 
     def kernel(self, X, Y=None) -> np.ndarray:
         """Match fraction of the codes that `hash` returns: an unbiased GMM estimate."""
-        codes_x = self.hash(X)
-        codes_y = codes_x if Y is None else self.hash(Y)
+        codes_x = self.hash(self.check(X, "x"))
+        codes_y = codes_x if Y is None else self.hash(self.check(Y, "y"))
         return match_fraction(codes_x, codes_y)
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:

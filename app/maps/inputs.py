@@ -62,11 +62,21 @@ def _check_shape(shape: tuple[int, ...], input_dim: int, field: str) -> None:
         raise InputError(field, f"wrong dimension: vectors have {d} entries, the map expects {input_dim}")
 
 
-def row_sq_norms(X) -> np.ndarray:
-    """Squared l2 norm of each row, in float64, O(nnz) for sparse input."""
+def unit_rows(X):
+    """Rows scaled to unit l2 norm, in float64, without overflow or underflow.
+
+    Each row is first divided by its largest magnitude, so squaring cannot leave the
+    float64 range whatever the scale of the data. Rows must be nonzero. O(nnz) for CSR.
+    """
     if sp.issparse(X):
-        return np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
-    return np.einsum("ij,ij->i", X, X, dtype=np.float64)
+        X = sp.csr_matrix(X, dtype=np.float64)
+        peaks = abs(X).max(axis=1).toarray().ravel()
+        scaled = sp.diags(1.0 / peaks) @ X
+        norms = np.sqrt(np.asarray(scaled.multiply(scaled).sum(axis=1)).ravel())
+        return sp.diags(1.0 / norms) @ scaled
+    X = np.asarray(X, dtype=np.float64)
+    scaled = X / np.abs(X).max(axis=1, keepdims=True)
+    return scaled / np.sqrt(np.einsum("ij,ij->i", scaled, scaled))[:, None]
 
 
 def nonzero_counts(X) -> np.ndarray:

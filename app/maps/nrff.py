@@ -14,12 +14,11 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import kernels
 from . import randomness
-from .inputs import reject_zero_rows, row_sq_norms
+from .inputs import reject_zero_rows, unit_rows
 from .rff import RFFMap
 
 
@@ -40,21 +39,19 @@ class NRFFMap(RFFMap):
     def _frequency_scale(self) -> float:
         return float(np.sqrt(self.params.gamma))
 
-    def _prepare(self, X):
-        reject_zero_rows(X, "vectors", "NRFF needs a direction (unit-norm input)")
-        inverse_norms = (1.0 / np.sqrt(row_sq_norms(X))).astype(X.dtype)
-        if sp.issparse(X):
-            return sp.diags(inverse_norms) @ X
-        return X * inverse_norms[:, None]
+    def check(self, X, field: str = "vectors"):
+        X = super().check(X, field)
+        reject_zero_rows(X, field, "NRFF needs a direction (unit-norm input)")
+        return X
+
+    def _working_copy(self, X, dtype: np.dtype):
+        return unit_rows(X).astype(dtype, copy=False)
 
     def _features_into(self, X, out: np.ndarray) -> None:
         self._fourier_into(X, out)
-        norms = np.sqrt(np.einsum("ij,ij->i", out, out))
-        out /= norms[:, None]
+        out /= np.sqrt(np.einsum("ij,ij->i", out, out))[:, None]
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:
         X = self.check(X, "x")
         Y = X if Y is None else self.check(Y, "y")
-        reject_zero_rows(X, "x", "the normalized RBF kernel needs a direction")
-        reject_zero_rows(Y, "y", "the normalized RBF kernel needs a direction")
         return kernels.normalized_rbf(X, Y, self.params.gamma)

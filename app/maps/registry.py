@@ -11,7 +11,7 @@ from .errors import SpecError
 from .gcws import GCWSMap
 from .nrff import NRFFMap
 from .rff import RFFMap
-from .spec import DERIVED_KEYS, MapSpec
+from .spec import DERIVED_KEYS, FORMAT_VERSION, MapSpec
 
 METHODS: dict[str, type[FeatureMap]] = {cls.method: cls for cls in (RFFMap, NRFFMap, GCWSMap)}
 
@@ -53,10 +53,17 @@ def resolve_spec(raw: Mapping[str, Any] | MapSpec) -> MapSpec:
     except ValidationError as exc:
         raise _spec_error(exc) from None
     cls.check_spec(spec)
-    claimed_id = raw.get("id")
-    if claimed_id is not None and claimed_id != spec.id:
-        raise SpecError("id", f"{claimed_id!r} does not match the spec's content (expected {spec.id!r})")
+    _check_derived(raw, spec, cls)
     return spec
+
+
+def _check_derived(raw: Mapping[str, Any], spec: MapSpec, cls: type[FeatureMap]) -> None:
+    """Echoed derived keys must agree with the spec: a stale spec is refused, not reused."""
+    expected = {"id": spec.id, "format_version": FORMAT_VERSION, "output_dim": cls.output_dim_for(spec)}
+    for key, value in expected.items():
+        claimed = raw.get(key)
+        if claimed is not None and claimed != value:
+            raise SpecError(key, f"{claimed!r} does not match the spec's content (expected {value!r})")
 
 
 def create_map(spec: Mapping[str, Any] | MapSpec, **options: Any) -> FeatureMap:

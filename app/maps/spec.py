@@ -32,9 +32,9 @@ class MapSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     method: str
-    input_dim: int = Field(ge=1, le=MAX_INPUT_DIM)
-    n_components: int = Field(ge=1, le=MAX_COMPONENTS)
-    seed: int = Field(default=0, ge=0, le=MAX_SEED)
+    input_dim: int = Field(ge=1, le=MAX_INPUT_DIM, strict=True)
+    n_components: int = Field(ge=1, le=MAX_COMPONENTS, strict=True)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED, strict=True)
     params: dict[str, Any] = Field(default_factory=dict)
 
     def canonical_json(self) -> bytes:

@@ -1,0 +1,210 @@
+"""Bad inputs are refused with an InputError that names the field and says what is wrong;
+odd but valid inputs (ints, bools, sparse with unsorted or duplicate indices) are accepted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from app.maps import InputError, create_map
+
+D_IN = 5
+SPECS = {
+    "rff": {"method": "rff", "input_dim": D_IN, "n_components": 16, "seed": 1},
+    "rff-phase": {"method": "rff", "input_dim": D_IN, "n_components": 15, "seed": 1, "params": {"variant": "phase"}},
+    "nrff": {"method": "nrff", "input_dim": D_IN, "n_components": 16, "seed": 1},
+    "gcws": {"method": "gcws", "input_dim": D_IN, "n_components": 16, "seed": 1, "params": {"bits": 4}},
+}
+
+
+@pytest.fixture(params=list(SPECS), scope="module")
+def feature_map(request):
+    return create_map(SPECS[request.param])
+
+
+def operations(m):
+    """Every entry point that takes vectors."""
+    ops = [("transform", m.transform), ("kernel", lambda X: m.kernel(X)), ("exact_kernel", lambda X: m.exact_kernel(X))]
+    if m.spec.method == "gcws":
+        ops.append(("hash", m.hash))
+    return ops
+
+
+def features(m, X):
+    out = m.transform(X, dtype=np.float64)
+    return out.indices if m.spec.method == "gcws" else out
+
+
+BAD_INPUTS = {
+    "wrong-dimension": (np.ones((2, D_IN + 1)), "dimension"),
+    "too-narrow": (np.ones((2, D_IN - 1)), "dimension"),
+    "nan": (np.array([[1.0, np.nan, 0, 0, 1]]), "NaN"),
+    "inf": (np.array([[1.0, 2, -np.inf, 0, 1]]), "inf"),
+    "nan-second-row": (np.vstack([np.ones(D_IN), np.full(D_IN, np.nan)]), "NaN"),
+    "empty-batch": (np.empty((0, D_IN)), "empty"),
+    "empty-list": ([], None),
+    "1-D": (np.ones(D_IN), "2-D"),
+    "3-D": (np.ones((2, 1, D_IN)), "2-D"),
+    "scalar": (3.0, "2-D"),
+    "strings": (np.array([["a"] * D_IN]), "numbers"),
+    "numeric-strings": ([["1", "2", "3", "4", "5"]], "numbers"),
+    "mixed-objects": ([[1, "x", 2, 3, 4]], None),
+    "ragged": ([[1, 2, 3, 4, 5], [1, 2]], None),
+    "none": (None, None),
+    "dict": ({"a": 1}, None),
+    "complex": (np.ones((1, D_IN), dtype=complex), "numbers"),
+    "sparse-wrong-dimension": (sp.csr_matrix(np.ones((2, D_IN + 1))), "dimension"),
+    "sparse-nan": (sp.csr_matrix(np.array([[1.0, np.nan, 0, 0, 1]])), "NaN"),
+    "sparse-empty": (sp.csr_matrix((0, D_IN)), "empty"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_INPUTS))
+def test_bad_input_raises_input_error(feature_map, name):
+    X, words = BAD_INPUTS[name]
+    for operation, call in operations(feature_map):
+        with pytest.raises(InputError) as info:
+            call(X)
+        error = info.value
+        assert error.field in ("vectors", "x"), (operation, error.field)
+        assert isinstance(error, ValueError)
+        assert len(error.message) > 10
+        if words is not None:
+            assert words.lower() in error.message.lower(), (operation, error.message)
+
+
+def test_wrong_dimension_message_gives_both_sizes(feature_map):
+    with pytest.raises(InputError) as info:
+        feature_map.transform(np.ones((1, 9)))
+    assert "9" in info.value.message and str(D_IN) in info.value.message
+
+
+def test_exact_kernel_names_x_and_y(feature_map):
+    good = np.ones((2, D_IN))
+    with pytest.raises(InputError) as info:
+        feature_map.exact_kernel(np.ones((2, 3)), good)
+    assert info.value.field == "x"
+    with pytest.raises(InputError) as info:
+        feature_map.exact_kernel(good, np.ones((2, 3)))
+    assert info.value.field == "y"
+
+
+def test_kernel_with_bad_y_is_an_input_error(feature_map):
+    with pytest.raises(InputError):
+        feature_map.kernel(np.ones((2, D_IN)), np.ones((2, 3)))
+
+
+def test_unsupported_output_dtype_is_refused():
+    m = create_map(SPECS["rff"])
+    for dtype in (np.int32, np.float16, np.complex128):
+        with pytest.raises(InputError) as info:
+            m.transform(np.ones((1, D_IN)), dtype=dtype)
+        assert info.value.field == "dtype"
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint16, bool, np.float16, np.float32])
+def test_integer_and_other_numeric_inputs_are_accepted(feature_map, dtype):
+    values = np.array([[1, 0, 3, 2, 1], [0, 1, 1, 0, 2]])
+    X = values.astype(dtype)
+    reference = features(feature_map, X.astype(np.float64))  # for bool: the 0/1 values
+    np.testing.assert_allclose(features(feature_map, X), reference, rtol=1e-6, atol=1e-6)
+    # Plain Python lists work too.
+    np.testing.assert_allclose(features(feature_map, X.tolist()), reference, rtol=1e-12, atol=1e-12)
+    if dtype != np.float16:  # scipy.sparse has no float16
+        np.testing.assert_allclose(features(feature_map, sp.csr_matrix(X)), reference, rtol=1e-6, atol=1e-6)
+
+
+def test_default_output_is_float32_and_float64_on_request():
+    for name in ("rff", "nrff"):
+        m = create_map(SPECS[name])
+        for X in (np.ones((2, D_IN), dtype=np.float64), np.ones((2, D_IN), dtype=np.int64), sp.csr_matrix(np.ones((2, D_IN)))):
+            assert m.transform(X).dtype == np.float32
+            assert m.transform(X, dtype=np.float64).dtype == np.float64
+
+
+@pytest.mark.parametrize("X", [
+    np.zeros((1, D_IN)),
+    np.array([[1.0, 0, 0, 0, 0], [0, 0, 0, 0, 0], [0, 0, 2, 0, 0]]),
+    sp.csr_matrix(np.array([[1.0, 0, 0, 0, 0], [0, 0, 0, 0, 0]])),
+    sp.csr_matrix((np.array([0.0, 0.0]), np.array([1, 3]), np.array([0, 2])), shape=(1, D_IN)),  # stored zeros
+], ids=["dense-single", "dense-middle-row", "sparse", "sparse-stored-zeros"])
+def test_gcws_all_zero_row_is_refused(X):
+    m = create_map(SPECS["gcws"])
+    for call in (m.hash, m.transform, m.kernel):
+        with pytest.raises(InputError) as info:
+            call(X)
+        assert info.value.field == "vectors"
+        assert "zero" in info.value.message
+    expected_row = 0 if X.shape[0] == 1 else 1
+    assert f"row(s) {expected_row}" in info.value.message
+
+
+def unsorted_sparse_with_duplicates():
+    """Rows with unsorted column indices and repeated (row, column) entries, and the dense equivalent."""
+    data = np.array([0.5, 2.0, -1.0, 0.25, 3.0, 1.5, -0.5, -0.5, 4.0])
+    indices = np.array([3, 0, 3, 1, 4, 2, 2, 0, 1])
+    indptr = np.array([0, 4, 6, 9])
+    X = sp.csr_matrix((data, indices, indptr), shape=(3, D_IN))
+    dense = np.zeros((3, D_IN))
+    for row in range(3):
+        for p in range(indptr[row], indptr[row + 1]):
+            dense[row, indices[p]] += data[p]  # duplicates add up (scipy's convention)
+    return X, dense
+
+
+def test_sparse_with_unsorted_indices_and_duplicates(feature_map):
+    X, dense = unsorted_sparse_with_duplicates()
+    assert not X.has_sorted_indices
+    before = (X.data.copy(), X.indices.copy(), X.indptr.copy())
+    got = features(feature_map, X)
+    expected = features(feature_map, dense)
+    if feature_map.spec.method == "gcws":
+        assert np.array_equal(got, expected)
+        assert np.array_equal(feature_map.hash(X), feature_map.hash(dense))
+        assert np.array_equal(feature_map.hash(X), feature_map.hash(sp.csr_matrix(dense)))
+    else:
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(feature_map.exact_kernel(X), feature_map.exact_kernel(dense), rtol=1e-12)
+    # The caller's matrix is left as it was.
+    for a, b in zip(before, (X.data, X.indices, X.indptr)):
+        assert np.array_equal(a, b)
+
+
+def test_sparse_duplicates_that_cancel_make_a_zero_row():
+    """1 + (-1) at the same position is a zero entry: GCWS must see an all-zero row."""
+    X = sp.csr_matrix((np.array([1.0, -1.0]), np.array([2, 2]), np.array([0, 2])), shape=(1, D_IN))
+    with pytest.raises(InputError):
+        create_map(SPECS["gcws"]).hash(X)
+    with pytest.raises(InputError):
+        create_map(SPECS["nrff"]).transform(X)
+
+
+def test_gcws_accepts_negative_entries():
+    m = create_map(SPECS["gcws"])
+    X = np.array([[-1.0, 0, 0, 0, 0], [1.0, 0, 0, 0, 0]])
+    codes = m.hash(X)
+    assert codes.shape == (2, 16) and codes.dtype == np.int64 and np.all(codes >= 0)
+    # The negative part of coordinate 0 is a different transformed coordinate from its positive part.
+    assert not np.any(codes[0] == codes[1])
+    assert m.exact_kernel(X)[0, 1] == 0.0
+
+
+def test_inputs_are_not_modified(feature_map):
+    X = np.array([[1.0, -2.0, 0.0, 3.0, 0.5]])
+    copy = X.copy()
+    feature_map.transform(X)
+    feature_map.kernel(X)
+    assert np.array_equal(X, copy)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("name", ["rff", "nrff"])
+def test_input_beyond_float32_range_does_not_give_nan_features(name):
+    m = create_map(SPECS[name])
+    X = np.array([[1e39, 0, 0, 0, 1.0]])
+    try:
+        Z = m.transform(X)
+    except InputError:
+        return
+    assert np.isfinite(Z).all()
