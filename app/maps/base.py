@@ -51,6 +51,13 @@ class FeatureMap(ABC):
         self.params = self.Params(**spec.params)
 
     @classmethod
+    def complete_params(cls, params: BaseModel, *, input_dim: int, n_components: int, seed: int) -> BaseModel:
+        """Fill in numbers derived from the spec (a fitted mixture, an optimised index set),
+        so they are stored in the spec and covered by its id. Called by `resolve_spec`;
+        params already holding them (a stored spec) must come back unchanged."""
+        return params
+
+    @classmethod
     def check_spec(cls, spec: MapSpec) -> None:
         """Cross-field checks beyond the params model; raise SpecError."""
 

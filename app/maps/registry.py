@@ -45,13 +45,14 @@ def resolve_spec(raw: Mapping[str, Any] | MapSpec) -> MapSpec:
     if not isinstance(params, Mapping):
         raise SpecError("params", "expected an object")
     try:
-        resolved_params = cls.Params(**params).model_dump(mode="json")
+        checked_params = cls.Params(**params)
+        spec = MapSpec(**{**document, "params": checked_params.model_dump(mode="json")})
     except ValidationError as exc:
-        raise _spec_error(exc, "params.") from None
-    try:
-        spec = MapSpec(**{**document, "params": resolved_params})
-    except ValidationError as exc:
-        raise _spec_error(exc) from None
+        raise _spec_error(exc, "params." if exc.title == cls.Params.__name__ else "") from None
+    completed = cls.complete_params(checked_params, input_dim=spec.input_dim, n_components=spec.n_components,
+                                    seed=spec.seed)
+    if completed is not checked_params:
+        spec = MapSpec(**{**document, "params": completed.model_dump(mode="json")})
     cls.check_spec(spec)
     _check_derived(raw, spec, cls)
     return spec
