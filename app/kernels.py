@@ -48,6 +48,43 @@ def normalized_rbf(X, Y, gamma: float) -> np.ndarray:
     return np.exp(-gamma * (1.0 - cosine_similarity(X, Y)))
 
 
+def _norms_and_directions(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row norms and unit rows, without overflow; a zero row keeps norm 0 and direction 0."""
+    peaks = np.abs(X).max(axis=1, keepdims=True)
+    peaks[peaks == 0] = 1.0
+    scaled = X / peaks
+    scaled_norms = np.linalg.norm(scaled, axis=1, keepdims=True)
+    directions = scaled / np.where(scaled_norms > 0, scaled_norms, 1.0)
+    return (peaks * scaled_norms).ravel(), directions
+
+
+def arccos(X, Y, order: int) -> np.ndarray:
+    """Arc-cosine kernel of order 0, 1 or 2 (Cho & Saul, NIPS 2009; ALGORITHMS.md "SSF"):
+    k_b(x, y) = (1/pi) ||x||^b ||y||^b J_b(theta), theta the angle between x and y, with
+    J_0 = pi - theta, J_1 = sin theta + (pi - theta) cos theta,
+    J_2 = 3 sin theta cos theta + (pi - theta) (1 + 2 cos^2 theta).
+    theta = 2 atan2(||x^ - y^||, ||x^ + y^||) on unit rows x^, y^, which stays accurate near 0
+    (arccos of a rounded cosine does not). A zero vector has no direction: its angle to anything is
+    taken as pi/2, the value step(0) = 1/2 gives the random-feature estimate; it matters for order
+    0 only (k_0 = 1/2), since ||x||^b = 0 otherwise.
+    """
+    if order not in (0, 1, 2):
+        raise ValueError(f"arc-cosine kernels of order 0, 1, 2 only, not {order}")
+    x_norms, x_directions = _norms_and_directions(_dense64(X))
+    y_norms, y_directions = _norms_and_directions(_dense64(Y))
+    difference = np.minimum(cdist(x_directions, y_directions, "sqeuclidean"), 4.0)
+    theta = 2.0 * np.arctan2(np.sqrt(difference), np.sqrt(4.0 - difference))
+    theta[(x_norms == 0)[:, None] | (y_norms == 0)[None, :]] = np.pi / 2
+    sin, cos, rest = np.sin(theta), np.cos(theta), np.pi - theta
+    if order == 0:
+        angular = rest
+    elif order == 1:
+        angular = sin + rest * cos
+    else:
+        angular = 3.0 * sin * cos + rest * (1.0 + 2.0 * cos**2)
+    return np.multiply.outer(x_norms**order, y_norms**order) * angular / np.pi
+
+
 def gmm(X, Y, power: float = 1.0) -> np.ndarray:
     """Generalized min-max: sum min(u~, v~) / sum max(u~, v~); pGMM applies `power` to u~.
 

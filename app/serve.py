@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 from .config import Settings
-from .store.embedded import EmbeddedRedis
+from .store.embedded import EmbeddedRedis, die_with_parent
 
 
 def _uvicorn_command(settings: Settings) -> list[str]:
@@ -43,7 +43,7 @@ def serve(settings: Settings) -> int:
         env["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir(settings)
     stopping = False
     try:
-        web = subprocess.Popen(_uvicorn_command(settings), env=env)
+        web = subprocess.Popen(_uvicorn_command(settings), env=env, preexec_fn=die_with_parent)
 
         def forward(signum, frame):  # must not block: just pass the signal on
             nonlocal stopping

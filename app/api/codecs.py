@@ -89,12 +89,21 @@ def _dense_rows(rows: Any, field: str) -> np.ndarray:
     lengths = {len(row) for row in rows}
     if len(lengths) > 1:
         raise InputError(field, f"ragged rows: lengths {sorted(lengths)[:5]} differ")
-    try:
-        array = np.array(rows, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputError(field, "rows must contain numbers only") from None
+    array = _numbers(rows, field, "rows must contain numbers only")
     if array.ndim != 2:
         raise InputError(field, "rows must be flat lists of numbers")
+    return array
+
+
+def _numbers(values: list, field: str, message: str, kinds: str = "fiub") -> np.ndarray:
+    """A numeric array, refusing what numpy would otherwise coerce or wrap: strings,
+    nulls and integers too large for a float come out as non-numeric dtypes."""
+    try:
+        array = np.array(values)
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(field, message) from None
+    if array.size and array.dtype.kind not in kinds:
+        raise InputError(field, message)
     return array
 
 
@@ -109,11 +118,11 @@ def _sparse_rows(rows: Any, field: str, input_dim: int) -> sp.csr_matrix:
             raise InputError(where, "expected {\"indices\": [...], \"values\": [...]}")
         if len(row["indices"]) != len(row["values"]):
             raise InputError(where, "indices and values differ in length")
-        try:
-            indices = np.array(row["indices"], dtype=np.int64)
-            values = np.array(row["values"], dtype=np.float64)
-        except (TypeError, ValueError, OverflowError):
-            raise InputError(where, "indices must be integers and values numbers") from None
+        indices = _numbers(row["indices"], f"{where}.indices", "indices must be integers", kinds="iu")
+        values = _numbers(row["values"], f"{where}.values", "values must be numbers")
+        if indices.ndim != 1 or values.ndim != 1:
+            raise InputError(where, "indices and values must be flat lists")
+        indices, values = indices.astype(np.int64), values.astype(np.float64)
         if indices.size and (indices.min() < 0 or indices.max() >= input_dim):
             raise InputError(f"{where}.indices", f"out of range: indices must lie in [0, {input_dim})")
         index_parts.append(indices)

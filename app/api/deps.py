@@ -5,7 +5,7 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
@@ -13,7 +13,7 @@ from ..config import Settings
 from ..map_cache import MapCache
 from ..maps import FeatureMap, SpecError, create_map
 from ..store import SpecStore
-from .errors import MapNotFound
+from .errors import MapNotFound, Unauthorized
 
 
 @dataclass
@@ -58,5 +58,4 @@ def require_api_key(request: Request,
         return
     supplied = credentials.credentials if credentials is not None else ""
     if not hmac.compare_digest(supplied.encode(), expected.get_secret_value().encode()):
-        raise HTTPException(401, "Authorization: a valid 'Bearer <api key>' is required",
-                            headers={"WWW-Authenticate": "Bearer"})
+        raise Unauthorized()

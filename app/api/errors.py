@@ -20,6 +20,10 @@ class MapNotFound(Exception):
         self.map_id = map_id
 
 
+class Unauthorized(Exception):
+    pass
+
+
 class BodyTooLarge(Exception):
     def __init__(self, limit: int):
         super().__init__(limit)
@@ -47,6 +51,11 @@ def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
     @app.exception_handler(MapNotFound)
     async def map_not_found(request: Request, exc: MapNotFound):
         return error_response(404, "map_id", f"no map with id {exc.map_id!r}")
+
+    @app.exception_handler(Unauthorized)
+    async def unauthorized(request: Request, exc: Unauthorized):
+        return error_response(401, "authorization", "a valid 'Bearer <api key>' header is required",
+                              headers={"WWW-Authenticate": "Bearer"})
 
     @app.exception_handler(BodyTooLarge)
     async def body_too_large(request: Request, exc: BodyTooLarge):

@@ -65,6 +65,11 @@ class GCWSMap(FeatureMap):
         self.uses_table = self._n_coordinates * spec.n_components * _TABLE_BYTES_PER_ENTRY <= table_budget_bytes
         self._table: tuple[np.ndarray, ...] | None = None
 
+    def check(self, X, field: str = "vectors"):
+        X = super().check(X, field)
+        reject_zero_rows(X, field, "GCWS samples only nonzero entries, so a vector needs one")
+        return X
+
     @classmethod
     def output_dim_for(cls, spec: MapSpec) -> int:
         return spec.n_components << spec.params["bits"]
@@ -96,7 +101,6 @@ class GCWSMap(FeatureMap):
     def samples(self, X) -> tuple[np.ndarray, np.ndarray]:
         """(i*, t*) for every row and sample: two int64 arrays of shape (n, k)."""
         X = self.check(X)
-        reject_zero_rows(X, "vectors", "GCWS samples only nonzero entries, so a vector needs one")
         X = X if sp.issparse(X) else sp.csr_matrix(X)
         n, k = X.shape[0], self.spec.n_components
         i_star = np.empty((n, k), dtype=np.int64)

@@ -12,8 +12,9 @@ from .gcws import GCWSMap
 from .nrff import NRFFMap
 from .rff import RFFMap
 from .spec import DERIVED_KEYS, FORMAT_VERSION, MapSpec
+from .ssf import SSFMap
 
-METHODS: dict[str, type[FeatureMap]] = {cls.method: cls for cls in (RFFMap, NRFFMap, GCWSMap)}
+METHODS: dict[str, type[FeatureMap]] = {cls.method: cls for cls in (RFFMap, NRFFMap, GCWSMap, SSFMap)}
 
 
 def _field_name(error: Mapping[str, Any], prefix: str = "") -> str:

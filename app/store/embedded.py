@@ -22,7 +22,8 @@ import redis
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def die_with_parent() -> None:
+    """preexec_fn: the child gets SIGTERM when its parent dies, even by SIGKILL."""
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     except OSError:
@@ -62,7 +63,7 @@ class EmbeddedRedis:
             "--daemonize", "no",
             "--logfile", str(self.data_dir / "redis.log"),
         ]
-        self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
         self._wait_ready(timeout)
 
     def _lock(self) -> None:

@@ -1,0 +1,505 @@
+"""Spherical structured features (Lyu, "Spherical Structured Feature Maps for Kernel
+Approximation", ICML 2017; papers/003_*, restated in ALGORITHMS.md "SSF").
+
+Kernels:
+- "gaussian": k(x, y) = exp(-gamma ||x - y||^2), i.e. sigma^2 = 1 / (2 gamma);
+- "arccos0/1/2": the arc-cosine kernel of order b (Cho & Saul, NIPS 2009),
+  k_b(x, y) = (1/pi) ||x||^b ||y||^b J_b(theta) (`app.kernels.arccos`).
+
+Point set. x is padded to d' = 2m >= d (m = ceil(d/2)). With n >= m and an index set
+L = (k_1..k_m) of distinct rows of the n-point DFT F[k, j] = exp(-2 pi i k j / n),
+    V = [[Re F_L, -Im F_L], [Im F_L, Re F_L]] / sqrt(m)            (2m x 2n)
+has unit columns: 2n points on S^{2m-1}.
+
+Projection in O(n log n). x~ = diag(s) x (s random signs), c = x~[:m] + i x~[m:]; put c_s at
+position k_s of a zero length-n vector z. Then y_j = sum_s conj(F[k_s, j]) c_s / sqrt(m)
+= ifft(z, norm="forward")_j / sqrt(m) (numpy's unnormalised inverse DFT, exp(+2 pi i k j / n)),
+and V^T x~ = [Re y, Im y]. One batched FFT per row chunk (scipy.fft, all cores).
+
+Features (N = 2n directions v_i, P_i = v_i^T x~):
+- Gaussian: z(x) = 1/sqrt(N) [cos(t_i P_i), sin(t_i P_i)]_i with ONE radius per direction:
+  t_i = F^{-1}_{chi_d'}((pi(i) - 1/2) / N) * sqrt(2 gamma), pi a seeded permutation, so the N
+  radii are the stratified (midpoint) quantiles of chi with d' = 2m degrees of freedom (the
+  points live on S^{d'-1}, so w = t v ~ N(0, 2 gamma I_{d'})).
+- arc-cosine b: z(x) = sqrt(E[r^2b] / N) [step(P_i) P_i^b, step(-P_i) (-P_i)^b]_i, r ~ chi_d'
+  (E[r^2b] = 1, d', d'(d'+2)), step(0) = 1/2: each direction with its antipode (the paper's
+  "bidirectional" form), so E<z(x), z(y)> = 2 E[r^2b] E_v[step(v.x) step(v.y) (v.x v.y)^b] = k_b.
+Both give D = n_components = 4n: n = D / 4, which must be a whole number >= m. Other D are
+refused (SpecError naming n_components) rather than truncated: dropping a cos or a sin (or one
+half-space) of a direction biases the estimate. So SSF needs D >= 4 ceil(d/2) (about 2d); at
+D = 4m, n = m and V is an orthonormal basis of R^{2m}.
+
+Why one stratified radius per direction rather than the paper's M shared radii (D = 4 n M).
+Measured with bench/bench_ssf.py's protocol (unit-norm rows, 5 seeds, relative Frobenius error
+of the Gram matrix, SSF / RFF at equal D; "per-direction" is this module):
+                         D = 4d   D = 8d
+  breast_cancer  M = 1    1.01     1.51     (one shared radius: a fixed bias that D cannot remove)
+                 M = 2    1.09     0.92
+                 M = 4      -      1.09
+                 per-dir  0.60     0.51
+  digits         M = 1    0.75     1.22
+                 M = 2    0.86     0.79
+                 M = 4      -      0.87
+                 per-dir  0.50     0.45
+A tensor of M shared radii divides the directions by M and still integrates the radial law with
+only M points; giving each of the N directions its own quantile integrates it with N points at
+no cost (the FFT yields all N projections anyway). E over the seeded permutation is the N x N
+tensor rule, so nothing is lost against it.
+
+Index set. L maximises the negative Riesz log-energy of the 2n columns by coordinate ascent
+(`optimised_index_set`); it is a pure function of (m, n, seed), cached, and stored in the spec
+(params.index_set) so it is covered by the spec id and never recomputed from a stored spec.
+With h_p = sum_s exp(2 pi i k_s p / n), column inner products are Re h_p / m and -Im h_p / m, so
+    E = -n(2n-1)/2 log 2 - n/2 * Q,  Q = sum_{p=1}^{n-1} [log(1 - Re h_p/m) + 1/2 log(1 - (Im h_p/m)^2)]
+(sum over unordered pairs of -log ||u_i - u_j||; `riesz_log_energy`). Swapping k_q for k changes h
+by exp(2 pi i k p/n) - exp(2 pi i k_q p/n), so a candidate costs O(n), not the O(n^2) pairs.
+
+Transforms are computed in float32 unless float64 is asked for, in row chunks (bounded
+temporaries). Sparse input is densified one chunk at a time: the FFT costs O(n log n) per row
+whatever the sparsity, so a sparse path would save nothing that matters.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+import numpy as np
+import scipy.fft
+import scipy.sparse as sp
+from pydantic import BaseModel, ConfigDict, Field
+from scipy import stats
+
+from .. import kernels
+from . import randomness
+from .base import DenseFeatureMap, require
+from .errors import InputError, SpecError
+from .inputs import output_dtype
+from .spec import MapSpec
+
+# Rows per chunk are chosen so a chunk of features holds about this many numbers.
+CHUNK_ELEMENTS = 2**21
+# scipy.fft workers: -1 = one per core; batched transforms are split over rows.
+FFT_WORKERS = -1
+
+# Coordinate ascent: the paper reports fewer than 10 sweeps; this only bounds pathological cases.
+MAX_SWEEPS = 30
+# Below this many (candidate, p) terms per sweep every unused index is evaluated exactly
+# (true coordinate ascent). Above it, a second-order expansion of Q around the current h, which is
+# two FFTs per coordinate, ranks all candidates and the best SHORTLIST are evaluated exactly.
+EXACT_SEARCH_TERMS = 2**22
+SHORTLIST = 16
+# At most this many (candidate, p) terms in all (~40 ns each): past it the ascent stops, mid-sweep if
+# need be, and reports converged=False, so creating a huge spec takes under a minute, not hours.
+# Every size up to d = 4096, D = 16384 converges well within it.
+SEARCH_TERM_BUDGET = 2**30
+# A swap must raise Q by more than this (relative) to count: float noise cannot make sweeps cycle.
+_RELATIVE_GAIN = 1e-12
+# Coincident points make 1 - <u_i, u_j> zero; the search clips there (a huge penalty, still finite).
+_FACTOR_FLOOR = 1e-12
+# Bounded temporaries when every candidate is evaluated exactly.
+_CANDIDATE_CHUNK_TERMS = 2**20
+
+KERNELS = ("gaussian", "arccos0", "arccos1", "arccos2")
+
+IndexValue = Annotated[int, Field(strict=True, ge=0)]
+
+
+class SSFParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kernel: Literal["gaussian", "arccos0", "arccos1", "arccos2"] = "gaussian"
+    # Gaussian only (default 1.0 there); the arc-cosine kernels have no bandwidth.
+    gamma: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    # The DFT rows L, in the order that pairs them with the input coordinates; filled in by
+    # `complete_params` (optimised from the seed) unless given.
+    index_set: list[IndexValue] | None = None
+
+
+def structure(input_dim: int, n_components: int) -> tuple[int, int]:
+    """(m, n): input pairs (d' = 2m) and DFT size for D = n_components = 4n; SpecError otherwise."""
+    m = (input_dim + 1) // 2
+    smallest = 4 * m
+    if n_components % 4 or n_components < smallest:
+        below = max(smallest, n_components - n_components % 4)
+        nearest = sorted({below, max(smallest, below + 4)})
+        raise SpecError("n_components", (
+            f"SSF gives 4 features per DFT column (cos and sin, or both half-spaces, of the column's two "
+            f"real projections), with at least ceil(input_dim/2) = {m} columns: n_components must be a "
+            f"multiple of 4 and >= {smallest} for input_dim {input_dim} (nearest valid: "
+            f"{' or '.join(map(str, nearest))}); for fewer features use 'rff'"))
+    return m, n_components // 4
+
+
+def arccos_order(kernel: str) -> int:
+    return int(kernel.removeprefix("arccos"))
+
+
+def chi_moment(order: int, dof: int) -> float:
+    """E[r^(2 order)] for r ~ chi with `dof` degrees of freedom (orders 0, 1, 2)."""
+    return (1.0, float(dof), float(dof) * (dof + 2))[order]
+
+
+# -------------------------------------------------------------------------------------------
+# index set: coordinate ascent on the Riesz log-energy
+# -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class IndexSetSearch:
+    """The result of `optimised_index_set`: the set and how the search went."""
+
+    index_set: tuple[int, ...]
+    initial_energy: float   # Riesz log-energy of the seeded random start
+    final_energy: float
+    sweeps: int             # full passes over the m coordinates, the last one unchanged if converged
+    swaps: int
+    converged: bool         # False only when the term budget stopped it
+    exact: bool             # every candidate evaluated exactly (else FFT-ranked shortlist)
+
+
+def _exponentials(indices: np.ndarray, n: int) -> np.ndarray:
+    """h_p = sum_s exp(2 pi i k_s p / n) for p = 0..n-1, by one FFT of the indicator of L."""
+    indicator = np.zeros(n)
+    indicator[indices] = 1.0
+    return scipy.fft.ifft(indicator, norm="forward")
+
+
+def _pair_terms(h_over_m: np.ndarray) -> np.ndarray:
+    """log(1 - Re) + 1/2 log(1 - Im^2) per p, clipped at coincidence (search objective)."""
+    real_factor = np.maximum(1.0 - h_over_m.real, _FACTOR_FLOOR)
+    imag_factor = np.maximum(1.0 - h_over_m.imag**2, _FACTOR_FLOOR)
+    return 0.5 * np.log(real_factor * real_factor * imag_factor)
+
+
+def _half_range(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """p = 1..n/2 and their weights: h_{n-p} = conj(h_p) and the terms are even in Im h."""
+    p = np.arange(1, n // 2 + 1)
+    weights = np.full(p.size, 2.0)
+    if n % 2 == 0:
+        weights[-1] = 1.0
+    return p, weights
+
+
+def riesz_log_energy(index_set, n: int) -> float:
+    """sum_{i<j} -log ||u_i - u_j|| over the 2n columns of V (inf if two coincide)."""
+    index_set = np.asarray(index_set, dtype=np.int64)
+    m = index_set.size
+    h = _exponentials(index_set, n)[1:] / m
+    real_factor = np.maximum(1.0 - h.real, 0.0)
+    imag_factor = np.maximum(1.0 - h.imag**2, 0.0)
+    with np.errstate(divide="ignore"):
+        q = float(np.sum(np.log(real_factor)) + 0.5 * np.sum(np.log(imag_factor)))
+    return -n * (2 * n - 1) / 2 * np.log(2.0) - n / 2 * q
+
+
+def random_index_set(m: int, n: int, seed: int) -> np.ndarray:
+    """m distinct indices of 0..n-1 in a seeded random order: the search's starting point."""
+    words = randomness.raw_words(seed, "ssf.index_start", n)
+    return np.argsort(words, kind="stable")[:m].astype(np.int64)
+
+
+class _CoordinateSearch:
+    """State of the ascent: the set, which indices are used, and h over the half range."""
+
+    def __init__(self, indices: np.ndarray, n: int):
+        self.indices = indices.copy()
+        self.m, self.n = indices.size, n
+        self.used = np.zeros(n, dtype=bool)
+        self.used[indices] = True
+        self.p, self.weights = _half_range(n)
+        angles = 2.0 * np.pi * np.arange(n) / n
+        self.cos_table, self.sin_table = np.cos(angles), np.sin(angles)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Recompute h from the set (no drift from many incremental updates)."""
+        self.h_full = _exponentials(self.indices, self.n)
+
+    def column(self, k: int, p: np.ndarray) -> np.ndarray:
+        """exp(2 pi i k p / n) from exact tables."""
+        phase = (k * p) % self.n
+        return self.cos_table[phase] + 1j * self.sin_table[phase]
+
+    def objective(self) -> float:
+        return float(_pair_terms(self.h_full[self.p] / self.m) @ self.weights)
+
+    def exact_objectives(self, base: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+        """Q with each candidate in place of the removed index; base = h - removed, half range."""
+        p, m, n = self.p, self.m, self.n
+        out = np.empty(candidates.size)
+        rows = max(1, _CANDIDATE_CHUNK_TERMS // max(1, p.size))
+        for start in range(0, candidates.size, rows):
+            chunk = candidates[start:start + rows]
+            phase = np.multiply.outer(chunk, p) % n
+            real = (base.real + self.cos_table[phase]) / m
+            imag = (base.imag + self.sin_table[phase]) / m
+            real_factor = np.maximum(1.0 - real, _FACTOR_FLOOR)
+            imag_factor = np.maximum(1.0 - imag * imag, _FACTOR_FLOOR)
+            out[start:start + chunk.size] = (0.5 * np.log(real_factor * real_factor * imag_factor)) @ self.weights
+        return out
+
+    def ranked_candidates(self, base_full: np.ndarray, free: np.ndarray, count: int) -> np.ndarray:
+        """The `count` free indices with the best second-order estimate of Q (two FFTs).
+
+        With a = Re/m, b = Im/m and f(a, b) = log(1 - a) + 1/2 log(1 - b^2), adding index k moves
+        (a_p, b_p) by (cos, sin)(2 pi k p / n) / m. Expanding f to second order, sum_p f_a cos + f_b sin
+        is Re sum_p (f_a - i f_b) e^{2 pi i k p / n}, and the quadratic part is a constant plus
+        1/4 sum_p (f_aa - f_bb) cos(4 pi k p / n) (f_ab = 0): both are inverse DFTs read at k and 2k.
+        """
+        m, n = self.m, self.n
+        a = np.minimum(base_full.real / m, 1.0 - 1e-6)
+        b = np.clip(base_full.imag / m, -1.0 + 1e-6, 1.0 - 1e-6)
+        one_minus_a, one_minus_b2 = 1.0 - a, 1.0 - b * b
+        f_a, f_b = -1.0 / one_minus_a, -b / one_minus_b2
+        f_aa, f_bb = -1.0 / one_minus_a**2, -(1.0 + b * b) / one_minus_b2**2
+        gradient = f_a - 1j * f_b
+        curvature = f_aa - f_bb
+        gradient[0] = curvature[0] = 0.0  # p = 0 is a point with itself: not a pair
+        linear = scipy.fft.ifft(gradient, norm="forward").real / m
+        quadratic = scipy.fft.ifft(curvature, norm="forward").real / (4.0 * m * m)
+        score = linear[free] + quadratic[(2 * free) % n]
+        if free.size <= count:
+            return free
+        best = np.argpartition(-score, count - 1)[:count]
+        return free[np.sort(best)]
+
+    def terms_per_coordinate(self, exact: bool) -> int:
+        """(candidate, p) terms one coordinate step evaluates: the unit of the search budget."""
+        candidates = self.n - self.m if exact else SHORTLIST
+        return (candidates + 1) * self.p.size + (0 if exact else 3 * self.n)
+
+    def sweep(self, exact: bool, coordinates: int) -> int:
+        """A pass over the coordinates q = 0..coordinates-1 (m for a full sweep); returns the swaps."""
+        swaps = 0
+        all_indices = np.arange(self.n)
+        for q in range(coordinates):
+            removed = int(self.indices[q])
+            base_full = self.h_full - self.column(removed, all_indices)
+            free = all_indices[~self.used]
+            if not exact:
+                free = self.ranked_candidates(base_full, free, SHORTLIST)
+            values = self.exact_objectives(base_full[self.p], np.concatenate(([removed], free)))
+            current, best = values[0], int(np.argmax(values[1:]))
+            if values[1 + best] > current + _RELATIVE_GAIN * max(1.0, abs(current)):
+                added = int(free[best])
+                self.indices[q] = added
+                self.used[removed], self.used[added] = False, True
+                self.h_full = base_full + self.column(added, all_indices)
+                swaps += 1
+        self.refresh()
+        return swaps
+
+
+@functools.lru_cache(maxsize=64)
+def optimised_index_set(m: int, n: int, seed: int) -> IndexSetSearch:
+    """Coordinate ascent from `random_index_set(m, n, seed)` until a sweep changes nothing.
+
+    Each coordinate k_q in turn is replaced by the unused index that maximises Q (ALGORITHMS.md
+    "SSF"); every swap strictly raises Q, so the sweeps stop. Deterministic in (m, n, seed),
+    including where SEARCH_TERM_BUDGET cuts a huge search short (then within a sweep).
+    """
+    start = random_index_set(m, n, seed)
+    search = _CoordinateSearch(start, n)
+    exact = m * (n - m) * search.p.size <= EXACT_SEARCH_TERMS
+    step_terms = search.terms_per_coordinate(exact)
+    sweeps = swaps = spent = 0
+    converged = n == m  # nothing to choose: L is every row
+    while not converged and sweeps < MAX_SWEEPS and spent < SEARCH_TERM_BUDGET:
+        coordinates = min(m, -(-(SEARCH_TERM_BUDGET - spent) // step_terms))
+        changed = search.sweep(exact, coordinates)
+        sweeps += 1
+        swaps += changed
+        spent += coordinates * step_terms
+        converged = changed == 0 and coordinates == m
+    return IndexSetSearch(index_set=tuple(int(k) for k in search.indices), initial_energy=riesz_log_energy(start, n),
+                          final_energy=riesz_log_energy(search.indices, n), sweeps=sweeps, swaps=swaps,
+                          converged=converged, exact=exact)
+
+
+# -------------------------------------------------------------------------------------------
+# the map
+# -------------------------------------------------------------------------------------------
+
+class SSFMap(DenseFeatureMap):
+    method = "ssf"
+    Params = SSFParams
+
+    def __init__(self, spec: MapSpec):
+        super().__init__(spec)
+        self.m, self.n = structure(spec.input_dim, spec.n_components)
+        self.index_set = np.asarray(self.params.index_set, dtype=np.int64)
+        self._parameters: dict[np.dtype, tuple[np.ndarray, np.ndarray | None]] = {}
+
+    @classmethod
+    def complete_params(cls, params: SSFParams, *, input_dim: int, n_components: int, seed: int) -> SSFParams:
+        m, n = structure(input_dim, n_components)
+        if params.kernel != "gaussian" and params.gamma is not None:
+            raise SpecError("params.gamma", f"the kernel {params.kernel!r} has no bandwidth: leave gamma out")
+        updates = {}
+        if params.kernel == "gaussian" and params.gamma is None:
+            updates["gamma"] = 1.0
+        if params.index_set is None:
+            updates["index_set"] = list(optimised_index_set(m, n, seed).index_set)
+        # A stored spec has both already and comes back as it was.
+        return params.model_copy(update=updates) if updates else params
+
+    @classmethod
+    def check_spec(cls, spec: MapSpec) -> None:
+        m, n = structure(spec.input_dim, spec.n_components)
+        index_set = spec.params["index_set"]
+        require(len(index_set) == m, "params.index_set",
+                f"needs ceil(input_dim/2) = {m} DFT rows, got {len(index_set)}")
+        require(max(index_set) < n, "params.index_set",
+                f"rows of the {n}-point DFT are 0..{n - 1}; got {max(index_set)}")
+        require(len(set(index_set)) == m, "params.index_set", "the DFT rows must be distinct")
+
+    # -- random parameters ---------------------------------------------------------
+
+    @property
+    def order(self) -> int | None:
+        """The arc-cosine order b, or None for the Gaussian kernel."""
+        return None if self.params.kernel == "gaussian" else arccos_order(self.params.kernel)
+
+    def signs(self) -> np.ndarray:
+        """The random sign flips s of the 2m padded coordinates (+1 or -1), from the top bit."""
+        words = randomness.raw_words(self.spec.seed, f"{self.method}.signs", 2 * self.m)
+        return 1.0 - 2.0 * (words >> np.uint64(63)).astype(np.float64)
+
+    def unit_radii(self) -> np.ndarray:
+        """Radii t_i / sqrt(2 gamma) of the 2n directions, in V's column order.
+
+        The stratified midpoint quantiles of chi_{2m}, one per direction, handed out by a seeded
+        permutation so that no direction is tied to a radius by its position in the DFT.
+        """
+        directions = 2 * self.n
+        quantiles = stats.chi.ppf((np.arange(directions) + 0.5) / directions, df=2 * self.m)
+        owner = np.argsort(randomness.raw_words(self.spec.seed, f"{self.method}.radius_order", directions),
+                           kind="stable")
+        radii = np.empty(directions)
+        radii[owner] = quantiles
+        return radii
+
+    def _parameters_for(self, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
+        """(signs / sqrt(m), radii or None) in the working precision."""
+        if dtype not in self._parameters:
+            scaled_signs = (self.signs() / np.sqrt(self.m)).astype(dtype)
+            radii = None
+            if self.order is None:
+                radii = (self.unit_radii() * np.sqrt(2.0 * self.params.gamma)).astype(dtype)
+            self._parameters[dtype] = (scaled_signs, radii)
+        return self._parameters[dtype]
+
+    def materialize(self) -> "SSFMap":
+        self._parameters_for(np.dtype(np.float32))
+        return self
+
+    @property
+    def planned_nbytes(self) -> int:
+        radii = 2 * self.n if self.order is None else 0
+        return 4 * (2 * self.m + radii) + self.index_set.nbytes
+
+    @property
+    def nbytes(self) -> int:
+        held = sum(a.nbytes for pair in self._parameters.values() for a in pair if a is not None)
+        return held + self.index_set.nbytes
+
+    def directions(self) -> np.ndarray:
+        """V, the 2m x 2n matrix of unit columns, built explicitly (for checks; O(m n) memory)."""
+        F = np.exp(-2j * np.pi * np.multiply.outer(self.index_set, np.arange(self.n)) / self.n)
+        return np.block([[F.real, -F.imag], [F.imag, F.real]]) / np.sqrt(self.m)
+
+    # -- features ------------------------------------------------------------------
+
+    def _working_copy(self, X, dtype: np.dtype) -> np.ndarray:
+        """A dense chunk in the working precision; refuses values that float32 cannot hold."""
+        X = X.toarray() if sp.issparse(X) else X
+        with np.errstate(over="ignore"):
+            cast = X.astype(dtype, copy=False)
+        if cast.dtype != X.dtype and not np.isfinite(cast).all():
+            raise InputError("vectors", "values exceed the float32 range: ask for float64 features "
+                             "(dtype=float64) or rescale the input")
+        return cast
+
+    def _fourier(self, X: np.ndarray) -> np.ndarray:
+        """y = [V^T x~ as Re y (first n columns) and Im y (last n)], complex (rows, n)."""
+        m, n, d = self.m, self.n, self.input_dim
+        scaled_signs, _ = self._parameters_for(X.dtype)
+        z = np.zeros((X.shape[0], n), dtype=np.result_type(X.dtype, np.complex64))
+        z.real[:, self.index_set] = X[:, :m] * scaled_signs[:m]
+        # An odd d leaves the last imaginary coordinate as padding: zero.
+        z.imag[:, self.index_set[:d - m]] = X[:, m:] * scaled_signs[m:d]
+        return scipy.fft.ifft(z, axis=1, norm="forward", workers=FFT_WORKERS, overwrite_x=True)
+
+    def projections(self, X, *, dtype=np.float64) -> np.ndarray:
+        """V^T diag(s) x for each row: the 2n projections, in V's column order, by FFT."""
+        X = self.check(X)
+        dtype = output_dtype(dtype)
+        out = np.empty((X.shape[0], 2 * self.n), dtype=dtype)
+        rows = max(1, CHUNK_ELEMENTS // (2 * self.n))
+        for start in range(0, X.shape[0], rows):
+            y = self._fourier(self._working_copy(X[start:start + rows], dtype))
+            out[start:start + rows, :self.n] = y.real
+            out[start:start + rows, self.n:] = y.imag
+        return out
+
+    def transform(self, X, *, dtype=None) -> np.ndarray:
+        X = self.check(X)
+        dtype = output_dtype(dtype)
+        out = np.empty((X.shape[0], self.output_dim), dtype=dtype)
+        rows = max(1, CHUNK_ELEMENTS // self.output_dim)
+        for start in range(0, X.shape[0], rows):
+            self._features_into(self._fourier(self._working_copy(X[start:start + rows], dtype)),
+                                out[start:start + rows])
+        return out
+
+    def _features_into(self, y: np.ndarray, out: np.ndarray) -> None:
+        n, directions = self.n, 2 * self.n
+        if self.order is None:
+            _, radii = self._parameters_for(out.dtype)
+            angles = np.empty((y.shape[0], directions), dtype=out.dtype)
+            np.multiply(y.real, radii[:n], out=angles[:, :n])
+            np.multiply(y.imag, radii[n:], out=angles[:, n:])
+            np.cos(angles, out=out[:, :directions])
+            np.sin(angles, out=out[:, directions:])
+            out *= out.dtype.type(1.0 / np.sqrt(directions))
+            return
+        positive, negative = out[:, :directions], out[:, directions:]
+        positive[:, :n] = y.real
+        positive[:, n:] = y.imag
+        np.negative(positive, out=negative)
+        if self.order == 0:
+            # step(P) with step(0) = 1/2 (Cho & Saul), so a zero vector gets k_0 = 1/2 as exact.
+            np.sign(out, out=out)
+            out += 1.0
+            out *= out.dtype.type(0.5)
+        else:
+            np.maximum(out, 0.0, out=out)
+            if self.order == 2:
+                np.square(out, out=out)
+        out *= out.dtype.type(np.sqrt(chi_moment(self.order, 2 * self.m) / directions))
+
+    def exact_kernel(self, X, Y=None) -> np.ndarray:
+        X = self.check(X, "x")
+        Y = X if Y is None else self.check(Y, "y")
+        if self.order is None:
+            return kernels.gaussian(X, Y, self.params.gamma)
+        return kernels.arccos(X, Y, self.order)
+
+
+def arccos_random_features(X, n_components: int, order: int, seed: int, *, bidirectional: bool = False) -> np.ndarray:
+    """The i.i.d. baseline for the arc-cosine kernels (Cho & Saul): sqrt(2/D) step(w.x) (w.x)^b,
+    w ~ N(0, I_d), D = n_components, in float64 (benchmarks and tests compare SSF against it).
+
+    `bidirectional` uses D/2 Gaussian directions with their antipodes instead, scaled sqrt(1/(D/2))
+    as in SSF, to tell the structured point set's gain from the antipodal pairing's.
+    """
+    X = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    count = n_components // 2 if bidirectional else n_components
+    words = randomness.raw_words(seed, "ssf.iid_baseline", X.shape[1] * count)
+    P = X @ randomness.normal(words).reshape(X.shape[1], count)
+    if bidirectional:
+        P = np.hstack([P, -P])
+    step = 0.5 * (1.0 + np.sign(P))
+    features = step if order == 0 else step * P**order
+    return features * np.sqrt((1.0 if bidirectional else 2.0) / count)
