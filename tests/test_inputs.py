@@ -131,10 +131,10 @@ def test_default_output_is_float32_and_float64_on_request():
 ], ids=["dense-single", "dense-middle-row", "sparse", "sparse-stored-zeros"])
 def test_gcws_all_zero_row_is_refused(X):
     m = create_map(SPECS["gcws"])
-    for call in (m.hash, m.transform, m.kernel):
+    for call, field in ((m.hash, "vectors"), (m.transform, "vectors"), (m.kernel, "x")):
         with pytest.raises(InputError) as info:
             call(X)
-        assert info.value.field == "vectors"
+        assert info.value.field == field
         assert "zero" in info.value.message
     expected_row = 0 if X.shape[0] == 1 else 1
     assert f"row(s) {expected_row}" in info.value.message

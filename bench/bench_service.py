@@ -1,0 +1,526 @@
+"""HTTP cost of the service against the same work done in-process, in one run.
+
+    python bench/bench_service.py [--workers N] [--url URL]
+
+Starts the real service (`featurehash serve`, embedded Redis: REDIS_URL is removed from
+its environment) on a free port with a temporary data directory, waits for /readyz,
+then measures, each against the library call on the same map and data in this process
+(`create_map(spec).transform(X)` / `.hash(X)`):
+
+- single-vector latency (sequential, one keep-alive connection): rff d=64 D=1024
+  transform and gcws d=64 k=256 hash, JSON (and npy) bodies, p50/p99 in microseconds
+  and as a ratio to the in-process call; GET /healthz and GET /v1/maps/{id} as floors;
+- batch throughput (vectors/s): rff cos_sin n=4096 d=512 D=4096 and gcws hash n=2000
+  d=256 k=256, JSON in/out and npy in/out, as a ratio to in-process throughput, split
+  into client encode / round trip / client decode (timed inline on the same requests),
+  the round trip into in-app time and transport, and the in-app time into the server's
+  decode and encode (the same codec calls timed here), compute and the rest;
+- concurrent single-vector load from a few client threads (requests/s).
+
+"in-app" is the server's own time per request (mean, from the featurehash_request_seconds
+histogram of /metrics: Redis GET, thread-pool hop, decode, compute, encode, handing the
+body to uvicorn); "transport" is the rest of the round trip (httpx and uvicorn's HTTP/1.1
+parsing and framing, socket copies).
+
+Timed requests use raw httpx (one httpx.Client per thread, keep-alive); the times
+include encoding the request and decoding the answer into an ndarray, as any client
+pays them. app.client.FeatureHashClient creates the maps and does one equality check.
+The server is stopped with SIGTERM at the end, also on errors. With --url the
+benchmark runs against an already running server instead (it is left running).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import orjson
+from prometheus_client.parser import text_string_to_metric_families
+
+from app.api.codecs import json_response, npy_response, parse_body, vectors_from
+from app.client import FeatureHashClient
+from app.maps import OneHotFeatures, create_map
+
+NPY = "application/x-npy"
+JSON_HEADERS = {"Content-Type": "application/json"}
+NPY_HEADERS = {"Content-Type": NPY, "Accept": NPY}
+SERVER_ENV_DROP = ("REDIS_URL", "FEATUREHASH_REDIS_URL", "FEATUREHASH_API_KEY")
+
+
+# -- server -------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def featurehash_command() -> list[str]:
+    script = Path(sys.executable).with_name("featurehash")
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("featurehash")
+    return [found] if found else [sys.executable, "-m", "app.cli"]
+
+
+def wait_ready(base_url: str, process: subprocess.Popen | None, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    with httpx.Client(base_url=base_url, timeout=2.0) as http:
+        while time.monotonic() < deadline:
+            if process is not None and process.poll() is not None:
+                raise RuntimeError(f"the server exited with code {process.returncode} before it was ready")
+            try:
+                if http.get("/readyz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+    raise RuntimeError(f"{base_url}/readyz did not answer 200 within {timeout:.0f} s")
+
+
+@contextlib.contextmanager
+def running_server(workers: int):
+    """Yield the base URL of a fresh `featurehash serve`; SIGTERM it on the way out."""
+    with tempfile.TemporaryDirectory(prefix="featurehash-bench-") as tmp:
+        port = free_port()
+        env = {key: value for key, value in os.environ.items() if key not in SERVER_ENV_DROP}
+        command = featurehash_command() + ["serve", "--host", "127.0.0.1", "--port", str(port),
+                                           "--workers", str(workers), "--data-dir", str(Path(tmp) / "data")]
+        log_path = Path(tmp) / "server.log"
+        with open(log_path, "wb") as log:
+            # Own session: a Ctrl-C here reaches only this script, which then stops the server.
+            process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+        base_url = f"http://127.0.0.1:{port}"
+        ok = False
+        try:
+            wait_ready(base_url, process)
+            yield base_url
+            ok = True
+        finally:
+            stopped = stop_server(process)
+            if not ok:
+                tail = log_path.read_text(errors="replace").splitlines()[-20:]
+                print("server log (tail):\n  " + "\n  ".join(tail), file=sys.stderr)
+            print(stopped)
+
+
+def stop_server(process: subprocess.Popen) -> str:
+    if process.poll() is not None:
+        return f"server had already exited (code {process.returncode})"
+    start = time.perf_counter()
+    process.send_signal(signal.SIGTERM)
+    try:
+        code = process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        code = process.wait()
+        return f"server did not stop within 30 s of SIGTERM: killed (code {code})"
+    note = " (uvicorn re-raises SIGTERM after its graceful shutdown; the launcher exits with 256-15)" \
+        if code == 256 - signal.SIGTERM else ""
+    return f"server stopped by SIGTERM: exit code {code}{note}, after {time.perf_counter() - start:.1f} s"
+
+
+def _raise_sigterm(signum, frame):
+    raise SystemExit(128 + signum)  # unwinds through the finally that stops the server
+
+
+# -- helpers ------------------------------------------------------------------------
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def load_npy(content: bytes) -> np.ndarray:
+    return np.load(io.BytesIO(content), allow_pickle=False)
+
+
+def checked(response: httpx.Response) -> httpx.Response:
+    if response.status_code != 200:
+        raise RuntimeError(f"{response.request.method} {response.request.url.path}: "
+                           f"{response.status_code} {response.text[:300]}")
+    return response
+
+
+def timed(fn, repeat: int) -> tuple[list[float], object]:
+    """Seconds of each of `repeat` calls, and the last result."""
+    times, result = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return times, result
+
+
+def best_time(fn, repeat: int) -> tuple[float, object]:
+    fn()  # warm-up
+    times, result = timed(fn, repeat)
+    return min(times), result
+
+
+def warm(fn, inputs: list, count: int) -> None:
+    for i in range(count):
+        fn(inputs[i % len(inputs)])
+
+
+def latencies_us(fn, count: int, inputs: list) -> np.ndarray:
+    samples = np.empty(count)
+    clock = time.perf_counter_ns
+    for i in range(count):
+        x = inputs[i % len(inputs)]
+        start = clock()
+        fn(x)
+        samples[i] = clock() - start
+    return samples / 1e3
+
+
+class ServerClock:
+    """In-app seconds per request of one route, from the server's /metrics histogram."""
+
+    def __init__(self, http: httpx.Client):
+        self.http = http
+        self.available = True
+
+    def read(self, method: str, route: str) -> tuple[float, float] | None:
+        if not self.available:
+            return None
+        try:
+            text = checked(self.http.get("/metrics")).text
+        except (RuntimeError, httpx.HTTPError):
+            self.available = False
+            return None
+        total = count = 0.0
+        for family in text_string_to_metric_families(text):
+            if family.name != "featurehash_request_seconds":
+                continue
+            for sample in family.samples:
+                if sample.labels.get("route") == route and sample.labels.get("method") == method:
+                    if sample.name.endswith("_sum"):
+                        total += sample.value
+                    elif sample.name.endswith("_count"):
+                        count += sample.value
+        return total, count
+
+    @contextlib.contextmanager
+    def measure(self, method: str, route: str):
+        """Yields a dict whose "mean" is set, on exit, to the in-app mean seconds (or None)."""
+        result = {"mean": None}
+        before = self.read(method, route)
+        yield result
+        after = self.read(method, route)
+        if before is not None and after is not None and after[1] > before[1]:
+            result["mean"] = (after[0] - before[0]) / (after[1] - before[1])
+
+
+def fmt_us(seconds: float | None) -> str:
+    return f"{seconds * 1e6:8.0f}" if seconds is not None else f"{'n/a':>8s}"
+
+
+# -- the HTTP calls, in their two encodings -----------------------------------------
+
+def json_call(http: httpx.Client, path: str, key: str, dtype, record: list | None = None):
+    """POST rows as JSON, decode the answer's `key` into an ndarray; `record` gets each call's
+    (encode, round trip, decode) seconds."""
+    def call(X: np.ndarray) -> np.ndarray:
+        t0 = time.perf_counter()
+        body = orjson.dumps({"vectors": X}, option=orjson.OPT_SERIALIZE_NUMPY)
+        t1 = time.perf_counter()
+        response = checked(http.post(path, content=body, headers=JSON_HEADERS))
+        t2 = time.perf_counter()
+        out = np.asarray(orjson.loads(response.content)[key], dtype=dtype)
+        if record is not None:
+            record.append((t1 - t0, t2 - t1, time.perf_counter() - t2))
+        return out
+    return call
+
+
+def npy_call(http: httpx.Client, path: str, record: list | None = None):
+    """POST rows as .npy, asking for .npy back; `record` as for json_call."""
+    def call(X: np.ndarray) -> np.ndarray:
+        t0 = time.perf_counter()
+        body = npy_bytes(X)
+        t1 = time.perf_counter()
+        response = checked(http.post(path, content=body, headers=NPY_HEADERS))
+        t2 = time.perf_counter()
+        out = load_npy(response.content)
+        if record is not None:
+            record.append((t1 - t0, t2 - t1, time.perf_counter() - t2))
+        return out
+    return call
+
+
+# -- sections -----------------------------------------------------------------------
+
+class Case:
+    """One map, its in-process twin, the operation and the HTTP path."""
+
+    def __init__(self, label: str, client: FeatureHashClient, request: dict, op: str):
+        created = client.create_map(request["method"], request["input_dim"], request["n_components"],
+                                    seed=request.get("seed"), params=request.get("params"))
+        self.label, self.spec, self.op = label, created, op
+        self.local = create_map(created).materialize()  # the resolved spec, id checked
+        self.path = f"/v1/maps/{created['id']}/{op}"
+        self.route = "/v1/maps/{map_id}/" + op
+        self.key, self.dtype = ("features", np.float32) if op == "transform" else ("codes", np.int64)
+
+    def in_process(self, X):
+        return self.local.transform(X) if self.op == "transform" else self.local.hash(X)
+
+
+def section_latency(http, client, clock: ServerClock, cases, inputs, count, warmup) -> dict:
+    print(f"\nSingle vector, sequential (one keep-alive connection, {count} requests after {warmup} warm-up);"
+          " x = ratio to the in-process call")
+    print(f"  {'':44s} {'p50 us':>8s} {'p99 us':>8s} {'p50 x':>7s} {'p99 x':>7s} {'mean us':>8s} {'in-app':>8s}")
+
+    def series(label, fn, X, n, method, route, local=None):
+        warm(fn, X, warmup)
+        with clock.measure(method, route) as app:
+            samples = latencies_us(fn, n, X)
+        p50, p99 = np.percentile(samples, [50, 99])
+        ratios = f"{p50 / local[0]:7.1f} {p99 / local[1]:7.1f}" if local is not None else " " * 15
+        print(f"    {label:42s} {p50:8.0f} {p99:8.0f} {ratios} {samples.mean():8.0f} {fmt_us(app['mean'])}")
+        return samples
+
+    map_path = f"/v1/maps/{cases[0].spec['id']}"
+    floor = series("GET /healthz (HTTP floor, no Redis)", lambda _: checked(http.get("/healthz")), [None],
+                   count // 2, "GET", "/healthz")
+    if np.median(floor) > 30_000:
+        print("    (a ~40 ms floor is Nagle + delayed ACK: uvicorn --workers N>1 binds its listener with proto 0,\n"
+              "     so asyncio never sets TCP_NODELAY on accepted sockets; see Kludex/uvicorn#3149)")
+    series("GET /v1/maps/{id} (one Redis GET)", lambda _: checked(http.get(map_path)), [None], count // 2,
+           "GET", "/v1/maps/{map_id}")
+    results = {}
+    for case in cases:
+        X = inputs[case.label]
+        warm(case.in_process, X, warmup)
+        local_samples = latencies_us(case.in_process, count, X)
+        local = np.percentile(local_samples, [50, 99])
+        print(f"  {case.label + ' ' + case.op + ', in-process':44s} {local[0]:8.0f} {local[1]:8.0f} {1:7.2f} {1:7.2f} "
+              f"{local_samples.mean():8.0f}")
+        results[(case.label, "in-process")] = local
+        rows = [("HTTP JSON", json_call(http, case.path, case.key, case.dtype), count),
+                ("HTTP npy", npy_call(http, case.path), count)]
+        if case.op == "transform":
+            rows.append(("FeatureHashClient.transform (JSON)",
+                         lambda x, c=case: client.transform(c.spec["id"], x), count // 2))
+        for label, fn, n in rows:
+            results[(case.label, label)] = series(label, fn, X, n, "POST", case.route, local)
+    return results
+
+
+def section_batch(http, clock: ServerClock, cases, batches, repeat) -> dict:
+    print(f"\nBatch throughput (best of the timed requests after a warm-up; HTTP includes client encode and "
+          "decode); x = HTTP / in-process throughput")
+    print(f"  {'':44s} {'ms':>8s} {'vectors/s':>10s} {'x':>7s}   {'req MB':>7s} {'resp MB':>7s}")
+    outputs = {}
+    for case in cases:
+        X = batches[case.label]
+        n = X.shape[0]
+        local_s, local_out = best_time(lambda: case.in_process(X), repeat)
+        outputs[(case.label, "in-process")] = local_out
+        print(f"  {case.label + f' {case.op} n={n}, in-process':44s} {local_s * 1e3:8.1f} {n / local_s:10.0f} "
+              f"{1:7.2f}")
+        breakdown = []
+        for label, times in (("HTTP JSON in/out", max(1, repeat - 1)), ("HTTP npy in/out", repeat)):
+            record: list = []
+            fn = (npy_call(http, case.path, record) if "npy" in label
+                  else json_call(http, case.path, case.key, case.dtype, record))
+            fn(X)  # warm-up
+            record.clear()
+            with clock.measure("POST", case.route) as app:
+                seconds, out = timed(lambda: fn(X), times)
+            outputs[(case.label, label)] = out
+            server = server_codec_times(case, X, local_out, binary="npy" in label)
+            print(f"    {label:42s} {min(seconds) * 1e3:8.1f} {n / min(seconds):10.0f} {local_s / min(seconds):7.3f}"
+                  f"   {server['req_bytes'] / 1e6:7.1f} {server['resp_bytes'] / 1e6:7.1f}")
+            encode, trip, decode = (float(np.mean(column)) * 1e3 for column in zip(*record))
+            breakdown.append((label.split()[1], float(np.mean(seconds)) * 1e3, encode, trip, decode, app["mean"],
+                              server))
+        for name, mean, encode, trip, decode, in_app, server in breakdown:
+            print(f"      {name:4s} mean {mean:.0f} ms = client encode {encode:.0f} + round trip {trip:.0f}"
+                  f" + client decode {decode:.0f}")
+            if in_app is not None:
+                in_app *= 1e3
+                sdec, senc, compute = server["decode"] * 1e3, server["encode"] * 1e3, local_s * 1e3
+                print(f"           round trip = in-app {in_app:.0f} (decode ~{sdec:.0f}, compute ~{compute:.0f}, "
+                      f"encode ~{senc:.0f}, rest {in_app - sdec - compute - senc:.0f}) + transport {trip - in_app:.0f}")
+    return outputs
+
+
+def server_codec_times(case: Case, X: np.ndarray, local_out, *, binary: bool) -> dict:
+    """Seconds, in this process, of the server's decode (parse + rows) and encode steps."""
+    if binary:
+        request = npy_bytes(X)
+        steps = {"decode": lambda: vectors_from(parse_body(request, NPY), "vectors", X.shape[1]),
+                 "encode": lambda: npy_response(local_out)}
+    else:
+        request = orjson.dumps({"vectors": X}, option=orjson.OPT_SERIALIZE_NUMPY)
+        steps = {"decode": lambda: vectors_from(parse_body(request, "application/json"), "vectors", X.shape[1]),
+                 "encode": lambda: json_response({case.key: local_out})}
+    repeat = 1 if len(request) > 10e6 and not binary else 3
+    result = {}
+    for name, fn in steps.items():
+        seconds, last = timed(fn, repeat)
+        result[name] = min(seconds)
+    return {**result, "req_bytes": len(request), "resp_bytes": len(last.body)}
+
+
+def section_concurrent(base_url, headers, case, inputs, threads, seconds, sequential_us, local_us) -> None:
+    print(f"\nConcurrent single-vector {case.label} JSON: {threads} client threads (own keep-alive connection "
+          f"each) for {seconds:.0f} s")
+    barrier = threading.Barrier(threads + 1)
+    counts, samples, errors = [0] * threads, [[] for _ in range(threads)], []
+    stop_at = [0.0]
+
+    def worker(t: int) -> None:
+        try:
+            with httpx.Client(base_url=base_url, headers=headers, timeout=60.0) as http:
+                call = json_call(http, case.path, case.key, case.dtype)
+                for i in range(50):
+                    call(inputs[(t + i) % len(inputs)])
+                barrier.wait()
+                i, clock = 0, time.perf_counter
+                while clock() < stop_at[0]:
+                    start = clock()
+                    call(inputs[(t + i) % len(inputs)])
+                    samples[t].append(clock() - start)
+                    i += 1
+                counts[t] = i
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+            barrier.abort()
+
+    pool = [threading.Thread(target=worker, args=(t,), daemon=True) for t in range(threads)]
+    for thread in pool:
+        thread.start()
+    stop_at[0] = time.perf_counter() + 3600
+    barrier.wait()
+    start = time.perf_counter()
+    stop_at[0] = start + seconds
+    for thread in pool:
+        thread.join()
+    elapsed = time.perf_counter() - start
+    if errors:
+        raise errors[0]
+    rate = sum(counts) / elapsed
+    p50, p99 = np.percentile(np.concatenate([np.asarray(s) for s in samples]) * 1e6, [50, 99])
+    print(f"  {rate:8.0f} requests/s (p50 {p50:.0f} us, p99 {p99:.0f} us); sequential HTTP "
+          f"{1e6 / sequential_us:.0f}/s, in-process 1/p50 {1e6 / local_us:.0f} calls/s: "
+          f"{rate * sequential_us / 1e6:.2f}x sequential, {rate * local_us / 1e6:.3f}x in-process")
+
+
+def section_verify(client, cases, outputs, batches) -> bool:
+    print("\nHTTP features against the library's (same spec, same input):")
+    ok = True
+
+    def report(label: str, got, expected) -> None:
+        nonlocal ok
+        got, expected = np.asarray(got), np.asarray(expected)
+        same_bits = got.dtype == expected.dtype and got.shape == expected.shape and \
+            got.tobytes() == expected.tobytes()
+        if same_bits:
+            verdict = f"bitwise equal ({got.dtype}, {got.shape[0]}x{got.shape[1]})"
+        elif got.shape == expected.shape:
+            verdict = f"NOT bitwise equal: max abs diff {np.max(np.abs(got.astype(float) - expected)):.3g}"
+            ok = False
+        else:
+            verdict = f"NOT equal: shapes {got.shape} vs {expected.shape}"
+            ok = False
+        print(f"  {label:56s} {verdict}")
+
+    for case in cases:
+        local = outputs[(case.label, "in-process")]
+        for how in ("HTTP npy in/out", "HTTP JSON in/out"):
+            report(f"{case.label} {case.op}, {how}", outputs[(case.label, how)], local)
+    rff, gcws = cases
+    X = batches[rff.label]
+    report(f"{rff.label}, FeatureHashClient.transform(binary=True)",
+           client.transform(rff.spec["id"], X[:256], binary=True), rff.local.transform(X[:256]))
+    X = batches[gcws.label][:200]
+    got, expected = client.transform(gcws.spec["id"], X, binary=True), gcws.local.transform(X)
+    assert isinstance(got, OneHotFeatures)
+    report("gcws one-hot transform, FeatureHashClient (npy) indices", got.indices, expected.indices)
+    if (got.scale, got.dim) != (expected.scale, expected.dim):
+        print(f"  gcws one-hot scale/dim differ: {(got.scale, got.dim)} vs {(expected.scale, expected.dim)}")
+        ok = False
+    return ok
+
+
+# -- main ---------------------------------------------------------------------------
+
+def run(base_url: str, args, where: str) -> bool:
+    api_key = args.api_key
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    rng = np.random.default_rng(0)
+    print(f"featurehash service bench: {base_url} ({where}); {os.cpu_count()} CPUs shared by client and server")
+    print("  timed requests: raw httpx.Client (keep-alive, http/1.1), orjson/np.save in, orjson/np.load out; "
+          "maps created and checked with app.client.FeatureHashClient")
+    with FeatureHashClient(base_url, api_key=api_key, timeout=300.0) as client, \
+            httpx.Client(base_url=base_url, headers=headers, timeout=300.0) as http:
+        small = [Case("rff d=64 D=1024", client, {"method": "rff", "input_dim": 64, "n_components": 1024,
+                                                  "seed": 1, "params": {"gamma": 1 / 64}}, "transform"),
+                 Case("gcws d=64 k=256", client, {"method": "gcws", "input_dim": 64, "n_components": 256,
+                                                  "seed": 1}, "hash")]
+        inputs = {small[0].label: [rng.standard_normal((1, 64)).astype(np.float32) for _ in range(256)],
+                  small[1].label: [rng.standard_normal((1, 64)) for _ in range(256)]}
+        clock = ServerClock(http)
+        lat = section_latency(http, client, clock, small, inputs, args.requests, args.warmup)
+
+        big = [Case("rff cos_sin d=512 D=4096", client, {"method": "rff", "input_dim": 512, "n_components": 4096,
+                                                         "seed": 2, "params": {"gamma": 1 / 512}}, "transform"),
+               Case("gcws d=256 k=256", client, {"method": "gcws", "input_dim": 256, "n_components": 256,
+                                                 "seed": 2}, "hash")]
+        batches = {big[0].label: rng.standard_normal((4096, 512)).astype(np.float32),
+                   big[1].label: rng.standard_normal((2000, 256))}
+        outputs = section_batch(http, clock, big, batches, args.repeat)
+
+        if args.threads > 0:
+            rff = small[0]
+            section_concurrent(base_url, headers, rff, inputs[rff.label], args.threads, args.seconds,
+                               float(np.mean(lat[(rff.label, "HTTP JSON")])), lat[(rff.label, "in-process")][0])
+        ok = section_verify(client, big, outputs, batches)
+    return ok
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=1, help="uvicorn workers of the started server")
+    parser.add_argument("--url", help="bench this running server instead of starting one")
+    parser.add_argument("--api-key", default=None, help="for --url (default: FEATUREHASH_API_KEY)")
+    parser.add_argument("--requests", type=int, default=2000, help="timed single-vector requests per series")
+    parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=3, help="timed batch requests (best of)")
+    parser.add_argument("--threads", type=int, default=4, help="client threads of the load test (0: skip)")
+    parser.add_argument("--seconds", type=float, default=3.0, help="duration of the load test")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, _raise_sigterm)
+    start = time.perf_counter()
+    if args.url:
+        args.api_key = args.api_key or os.environ.get("FEATUREHASH_API_KEY")
+        wait_ready(args.url.rstrip("/"), None, timeout=10)
+        ok = run(args.url.rstrip("/"), args, "external server")
+    else:
+        with running_server(args.workers) as base_url:
+            ok = run(base_url, args, f"started here: featurehash serve --workers {args.workers}, embedded Redis")
+    print(f"total {time.perf_counter() - start:.0f} s")
+    if not ok:
+        raise SystemExit("HTTP features differ from the library's")
+
+
+if __name__ == "__main__":
+    main()
