@@ -1,4 +1,4 @@
-"""`featurehash serve`: Redis (embedded unless REDIS_URL is set), then the uvicorn workers.
+"""`featurehash serve`: Redis (embedded unless REDIS_URL is set), then the web tier (app.web).
 
 The launcher owns both children. It starts the embedded Redis once (never one per
 worker), waits for PING, then runs uvicorn with REDIS_URL pointing at the server's unix
@@ -18,12 +18,6 @@ from .config import Settings
 from .store.embedded import EmbeddedRedis, die_with_parent
 
 
-def _uvicorn_command(settings: Settings) -> list[str]:
-    return [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory",
-            "--host", settings.host, "--port", str(settings.port), "--workers", str(settings.workers),
-            "--no-access-log", "--timeout-graceful-shutdown", "20"]
-
-
 def _metrics_dir(settings: Settings) -> str:
     path = settings.data_dir / "metrics"
     shutil.rmtree(path, ignore_errors=True)  # counters restart with the workers
@@ -33,7 +27,8 @@ def _metrics_dir(settings: Settings) -> str:
 
 def serve(settings: Settings) -> int:
     embedded = None
-    env = dict(os.environ)
+    env = {**os.environ, "FEATUREHASH_HOST": settings.host, "FEATUREHASH_PORT": str(settings.port),
+           "FEATUREHASH_WORKERS": str(settings.workers), "FEATUREHASH_DATA_DIR": str(settings.data_dir)}
     if not settings.redis_url:
         embedded = EmbeddedRedis(settings.data_dir)
         embedded.start()
@@ -43,7 +38,7 @@ def serve(settings: Settings) -> int:
         env["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir(settings)
     stopping = False
     try:
-        web = subprocess.Popen(_uvicorn_command(settings), env=env, preexec_fn=die_with_parent)
+        web = subprocess.Popen([sys.executable, "-m", "app.web"], env=env, preexec_fn=die_with_parent)
 
         def forward(signum, frame):  # must not block: just pass the signal on
             nonlocal stopping

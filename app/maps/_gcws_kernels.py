@@ -75,45 +75,60 @@ def build_table(streams, n_coordinates):
     return inverse_r, beta, r, offset
 
 
-@nb.njit(parallel=True, nogil=True, cache=True)
-def hash_csr(indptr, indices, data, power, streams, use_table, inverse_r, beta, r, offset,
-             i_star, t_star):
-    """CWS of each row's transformed vector u~ (u~_{2c} = max(x_c, 0), u~_{2c+1} = max(-x_c, 0)).
+@nb.njit(nogil=True, cache=True)
+def _hash_row(row, indptr, indices, data, power, streams, use_table, inverse_r, beta, r, offset, i_star, t_star):
+    """CWS of one row's transformed vector u~ (u~_{2c} = max(x_c, 0), u~_{2c+1} = max(-x_c, 0)).
 
-    Writes i*_j (transformed coordinate) and t*_j per row; rows must have sorted column
-    indices, so strict `<` breaks exact ties towards the smallest coordinate whatever the
-    input layout. A row with no nonzero keeps i* = -1 (callers reject such rows first).
+    Writes i*_j (transformed coordinate) and t*_j; rows must have sorted column indices,
+    so strict `<` breaks exact ties towards the smallest coordinate whatever the input
+    layout. A row with no nonzero keeps i* = -1 (callers reject such rows first).
     """
-    n_rows = indptr.size - 1
     k = streams.size
-    for row in nb.prange(n_rows):
-        best_a = np.full(k, np.inf)
-        best_i = np.full(k, -1, dtype=np.int64)
-        best_t = np.zeros(k)
-        for p in range(indptr[row], indptr[row + 1]):
-            value = data[p]
-            if value == 0:
-                continue
-            coordinate = 2 * np.int64(indices[p]) + (0 if value > 0 else 1)
-            log_u = power * np.log(abs(np.float64(value)))
-            if use_table:
-                for j in range(k):
-                    t = np.floor(log_u * inverse_r[coordinate, j] + beta[coordinate, j])
-                    a = offset[coordinate, j] - r[coordinate, j] * t
-                    if a < best_a[j]:
-                        best_a[j] = a
-                        best_i[j] = coordinate
-                        best_t[j] = t
-            else:
-                for j in range(k):
-                    c_inverse_r, c_beta, c_r, c_offset = sample_constants(streams[j], coordinate)
-                    t = np.floor(log_u * c_inverse_r + c_beta)
-                    a = c_offset - c_r * t
-                    if a < best_a[j]:
-                        best_a[j] = a
-                        best_i[j] = coordinate
-                        best_t[j] = t
-        for j in range(k):
-            i_star[row, j] = best_i[j]
-            # |t| beyond 2^31 needs r < 1e-8 or so (probability ~1e-16): saturate.
-            t_star[row, j] = np.int64(min(max(best_t[j], -2147483648.0), 2147483647.0))
+    best_a = np.full(k, np.inf)
+    best_i = np.full(k, -1, dtype=np.int64)
+    best_t = np.zeros(k)
+    for p in range(indptr[row], indptr[row + 1]):
+        value = data[p]
+        if value == 0:
+            continue
+        coordinate = 2 * np.int64(indices[p]) + (0 if value > 0 else 1)
+        log_u = power * np.log(abs(np.float64(value)))
+        if use_table:
+            for j in range(k):
+                t = np.floor(log_u * inverse_r[coordinate, j] + beta[coordinate, j])
+                a = offset[coordinate, j] - r[coordinate, j] * t
+                if a < best_a[j]:
+                    best_a[j] = a
+                    best_i[j] = coordinate
+                    best_t[j] = t
+        else:
+            for j in range(k):
+                c_inverse_r, c_beta, c_r, c_offset = sample_constants(streams[j], coordinate)
+                t = np.floor(log_u * c_inverse_r + c_beta)
+                a = c_offset - c_r * t
+                if a < best_a[j]:
+                    best_a[j] = a
+                    best_i[j] = coordinate
+                    best_t[j] = t
+    for j in range(k):
+        i_star[row, j] = best_i[j]
+        # |t| beyond 2^31 needs r < 1e-8 or so (probability ~1e-16): saturate.
+        t_star[row, j] = np.int64(min(max(best_t[j], -2147483648.0), 2147483647.0))
+
+
+@nb.njit(parallel=True, nogil=True, cache=True)
+def hash_csr_parallel(indptr, indices, data, power, streams, use_table, inverse_r, beta, r, offset,
+                      i_star, t_star):
+    """`_hash_row` for every row, rows spread over numba's threads."""
+    for row in nb.prange(indptr.size - 1):
+        _hash_row(row, indptr, indices, data, power, streams, use_table, inverse_r, beta, r, offset,
+                  i_star, t_star)
+
+
+@nb.njit(nogil=True, cache=True)
+def hash_csr_serial(indptr, indices, data, power, streams, use_table, inverse_r, beta, r, offset,
+                    i_star, t_star):
+    """`_hash_row` for every row on the calling thread: no thread wake-up for small batches."""
+    for row in range(indptr.size - 1):
+        _hash_row(row, indptr, indices, data, power, streams, use_table, inverse_r, beta, r, offset,
+                  i_star, t_star)

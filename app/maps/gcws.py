@@ -41,6 +41,9 @@ _LOW_32_BITS = np.int64(0xFFFFFFFF)
 # numba's default (workqueue) threading layer must not run parallel kernels from two
 # threads at once; the service calls maps from a thread pool.
 _PARALLEL_KERNEL_LOCK = threading.Lock()
+# Below this many rows the kernel runs on the calling thread: waking numba's pool costs
+# more than it saves, and concurrent small requests then hash in parallel instead.
+PARALLEL_MIN_ROWS = 8
 
 
 class GCWSParams(BaseModel):
@@ -105,10 +108,13 @@ class GCWSMap(FeatureMap):
         n, k = X.shape[0], self.spec.n_components
         i_star = np.empty((n, k), dtype=np.int64)
         t_star = np.empty((n, k), dtype=np.int64)
-        constants = self._constants()
-        with _PARALLEL_KERNEL_LOCK:
-            _gcws_kernels.hash_csr(X.indptr, X.indices, X.data, float(self.params.power), self._streams,
-                                   self.uses_table, *constants, i_star, t_star)
+        arguments = (X.indptr, X.indices, X.data, float(self.params.power), self._streams, self.uses_table,
+                     *self._constants(), i_star, t_star)
+        if n < PARALLEL_MIN_ROWS:
+            _gcws_kernels.hash_csr_serial(*arguments)
+        else:
+            with _PARALLEL_KERNEL_LOCK:
+                _gcws_kernels.hash_csr_parallel(*arguments)
         return i_star, t_star
 
     def hash(self, X) -> np.ndarray:
