@@ -48,6 +48,29 @@ def normalized_rbf(X, Y, gamma: float) -> np.ndarray:
     return np.exp(-gamma * (1.0 - cosine_similarity(X, Y)))
 
 
+def inner_products(X, Y) -> np.ndarray:
+    """<x, y> for every pair; sparse inputs stay sparse (cost of their nonzeros)."""
+    if sp.issparse(X) or sp.issparse(Y):
+        return (sp.csr_matrix(X, dtype=np.float64) @ sp.csr_matrix(Y, dtype=np.float64).T).toarray()
+    return _dense64(X) @ _dense64(Y).T
+
+
+def polynomial(X, Y, degree: int, coef0: float) -> np.ndarray:
+    """(coef0 + <x, y>)^degree on the raw inputs (Random Maclaurin, TensorSketch)."""
+    return (coef0 + inner_products(X, Y)) ** degree
+
+
+def spherical_polynomial(X, Y, degree: int, bias: float) -> np.ndarray:
+    """(1 - ||x - y||^2 / a^2)^p = alpha (q + <x, y>)^p with q = a^2/2 - 1, alpha = (2/a^2)^p,
+    for x, y scaled to unit norm (Pennington et al., papers/000_*, eq. 2; SRF).
+
+    Written with rho = <x, y> as (1 - (2 - 2 rho) / a^2)^p, which lies in [(1 - 4/a^2)^p, 1]
+    for a >= 2 and never forms the huge q^p or tiny alpha.
+    """
+    rho = cosine_similarity(X, Y)
+    return (1.0 - (2.0 - 2.0 * rho) / bias**2) ** degree
+
+
 def _norms_and_directions(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Row norms and unit rows, without overflow; a zero row keeps norm 0 and direction 0."""
     peaks = np.abs(X).max(axis=1, keepdims=True)

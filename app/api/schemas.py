@@ -14,7 +14,7 @@ class CreateMapRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
         {"method": "rff", "input_dim": 64, "n_components": 1024, "seed": 1, "params": {"gamma": 0.05}}]})
 
-    method: str = Field(description="rff, nrff or gcws")
+    method: str = Field(description="rff, nrff, gcws, srf, random_maclaurin, tensorsketch, ssf (see GET /docs)")
     input_dim: int
     n_components: int = Field(description="output dimension (dense maps) or number of samples k (GCWS)")
     seed: int | None = None

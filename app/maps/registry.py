@@ -10,11 +10,15 @@ from .base import FeatureMap
 from .errors import SpecError
 from .gcws import GCWSMap
 from .nrff import NRFFMap
+from .random_maclaurin import RandomMaclaurinMap
 from .rff import RFFMap
 from .spec import DERIVED_KEYS, FORMAT_VERSION, MapSpec
+from .srf import SRFMap
 from .ssf import SSFMap
+from .tensorsketch import TensorSketchMap
 
-METHODS: dict[str, type[FeatureMap]] = {cls.method: cls for cls in (RFFMap, NRFFMap, GCWSMap, SSFMap)}
+METHODS: dict[str, type[FeatureMap]] = {cls.method: cls for cls in (RFFMap, NRFFMap, GCWSMap, SSFMap,
+                                                                  SRFMap, RandomMaclaurinMap, TensorSketchMap)}
 
 
 def _field_name(error: Mapping[str, Any], prefix: str = "") -> str:

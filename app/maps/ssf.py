@@ -29,30 +29,45 @@ refused (SpecError naming n_components) rather than truncated: dropping a cos or
 half-space) of a direction biases the estimate. So SSF needs D >= 4 ceil(d/2) (about 2d); at
 D = 4m, n = m and V is an orthonormal basis of R^{2m}.
 
-Why one stratified radius per direction rather than the paper's M shared radii (D = 4 n M).
-Measured with bench/bench_ssf.py's protocol (unit-norm rows, 5 seeds, relative Frobenius error
-of the Gram matrix, SSF / RFF at equal D; "per-direction" is this module):
-                         D = 4d   D = 8d
-  breast_cancer  M = 1    1.01     1.51     (one shared radius: a fixed bias that D cannot remove)
-                 M = 2    1.09     0.92
-                 M = 4      -      1.09
-                 per-dir  0.60     0.51
-  digits         M = 1    0.75     1.22
-                 M = 2    0.86     0.79
-                 M = 4      -      0.87
-                 per-dir  0.50     0.45
-A tensor of M shared radii divides the directions by M and still integrates the radial law with
-only M points; giving each of the N directions its own quantile integrates it with N points at
-no cost (the FFT yields all N projections anyway). E over the seeded permutation is the N x N
-tensor rule, so nothing is lost against it.
+Why one stratified radius per direction rather than the paper's M radii shared by all directions
+(D = 4 n M). Measured (bench/bench_ssf.py's protocol: unit-norm rows, breast_cancer standardised
+first, gamma = 1 / median ||x - y||^2, 5 seeds), SSF / RFF error at equal D, relative Frobenius
+and relative max:
+                  breast_cancer (d = 30)               digits (d = 64)
+  D =        4d        8d        64d       256d     4d        8d        64d       128d
+  M = 1   .62/.75   .62/.75   .40/.69   .63/1.39  .52/.67   .53/.70   .49/.66   .51/.64
+  M = 2   .85/1.15  .87/1.05  .59/.80      -      .75/1.08  .75/.95   .65/.90      -
+  M = 4      -     1.17/1.60  .98/1.28     -         -     1.09/1.53  .96/1.29     -
+  per-dir .66/.82   .62/.77   .40/.55   .51/1.14  .53/.69   .53/.71   .43/.61   .38/.56
+More radii per direction lose at every D (they take directions away, and directions are what the
+structure makes good). One shared radius (M = 1) ties with per-direction radii up to ~8d, then its
+fixed radial bias shows (256d, 128d). Per-direction radii integrate the radial law with N points
+at no cost (the FFT yields all N projections anyway); averaged over the seeded permutation they
+are the N x N tensor rule. So D = 4n, M = 1, each direction its own radius.
+Limit: only the signs s are random, and every column of V has modulus 1/sqrt(m) in each complex
+coordinate (the points lie on a torus inside S^{2m-1}), so the error has a floor that RFF's does
+not: at 256d on breast_cancer the max error exceeds RFF's (the Frobenius error is still half).
 
-Index set. L maximises the negative Riesz log-energy of the 2n columns by coordinate ascent
-(`optimised_index_set`); it is a pure function of (m, n, seed), cached, and stored in the spec
-(params.index_set) so it is covered by the spec id and never recomputed from a stored spec.
-With h_p = sum_s exp(2 pi i k_s p / n), column inner products are Re h_p / m and -Im h_p / m, so
-    E = -n(2n-1)/2 log 2 - n/2 * Q,  Q = sum_{p=1}^{n-1} [log(1 - Re h_p/m) + 1/2 log(1 - (Im h_p/m)^2)]
-(sum over unordered pairs of -log ||u_i - u_j||; `riesz_log_energy`). Swapping k_q for k changes h
-by exp(2 pi i k p/n) - exp(2 pi i k_q p/n), so a candidate costs O(n), not the O(n^2) pairs.
+Index set. L is chosen by coordinate ascent on a Riesz log-energy (`optimised_index_set`), a pure
+function of (m, n, seed), cached, and stored in the spec (params.index_set) so it is covered by the
+spec id and never recomputed from a stored spec. With h_p = sum_s exp(2 pi i k_s p / n), the inner
+products between columns are Re h_p / m and -Im h_p / m (see `riesz_log_energy`); swapping k_q for
+k changes h by exp(2 pi i k p / n) - exp(2 pi i k_q p / n), so a candidate costs O(n), not the
+O(n^2) point pairs. Small searches evaluate every free index so (exact coordinate ascent); large
+ones rank all free indices by a second-order expansion (two FFTs per coordinate) and evaluate a
+shortlist exactly, which found the very same sets wherever both were run. The energy is that of the
+4n points +-V ("antipodal"), not of the 2n columns alone ("columns", ALGORITHMS.md's form): the
+features use each direction with its antipode (cos is even; the arc-cosine features take both
+half-spaces), so an antipodal pair of columns is as wasted as a coincident one, yet the columns'
+energy rewards it: for n = 2m its optimum is the cross-polytope (L = the odd rows, every column's
+antipode is a column). Measured (ratios to i.i.d. as above, L random / "columns"-optimised /
+"antipodal"-optimised):
+  gaussian  breast_cancer 8d .65/.87 | .76/1.14 | .62/.77    digits 8d .53/.73 | .66/.95 | .53/.71
+  arccos1   breast_cancer 8d .19/.16 | .24/.22  | .19/.16    digits 8d .11/.17 | .12/.21 | .11/.17
+With the antipodal energy the errors are those of a random L within the seed spread (bench_ssf.py's
+"randL" column: a little better or worse case by case); the columns' energy is clearly worse. So
+the optimisation is kept (it is the paper's method, cheap, and stored once) but buys little here;
+ALGORITHMS.md's prototype gain for arccos1 (0.070 -> 0.030) did not reproduce.
 
 Transforms are computed in float32 unless float64 is asked for, in row chunks (bounded
 temporaries). Sparse input is densified one chunk at a time: the FFT costs O(n log n) per row
@@ -90,9 +105,9 @@ MAX_SWEEPS = 30
 # two FFTs per coordinate, ranks all candidates and the best SHORTLIST are evaluated exactly.
 EXACT_SEARCH_TERMS = 2**22
 SHORTLIST = 16
-# At most this many (candidate, p) terms in all (~40 ns each): past it the ascent stops, mid-sweep if
-# need be, and reports converged=False, so creating a huge spec takes under a minute, not hours.
-# Every size up to d = 4096, D = 16384 converges well within it.
+# At most this many (candidate, p) terms in all (~10-40 ns each): past it the ascent stops, mid-sweep
+# if need be, and reports converged=False, so creating a huge spec takes seconds, not hours.
+# d = 4096, D = 16384 (m = 2048, n = 4096) converges in 7 sweeps, ~0.7e9 terms, ~7 s.
 SEARCH_TERM_BUDGET = 2**30
 # A swap must raise Q by more than this (relative) to count: float noise cannot make sweeps cycle.
 _RELATIVE_GAIN = 1e-12
@@ -101,7 +116,9 @@ _FACTOR_FLOOR = 1e-12
 # Bounded temporaries when every candidate is evaluated exactly.
 _CANDIDATE_CHUNK_TERMS = 2**20
 
-KERNELS = ("gaussian", "arccos0", "arccos1", "arccos2")
+# Whose Riesz energy the spec's index set minimises (module docstring, "Index set").
+POINT_SETS = ("antipodal", "columns")
+SPEC_POINT_SET = "antipodal"
 
 IndexValue = Annotated[int, Field(strict=True, ge=0)]
 
@@ -150,6 +167,7 @@ class IndexSetSearch:
     """The result of `optimised_index_set`: the set and how the search went."""
 
     index_set: tuple[int, ...]
+    points: str             # whose energy: "antipodal" (+-V, the default) or "columns" (V)
     initial_energy: float   # Riesz log-energy of the seeded random start
     final_energy: float
     sweeps: int             # full passes over the m coordinates, the last one unchanged if converged
@@ -165,11 +183,14 @@ def _exponentials(indices: np.ndarray, n: int) -> np.ndarray:
     return scipy.fft.ifft(indicator, norm="forward")
 
 
-def _pair_terms(h_over_m: np.ndarray) -> np.ndarray:
-    """log(1 - Re) + 1/2 log(1 - Im^2) per p, clipped at coincidence (search objective)."""
-    real_factor = np.maximum(1.0 - h_over_m.real, _FACTOR_FLOOR)
-    imag_factor = np.maximum(1.0 - h_over_m.imag**2, _FACTOR_FLOOR)
-    return 0.5 * np.log(real_factor * real_factor * imag_factor)
+def _log_terms(real: np.ndarray, imag: np.ndarray, points: str, floor: float) -> np.ndarray:
+    """Per-p terms of Q, with (real, imag) = h_p / m, the column inner products:
+    "columns": log(1 - Re) + 1/2 log(1 - Im^2); "antipodal": log(1 - Re^2) + log(1 - Im^2).
+    Factors are clipped at `floor` (0 gives -inf where points coincide)."""
+    if points == "columns":
+        real_factor = np.maximum(1.0 - real, floor)
+        return 0.5 * np.log(real_factor * real_factor * np.maximum(1.0 - imag * imag, floor))
+    return np.log(np.maximum(1.0 - real * real, floor) * np.maximum(1.0 - imag * imag, floor))
 
 
 def _half_range(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -181,16 +202,21 @@ def _half_range(n: int) -> tuple[np.ndarray, np.ndarray]:
     return p, weights
 
 
-def riesz_log_energy(index_set, n: int) -> float:
-    """sum_{i<j} -log ||u_i - u_j|| over the 2n columns of V (inf if two coincide)."""
+def riesz_log_energy(index_set, n: int, points: str = "antipodal") -> float:
+    """Riesz log-energy sum_{i<j} -log ||u_i - u_j|| of the point set (inf if two points coincide).
+
+    "columns": the 2n columns of V (the paper's energy):
+        E = -n(2n-1)/2 log 2 - n/2 sum_{p=1}^{n-1} [log(1 - Re h_p/m) + 1/2 log(1 - (Im h_p/m)^2)];
+    "antipodal": the 4n points +-V (those the features use):
+        E = -2n log 2 - n(2n-1) log 4 - n sum_{p=1}^{n-1} [log(1 - (Re h_p/m)^2) + log(1 - (Im h_p/m)^2)].
+    """
     index_set = np.asarray(index_set, dtype=np.int64)
-    m = index_set.size
-    h = _exponentials(index_set, n)[1:] / m
-    real_factor = np.maximum(1.0 - h.real, 0.0)
-    imag_factor = np.maximum(1.0 - h.imag**2, 0.0)
+    h = _exponentials(index_set, n)[1:] / index_set.size
     with np.errstate(divide="ignore"):
-        q = float(np.sum(np.log(real_factor)) + 0.5 * np.sum(np.log(imag_factor)))
-    return -n * (2 * n - 1) / 2 * np.log(2.0) - n / 2 * q
+        q = float(np.sum(_log_terms(h.real, h.imag, points, 0.0)))
+    if points == "columns":
+        return -n * (2 * n - 1) / 2 * np.log(2.0) - n / 2 * q
+    return -2 * n * np.log(2.0) - n * (2 * n - 1) * np.log(4.0) - n * q
 
 
 def random_index_set(m: int, n: int, seed: int) -> np.ndarray:
@@ -200,11 +226,11 @@ def random_index_set(m: int, n: int, seed: int) -> np.ndarray:
 
 
 class _CoordinateSearch:
-    """State of the ascent: the set, which indices are used, and h over the half range."""
+    """State of the ascent: the set, which indices are used, and h = sum_s exp(2 pi i k_s p / n)."""
 
-    def __init__(self, indices: np.ndarray, n: int):
+    def __init__(self, indices: np.ndarray, n: int, points: str):
         self.indices = indices.copy()
-        self.m, self.n = indices.size, n
+        self.m, self.n, self.points = indices.size, n, points
         self.used = np.zeros(n, dtype=bool)
         self.used[indices] = True
         self.p, self.weights = _half_range(n)
@@ -221,9 +247,6 @@ class _CoordinateSearch:
         phase = (k * p) % self.n
         return self.cos_table[phase] + 1j * self.sin_table[phase]
 
-    def objective(self) -> float:
-        return float(_pair_terms(self.h_full[self.p] / self.m) @ self.weights)
-
     def exact_objectives(self, base: np.ndarray, candidates: np.ndarray) -> np.ndarray:
         """Q with each candidate in place of the removed index; base = h - removed, half range."""
         p, m, n = self.p, self.m, self.n
@@ -234,33 +257,36 @@ class _CoordinateSearch:
             phase = np.multiply.outer(chunk, p) % n
             real = (base.real + self.cos_table[phase]) / m
             imag = (base.imag + self.sin_table[phase]) / m
-            real_factor = np.maximum(1.0 - real, _FACTOR_FLOOR)
-            imag_factor = np.maximum(1.0 - imag * imag, _FACTOR_FLOOR)
-            out[start:start + chunk.size] = (0.5 * np.log(real_factor * real_factor * imag_factor)) @ self.weights
+            out[start:start + chunk.size] = _log_terms(real, imag, self.points, _FACTOR_FLOOR) @ self.weights
         return out
 
     def ranked_candidates(self, base_full: np.ndarray, free: np.ndarray, count: int) -> np.ndarray:
         """The `count` free indices with the best second-order estimate of Q (two FFTs).
 
-        With a = Re/m, b = Im/m and f(a, b) = log(1 - a) + 1/2 log(1 - b^2), adding index k moves
-        (a_p, b_p) by (cos, sin)(2 pi k p / n) / m. Expanding f to second order, sum_p f_a cos + f_b sin
-        is Re sum_p (f_a - i f_b) e^{2 pi i k p / n}, and the quadratic part is a constant plus
-        1/4 sum_p (f_aa - f_bb) cos(4 pi k p / n) (f_ab = 0): both are inverse DFTs read at k and 2k.
+        With (a, b) = h_p / m and f(a, b) the term of Q, adding index k moves (a_p, b_p) by
+        (cos, sin)(2 pi k p / n) / m. To second order, sum_p f_a cos + f_b sin is
+        Re sum_p (f_a - i f_b) e^{2 pi i k p / n}, and the quadratic part is a constant plus
+        1/4 sum_p (f_aa - f_bb) cos(4 pi k p / n) (f_ab = 0): inverse DFTs read at k and 2k.
         """
         m, n = self.m, self.n
-        a = np.minimum(base_full.real / m, 1.0 - 1e-6)
+        a = np.clip(base_full.real / m, -1.0 + 1e-6, 1.0 - 1e-6)
         b = np.clip(base_full.imag / m, -1.0 + 1e-6, 1.0 - 1e-6)
-        one_minus_a, one_minus_b2 = 1.0 - a, 1.0 - b * b
-        f_a, f_b = -1.0 / one_minus_a, -b / one_minus_b2
-        f_aa, f_bb = -1.0 / one_minus_a**2, -(1.0 + b * b) / one_minus_b2**2
+        one_minus_b2 = 1.0 - b * b
+        if self.points == "columns":  # f = log(1 - a) + 1/2 log(1 - b^2)
+            f_a, f_aa = -1.0 / (1.0 - a), -1.0 / (1.0 - a) ** 2
+            f_b, f_bb = -b / one_minus_b2, -(1.0 + b * b) / one_minus_b2**2
+        else:  # f = log(1 - a^2) + log(1 - b^2)
+            one_minus_a2 = 1.0 - a * a
+            f_a, f_aa = -2.0 * a / one_minus_a2, -2.0 * (1.0 + a * a) / one_minus_a2**2
+            f_b, f_bb = -2.0 * b / one_minus_b2, -2.0 * (1.0 + b * b) / one_minus_b2**2
         gradient = f_a - 1j * f_b
         curvature = f_aa - f_bb
-        gradient[0] = curvature[0] = 0.0  # p = 0 is a point with itself: not a pair
+        gradient[0] = curvature[0] = 0.0  # p = 0 pairs a column with itself or its partner: fixed
         linear = scipy.fft.ifft(gradient, norm="forward").real / m
         quadratic = scipy.fft.ifft(curvature, norm="forward").real / (4.0 * m * m)
-        score = linear[free] + quadratic[(2 * free) % n]
         if free.size <= count:
             return free
+        score = linear[free] + quadratic[(2 * free) % n]
         best = np.argpartition(-score, count - 1)[:count]
         return free[np.sort(best)]
 
@@ -292,15 +318,18 @@ class _CoordinateSearch:
 
 
 @functools.lru_cache(maxsize=64)
-def optimised_index_set(m: int, n: int, seed: int) -> IndexSetSearch:
+def optimised_index_set(m: int, n: int, seed: int, points: str = "antipodal") -> IndexSetSearch:
     """Coordinate ascent from `random_index_set(m, n, seed)` until a sweep changes nothing.
 
-    Each coordinate k_q in turn is replaced by the unused index that maximises Q (ALGORITHMS.md
-    "SSF"); every swap strictly raises Q, so the sweeps stop. Deterministic in (m, n, seed),
-    including where SEARCH_TERM_BUDGET cuts a huge search short (then within a sweep).
+    Each coordinate k_q in turn is replaced by the unused index that most lowers the Riesz
+    log-energy of `points` (see `riesz_log_energy`); every swap strictly lowers it, so the sweeps
+    stop. Deterministic in (m, n, seed, points), including where SEARCH_TERM_BUDGET cuts a huge
+    search short (then within a sweep).
     """
+    if points not in POINT_SETS:
+        raise ValueError(f"points must be one of {POINT_SETS}, not {points!r}")
     start = random_index_set(m, n, seed)
-    search = _CoordinateSearch(start, n)
+    search = _CoordinateSearch(start, n, points)
     exact = m * (n - m) * search.p.size <= EXACT_SEARCH_TERMS
     step_terms = search.terms_per_coordinate(exact)
     sweeps = swaps = spent = 0
@@ -312,9 +341,10 @@ def optimised_index_set(m: int, n: int, seed: int) -> IndexSetSearch:
         swaps += changed
         spent += coordinates * step_terms
         converged = changed == 0 and coordinates == m
-    return IndexSetSearch(index_set=tuple(int(k) for k in search.indices), initial_energy=riesz_log_energy(start, n),
-                          final_energy=riesz_log_energy(search.indices, n), sweeps=sweeps, swaps=swaps,
-                          converged=converged, exact=exact)
+    return IndexSetSearch(index_set=tuple(int(k) for k in search.indices), points=points,
+                          initial_energy=riesz_log_energy(start, n, points),
+                          final_energy=riesz_log_energy(search.indices, n, points),
+                          sweeps=sweeps, swaps=swaps, converged=converged, exact=exact)
 
 
 # -------------------------------------------------------------------------------------------
@@ -329,6 +359,9 @@ class SSFMap(DenseFeatureMap):
         super().__init__(spec)
         self.m, self.n = structure(spec.input_dim, spec.n_components)
         self.index_set = np.asarray(self.params.index_set, dtype=np.int64)
+        # DFT row k -> which complex coordinate goes there (m: none, a zero).
+        self._position = np.full(self.n, self.m, dtype=np.intp)
+        self._position[self.index_set] = np.arange(self.m)
         self._parameters: dict[np.dtype, tuple[np.ndarray, np.ndarray | None]] = {}
 
     @classmethod
@@ -340,7 +373,7 @@ class SSFMap(DenseFeatureMap):
         if params.kernel == "gaussian" and params.gamma is None:
             updates["gamma"] = 1.0
         if params.index_set is None:
-            updates["index_set"] = list(optimised_index_set(m, n, seed).index_set)
+            updates["index_set"] = list(optimised_index_set(m, n, seed, SPEC_POINT_SET).index_set)
         # A stored spec has both already and comes back as it was.
         return params.model_copy(update=updates) if updates else params
 
@@ -397,12 +430,12 @@ class SSFMap(DenseFeatureMap):
     @property
     def planned_nbytes(self) -> int:
         radii = 2 * self.n if self.order is None else 0
-        return 4 * (2 * self.m + radii) + self.index_set.nbytes
+        return 4 * (2 * self.m + radii) + self.index_set.nbytes + self._position.nbytes
 
     @property
     def nbytes(self) -> int:
         held = sum(a.nbytes for pair in self._parameters.values() for a in pair if a is not None)
-        return held + self.index_set.nbytes
+        return held + self.index_set.nbytes + self._position.nbytes
 
     def directions(self) -> np.ndarray:
         """V, the 2m x 2n matrix of unit columns, built explicitly (for checks; O(m n) memory)."""
@@ -422,13 +455,16 @@ class SSFMap(DenseFeatureMap):
         return cast
 
     def _fourier(self, X: np.ndarray) -> np.ndarray:
-        """y = [V^T x~ as Re y (first n columns) and Im y (last n)], complex (rows, n)."""
-        m, n, d = self.m, self.n, self.input_dim
+        """y with V^T x~ = [Re y, Im y], complex (rows, n), by one inverse FFT of the rows."""
+        m, d = self.m, self.input_dim
         scaled_signs, _ = self._parameters_for(X.dtype)
-        z = np.zeros((X.shape[0], n), dtype=np.result_type(X.dtype, np.complex64))
-        z.real[:, self.index_set] = X[:, :m] * scaled_signs[:m]
+        # c = x~[:m] + i x~[m:] and a zero in column m: z = c[:, position] puts c_s at k_s and
+        # zeros elsewhere as a gather, ~10x faster than scattering into zeros (measured).
+        c = np.zeros((X.shape[0], m + 1), dtype=np.result_type(X.dtype, np.complex64))
+        np.multiply(X[:, :m], scaled_signs[:m], out=c.real[:, :m])
         # An odd d leaves the last imaginary coordinate as padding: zero.
-        z.imag[:, self.index_set[:d - m]] = X[:, m:] * scaled_signs[m:d]
+        np.multiply(X[:, m:], scaled_signs[m:d], out=c.imag[:, :d - m])
+        z = np.take(c, self._position, axis=1)
         return scipy.fft.ifft(z, axis=1, norm="forward", workers=FFT_WORKERS, overwrite_x=True)
 
     def projections(self, X, *, dtype=np.float64) -> np.ndarray:

@@ -1,0 +1,94 @@
+"""What the polynomial-kernel baselines (Random Maclaurin, TensorSketch) share.
+
+Both target K(x, y) = (q + <x, y>)^p on the raw inputs (`coef0` q >= 0, `degree` p >= 1), not
+restricted to the sphere, through the homogeneous kernel of the augmented vectors
+x' = [sqrt(q), x]: (q + <x, y>)^p = <x', y'>^p. Coordinate 0 of x' is the constant sqrt(q);
+it is never materialised, its random parameters are kept apart and added to every row.
+
+Features are computed in float32 unless float64 is asked for, in row chunks. A product of p
+factors overflows sooner than the kernel does not: features that leave the floating range
+are refused with a clear error rather than returned as inf.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from pydantic import BaseModel, ConfigDict, Field
+
+from .. import kernels
+from .base import DenseFeatureMap
+from .errors import InputError
+from .inputs import output_dtype
+from .spec import MapSpec
+
+# The estimates' variance grows geometrically with p (the point of SRF); past this they are useless.
+MAX_DEGREE = 100
+# Rows per chunk are chosen so a chunk of features holds about this many numbers (as in RFF).
+CHUNK_ELEMENTS = 2**21
+
+
+class PolynomialParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    degree: int = Field(default=3, ge=1, le=MAX_DEGREE, strict=True)
+    coef0: float = Field(default=1.0, ge=0, allow_inf_nan=False)
+
+
+def random_signs(words: np.ndarray) -> np.ndarray:
+    """+1 or -1 from the top bit of each raw word (ALGORITHMS.md, "Randomness")."""
+    return 1.0 - 2.0 * (words >> np.uint64(63)).astype(np.float64)
+
+
+class PolynomialSketchMap(DenseFeatureMap):
+    """A dense map for (q + <x, y>)^p; subclasses fill `_features_into` and the parameters."""
+
+    Params = PolynomialParams
+
+    def __init__(self, spec: MapSpec):
+        super().__init__(spec)
+        self._parameters: dict[np.dtype, object] = {}
+
+    def _parameters_for(self, dtype: np.dtype):
+        if dtype not in self._parameters:
+            self._parameters[dtype] = self._make_parameters(dtype)
+        return self._parameters[dtype]
+
+    def _make_parameters(self, dtype: np.dtype):
+        raise NotImplementedError
+
+    def materialize(self) -> "PolynomialSketchMap":
+        self._parameters_for(np.dtype(np.float32))
+        return self
+
+    def transform(self, X, *, dtype=None) -> np.ndarray:
+        X = self.check(X)
+        dtype = output_dtype(dtype)
+        out = np.empty((X.shape[0], self.output_dim), dtype=dtype)
+        rows = max(1, CHUNK_ELEMENTS // self.output_dim)
+        for start in range(0, X.shape[0], rows):
+            block = out[start:start + rows]
+            with np.errstate(over="ignore", invalid="ignore"):  # overflow is detected just below
+                self._features_into(self._working_copy(X[start:start + rows], dtype), block)
+            if not np.isfinite(block).all():
+                raise InputError("vectors", f"features overflow {dtype.name}: (coef0 + <x, x>)^degree is too large "
+                                 "for it; rescale the input or ask for float64 features (dtype=float64)")
+        return out
+
+    def _working_copy(self, X, dtype: np.dtype):
+        """X in the working precision; refuses values that float32 cannot hold (as RFF does)."""
+        with np.errstate(over="ignore"):
+            cast = X.astype(dtype, copy=False)
+        if cast.dtype != X.dtype and not np.isfinite(cast.data if sp.issparse(cast) else cast).all():
+            raise InputError("vectors", "values exceed the float32 range: ask for float64 features "
+                             "(dtype=float64) or rescale the input")
+        return cast
+
+    def _features_into(self, X, out: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def exact_kernel(self, X, Y=None) -> np.ndarray:
+        """(coef0 + <x, y>)^degree on the raw rows."""
+        X = self.check(X, "x")
+        Y = X if Y is None else self.check(Y, "y")
+        return kernels.polynomial(X, Y, self.params.degree, self.params.coef0)

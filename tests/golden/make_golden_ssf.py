@@ -1,0 +1,106 @@
+"""Write tests/golden/ssf.json: SSF specs, fixed inputs and the outputs they must give forever.
+
+Like make_golden.py (which covers the other methods), for the `ssf` map: each case records the
+resolved spec (with its id and the optimised index set), the index-set search (energies, sweeps),
+the seed-derived parameters (signs, radii), a small fixed input and today's outputs;
+tests/test_ssf.py compares against them. Regenerate only on a deliberate change of the numeric
+format (which must also bump FORMAT_VERSION, so that old ids are not silently reused):
+
+    python tests/golden/make_golden_ssf.py --force
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import scipy
+
+from app import __version__
+from app.maps import FORMAT_VERSION, create_map
+from app.maps import ssf
+
+HERE = Path(__file__).resolve().parent
+OUTPUT = HERE / "ssf.json"
+
+# (name, spec request): every kernel, n = m and n > m, odd and even d, a large seed, a given index set.
+CASES = [
+    ("gaussian_square", {"method": "ssf", "input_dim": 6, "n_components": 12, "seed": 21,
+                         "params": {"kernel": "gaussian", "gamma": 0.5}}),
+    ("gaussian", {"method": "ssf", "input_dim": 5, "n_components": 32, "seed": 22, "params": {"gamma": 0.8}}),
+    ("arccos0", {"method": "ssf", "input_dim": 7, "n_components": 24, "seed": 23, "params": {"kernel": "arccos0"}}),
+    ("arccos1", {"method": "ssf", "input_dim": 8, "n_components": 40, "seed": 2**62 + 3,
+                 "params": {"kernel": "arccos1"}}),
+    ("arccos2", {"method": "ssf", "input_dim": 3, "n_components": 16, "seed": 24, "params": {"kernel": "arccos2"}}),
+    ("given_index_set", {"method": "ssf", "input_dim": 4, "n_components": 20, "seed": 25,
+                         "params": {"kernel": "arccos1", "index_set": [3, 0]}}),
+]
+
+
+def fixed_input(d: int, seed: int) -> list[list[float]]:
+    """Four rows with three decimals: negatives, zeros, a sparse row, a large and a small entry."""
+    rng = np.random.default_rng(seed)
+    X = np.round(rng.standard_normal((4, d)), 3)
+    X[1, ::2] = 0.0
+    X[2, 1:] = 0.0
+    X[2, 0] = 2.5
+    X[3, -1] = 12.75
+    X[3, 0] = 0.001
+    return X.tolist()
+
+
+def energy(value: float) -> float | str:
+    """A random start can have coincident points (energy inf): stored as "inf", so the file stays JSON."""
+    return value if np.isfinite(value) else "inf"
+
+
+def outputs(m, X: np.ndarray, searched: bool) -> dict:
+    out = {
+        "exact_kernel": m.exact_kernel(X).tolist(),
+        "transform_float64": m.transform(X, dtype=np.float64).tolist(),
+        "transform_float32": m.transform(X).astype(np.float64).tolist(),
+        "projections": m.projections(X).tolist(),
+        "signs": m.signs().tolist(),
+        "unit_radii": m.unit_radii().tolist() if m.params.kernel == "gaussian" else None,
+    }
+    if searched:  # the index set came from the seed, not from the request
+        search = ssf.optimised_index_set(m.m, m.n, m.spec.seed, ssf.SPEC_POINT_SET)
+        out["search"] = {"index_set": list(search.index_set), "initial_energy": energy(search.initial_energy),
+                         "final_energy": energy(search.final_energy), "sweeps": search.sweeps,
+                         "swaps": search.swaps, "converged": search.converged}
+    return out
+
+
+def build() -> dict:
+    cases = {}
+    for name, request in CASES:
+        m = create_map(request)
+        X = fixed_input(m.spec.input_dim, 200 + m.spec.seed % 1000)
+        expected = outputs(m, np.array(X, dtype=np.float64), searched="index_set" not in request["params"])
+        cases[name] = {"request": request, "spec": m.describe(), "input": X, "expected": expected}
+    return {
+        "format_version": FORMAT_VERSION,
+        "generated_with": {"featurehash": __version__, "numpy": np.__version__, "scipy": scipy.__version__,
+                           "python": sys.version.split()[0]},
+        "cases": cases,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--force", action="store_true", help="overwrite an existing ssf.json")
+    parser.add_argument("--output", type=Path, default=OUTPUT)
+    args = parser.parse_args(argv)
+    if args.output.exists() and not args.force:
+        print(f"{args.output} exists; golden vectors change only deliberately (use --force)", file=sys.stderr)
+        return 1
+    args.output.write_text(json.dumps(build(), indent=1) + "\n")
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
