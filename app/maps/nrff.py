@@ -18,8 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .. import kernels
 from . import randomness
-from .inputs import reject_zero_rows, unit_rows
-from .rff import RFFMap
+from .rff import RFFMap, UnitSphereInputs
 
 
 class NRFFParams(BaseModel):
@@ -29,7 +28,7 @@ class NRFFParams(BaseModel):
     variant: Literal["phase", "cos_sin"] = "phase"
 
 
-class NRFFMap(RFFMap):
+class NRFFMap(UnitSphereInputs, RFFMap):
     method = "nrff"
     Params = NRFFParams
 
@@ -38,14 +37,6 @@ class NRFFMap(RFFMap):
 
     def _frequency_scale(self) -> float:
         return float(np.sqrt(self.params.gamma))
-
-    def check(self, X, field: str = "vectors"):
-        X = super().check(X, field)
-        reject_zero_rows(X, field, "NRFF needs a direction (unit-norm input)")
-        return X
-
-    def _working_copy(self, X, dtype: np.dtype):
-        return unit_rows(X).astype(dtype, copy=False)
 
     def _features_into(self, X, out: np.ndarray) -> None:
         self._fourier_into(X, out)

@@ -24,7 +24,7 @@ from .. import kernels
 from . import randomness
 from .base import DenseFeatureMap, require
 from .errors import InputError
-from .inputs import output_dtype
+from .inputs import output_dtype, reject_zero_rows, unit_rows
 from .spec import MapSpec
 
 # Rows per chunk are chosen so a chunk of features holds about this many numbers.
@@ -142,3 +142,18 @@ class RFFMap(DenseFeatureMap):
         if self.params.kernel == "laplacian":
             return kernels.laplacian(X, Y, self.params.gamma)
         return kernels.gaussian(X, Y, self.params.gamma)
+
+
+class UnitSphereInputs:
+    """Mixin for RFF-shaped maps whose kernel sees only directions (NRFF, SRF): rows are
+    scaled to unit norm in float64 (no over/underflow) before the cast to the working
+    precision, and an all-zero row, which has no direction, is refused."""
+
+    def check(self, X, field: str = "vectors"):
+        X = super().check(X, field)
+        reject_zero_rows(X, field, f"{self.method.upper()} needs a direction (its kernel is defined on the "
+                         "unit sphere)")
+        return X
+
+    def _working_copy(self, X, dtype: np.dtype):
+        return unit_rows(X).astype(dtype, copy=False)

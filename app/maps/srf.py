@@ -36,8 +36,7 @@ from .. import kernels
 from . import randomness
 from ._spherical_mixture import fit_mixture, mixture_kernel, mixture_mass, mixture_radii
 from .errors import SpecError
-from .inputs import reject_zero_rows, unit_rows
-from .rff import RFFMap
+from .rff import RFFMap, UnitSphereInputs
 
 # The fit resolves kernels of width ~a/sqrt(p) on [0, 2]; the paper goes to p = 20.
 MAX_DEGREE = 100
@@ -64,7 +63,7 @@ class SRFParams(BaseModel):
     mass: PositiveFloat | None = None
 
 
-class SRFMap(RFFMap):
+class SRFMap(UnitSphereInputs, RFFMap):
     method = "srf"
     Params = SRFParams
 
@@ -104,14 +103,6 @@ class SRFMap(RFFMap):
         return 1.0
 
     # -- features ------------------------------------------------------------------
-
-    def check(self, X, field: str = "vectors"):
-        X = super().check(X, field)
-        reject_zero_rows(X, field, "SRF needs a direction (its kernel is defined on the unit sphere)")
-        return X
-
-    def _working_copy(self, X, dtype: np.dtype):
-        return unit_rows(X).astype(dtype, copy=False)
 
     def _features_into(self, X, out: np.ndarray) -> None:
         self._fourier_into(X, out)
