@@ -324,7 +324,7 @@ def section_latency(http, client, clock: ServerClock, cases, inputs, count, warm
 
 
 def section_batch(http, clock: ServerClock, cases, batches, repeat) -> dict:
-    print(f"\nBatch throughput (best of the timed requests after a warm-up; HTTP includes client encode and "
+    print("\nBatch throughput (best of the timed requests after a warm-up; HTTP includes client encode and "
           "decode); x = HTTP / in-process throughput")
     print(f"  {'':44s} {'ms':>8s} {'vectors/s':>10s} {'x':>7s}   {'req MB':>7s} {'resp MB':>7s}")
     outputs = {}

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import app.maps.rff as rff_module
+import app.maps.base as base_module
 from app import kernels
 from app.maps import SpecError, create_map
 
@@ -236,7 +236,7 @@ def test_features_do_not_depend_on_batch_size(params, monkeypatch):
         pieces = np.vstack([m.transform(X[i:i + size], dtype=np.float64) for i in range(0, len(X), size)])
         np.testing.assert_allclose(pieces, whole, rtol=0, atol=1e-6)
     # The map's internal row chunks (CHUNK_ELEMENTS), forced small.
-    monkeypatch.setattr(rff_module, "CHUNK_ELEMENTS", 5 * D)
+    monkeypatch.setattr(base_module, "CHUNK_ELEMENTS", 5 * D)
     np.testing.assert_allclose(m.transform(X, dtype=np.float64), whole, rtol=0, atol=1e-6)
     # float32: BLAS may sum a different number of rows in a different order; same 2x bound.
     chunked32 = m.transform(X)

@@ -20,6 +20,7 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
+import app.maps.base as base_module
 import app.maps.ssf as ssf_module
 from app import kernels
 from app.maps import InputError, SpecError, create_map, resolve_spec
@@ -444,7 +445,7 @@ def test_features_do_not_depend_on_batch_size(params, monkeypatch):
     for size in (1, 7, 100):
         pieces = np.vstack([m.transform(X[i:i + size], dtype=np.float64) for i in range(0, len(X), size)])
         np.testing.assert_allclose(pieces, whole, rtol=0, atol=1e-12)
-    monkeypatch.setattr(ssf_module, "CHUNK_ELEMENTS", 5 * 88)
+    monkeypatch.setattr(base_module, "CHUNK_ELEMENTS", 5 * 88)
     np.testing.assert_allclose(m.transform(X, dtype=np.float64), whole, rtol=0, atol=1e-12)
     np.testing.assert_allclose(m.transform(X), whole32, rtol=0, atol=1e-6 * np.abs(whole32).max())
     np.testing.assert_allclose(m.transform(sp.csr_matrix(X), dtype=np.float64), whole, rtol=0, atol=1e-12)

@@ -13,19 +13,15 @@ are refused with a clear error rather than returned as inf.
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import kernels
 from .base import DenseFeatureMap
 from .errors import InputError
-from .inputs import output_dtype
 from .spec import MapSpec
 
 # The estimates' variance grows geometrically with p (the point of SRF); past this they are useless.
 MAX_DEGREE = 100
-# Rows per chunk are chosen so a chunk of features holds about this many numbers (as in RFF).
-CHUNK_ELEMENTS = 2**21
 
 
 class PolynomialParams(BaseModel):
@@ -61,30 +57,14 @@ class PolynomialSketchMap(DenseFeatureMap):
         self._parameters_for(np.dtype(np.float32))
         return self
 
-    def transform(self, X, *, dtype=None) -> np.ndarray:
-        X = self.check(X)
-        dtype = output_dtype(dtype)
-        out = np.empty((X.shape[0], self.output_dim), dtype=dtype)
-        rows = max(1, CHUNK_ELEMENTS // self.output_dim)
-        for start in range(0, X.shape[0], rows):
-            block = out[start:start + rows]
-            with np.errstate(over="ignore", invalid="ignore"):  # overflow is detected just below
-                self._features_into(self._working_copy(X[start:start + rows], dtype), block)
-            if not np.isfinite(block).all():
-                raise InputError("vectors", f"features overflow {dtype.name}: (coef0 + <x, x>)^degree is too large "
-                                 "for it; rescale the input or ask for float64 features (dtype=float64)")
-        return out
-
-    def _working_copy(self, X, dtype: np.dtype):
-        """X in the working precision; refuses values that float32 cannot hold (as RFF does)."""
-        with np.errstate(over="ignore"):
-            cast = X.astype(dtype, copy=False)
-        if cast.dtype != X.dtype and not np.isfinite(cast.data if sp.issparse(cast) else cast).all():
-            raise InputError("vectors", "values exceed the float32 range: ask for float64 features "
-                             "(dtype=float64) or rescale the input")
-        return cast
-
     def _features_into(self, X, out: np.ndarray) -> None:
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is detected just below
+            self._sketch_into(X, out)
+        if not np.isfinite(out).all():
+            raise InputError("vectors", f"features overflow {out.dtype.name}: (coef0 + <x, x>)^degree is too "
+                             "large for it; rescale the input or ask for float64 features (dtype=float64)")
+
+    def _sketch_into(self, X, out: np.ndarray) -> None:
         raise NotImplementedError
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:

@@ -10,9 +10,13 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import BaseModel
 
-from .errors import SpecError, UnsupportedOperation
-from .inputs import check_input
+from .errors import InputError, SpecError, UnsupportedOperation
+from .inputs import check_input, output_dtype
 from .spec import MapSpec
+
+# Rows per chunk are chosen so a chunk of features holds about this many numbers: the only
+# temporaries of a transform are one chunk wide, whatever the batch.
+CHUNK_ELEMENTS = 2**21
 
 
 @dataclass(frozen=True)
@@ -116,7 +120,33 @@ class FeatureMap(ABC):
 
 
 class DenseFeatureMap(FeatureMap):
-    """A map whose features are a dense matrix: its kernel estimate is Z(X) Z(Y)^T."""
+    """A map whose features are a dense matrix: its kernel estimate is Z(X) Z(Y)^T.
+
+    `transform` validates, then fills the output in row chunks: each chunk is turned into
+    the working precision by `_working_copy` and written by `_features_into`.
+    """
+
+    def transform(self, X, *, dtype=None) -> np.ndarray:
+        X = self.check(X)
+        dtype = output_dtype(dtype)
+        out = np.empty((X.shape[0], self.output_dim), dtype=dtype)
+        rows = max(1, CHUNK_ELEMENTS // self.output_dim)
+        for start in range(0, X.shape[0], rows):
+            self._features_into(self._working_copy(X[start:start + rows], dtype), out[start:start + rows])
+        return out
+
+    def _working_copy(self, X, dtype: np.dtype):
+        """X in the working precision; refuses values that float32 cannot hold."""
+        with np.errstate(over="ignore"):
+            cast = X.astype(dtype, copy=False)
+        if cast.dtype != X.dtype and not np.isfinite(cast.data if sp.issparse(cast) else cast).all():
+            raise InputError("vectors", "values exceed the float32 range: ask for float64 features "
+                             "(dtype=float64) or rescale the input")
+        return cast
+
+    @abstractmethod
+    def _features_into(self, X, out: np.ndarray) -> None:
+        """Write the features of the chunk X (working precision) into `out`."""
 
     def kernel(self, X, Y=None) -> np.ndarray:
         ZX = self.transform(self.check(X, "x"), dtype=np.float64)

@@ -52,7 +52,7 @@ class RandomMaclaurinMap(PolynomialSketchMap):
     def nbytes(self) -> int:
         return sum(a.nbytes for pair in self._parameters.values() for a in pair)
 
-    def _features_into(self, X, out: np.ndarray) -> None:
+    def _sketch_into(self, X, out: np.ndarray) -> None:
         projections, constants = self._parameters_for(out.dtype)
         factor = np.empty_like(out)
         for k in range(self.params.degree):

@@ -23,12 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from .. import kernels
 from . import randomness
 from .base import DenseFeatureMap, require
-from .errors import InputError
-from .inputs import output_dtype, reject_zero_rows, unit_rows
+from .inputs import reject_zero_rows, unit_rows
 from .spec import MapSpec
 
-# Rows per chunk are chosen so a chunk of features holds about this many numbers.
-CHUNK_ELEMENTS = 2**21
 
 
 class RFFParams(BaseModel):
@@ -97,24 +94,6 @@ class RFFMap(DenseFeatureMap):
         return sum(a.nbytes for pair in self._parameters.values() for a in pair if a is not None)
 
     # -- features ------------------------------------------------------------------
-
-    def transform(self, X, *, dtype=None) -> np.ndarray:
-        X = self.check(X)
-        dtype = output_dtype(dtype)
-        out = np.empty((X.shape[0], self.output_dim), dtype=dtype)
-        rows = max(1, CHUNK_ELEMENTS // self.output_dim)
-        for start in range(0, X.shape[0], rows):
-            self._features_into(self._working_copy(X[start:start + rows], dtype), out[start:start + rows])
-        return out
-
-    def _working_copy(self, X, dtype: np.dtype):
-        """X in the working precision; refuses values that float32 cannot hold."""
-        with np.errstate(over="ignore"):
-            cast = X.astype(dtype, copy=False)
-        if cast.dtype != X.dtype and not np.isfinite(cast.data if sp.issparse(cast) else cast).all():
-            raise InputError("vectors", "values exceed the float32 range: ask for float64 features "
-                             "(dtype=float64) or rescale the input")
-        return cast
 
     def _features_into(self, X, out: np.ndarray) -> None:
         self._fourier_into(X, out)

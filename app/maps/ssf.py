@@ -88,13 +88,11 @@ from scipy import stats
 
 from .. import kernels
 from . import randomness
-from .base import DenseFeatureMap, require
-from .errors import InputError, SpecError
+from .base import CHUNK_ELEMENTS, DenseFeatureMap, require
+from .errors import SpecError
 from .inputs import output_dtype
 from .spec import MapSpec
 
-# Rows per chunk are chosen so a chunk of features holds about this many numbers.
-CHUNK_ELEMENTS = 2**21
 # scipy.fft workers: -1 = one per core; batched transforms are split over rows.
 FFT_WORKERS = -1
 
@@ -445,14 +443,8 @@ class SSFMap(DenseFeatureMap):
     # -- features ------------------------------------------------------------------
 
     def _working_copy(self, X, dtype: np.dtype) -> np.ndarray:
-        """A dense chunk in the working precision; refuses values that float32 cannot hold."""
-        X = X.toarray() if sp.issparse(X) else X
-        with np.errstate(over="ignore"):
-            cast = X.astype(dtype, copy=False)
-        if cast.dtype != X.dtype and not np.isfinite(cast).all():
-            raise InputError("vectors", "values exceed the float32 range: ask for float64 features "
-                             "(dtype=float64) or rescale the input")
-        return cast
+        """A dense chunk in the working precision (the FFT needs every coordinate anyway)."""
+        return super()._working_copy(X.toarray() if sp.issparse(X) else X, dtype)
 
     def _fourier(self, X: np.ndarray) -> np.ndarray:
         """y with V^T x~ = [Re y, Im y], complex (rows, n), by one inverse FFT of the rows."""
@@ -479,17 +471,10 @@ class SSFMap(DenseFeatureMap):
             out[start:start + rows, self.n:] = y.imag
         return out
 
-    def transform(self, X, *, dtype=None) -> np.ndarray:
-        X = self.check(X)
-        dtype = output_dtype(dtype)
-        out = np.empty((X.shape[0], self.output_dim), dtype=dtype)
-        rows = max(1, CHUNK_ELEMENTS // self.output_dim)
-        for start in range(0, X.shape[0], rows):
-            self._features_into(self._fourier(self._working_copy(X[start:start + rows], dtype)),
-                                out[start:start + rows])
-        return out
+    def _features_into(self, X, out: np.ndarray) -> None:
+        self._features_from_projections(self._fourier(X), out)
 
-    def _features_into(self, y: np.ndarray, out: np.ndarray) -> None:
+    def _features_from_projections(self, y: np.ndarray, out: np.ndarray) -> None:
         n, directions = self.n, 2 * self.n
         if self.order is None:
             _, radii = self._parameters_for(out.dtype)

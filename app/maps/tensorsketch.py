@@ -77,7 +77,7 @@ class TensorSketchMap(PolynomialSketchMap):
         counts[:, bucket] += counts.dtype.type(value)
         return counts
 
-    def _features_into(self, X, out: np.ndarray) -> None:
+    def _sketch_into(self, X, out: np.ndarray) -> None:
         spectrum = None
         for sketch in self._parameters_for(out.dtype):
             # rfft keeps float32 in single precision (complex64); the product of the p spectra
