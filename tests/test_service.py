@@ -461,7 +461,11 @@ def test_healthz_stays_fast_during_a_large_transform(main_server):
     assert outcome["status"] == 200, outcome
     assert outcome["shape"] == (2000, 8192)
     assert len(latencies) >= 3, f"the transform took {outcome['seconds']:.2f} s: too quick to measure"
-    assert max(latencies) < 0.5, f"/healthz took up to {max(latencies):.3f} s during the transform"
+    # A blocked event loop would hold /healthz for most of the transform; on a loaded CI machine the
+    # transform itself slows down, so the bound scales with it (never below 0.5 s).
+    bound = max(0.5, 0.25 * outcome["seconds"])
+    assert max(latencies) < bound, (f"/healthz took up to {max(latencies):.3f} s during a transform of "
+                                    f"{outcome['seconds']:.2f} s")
 
 
 # -- the Python client over HTTP ----------------------------------------------------------------------

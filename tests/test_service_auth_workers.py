@@ -1,4 +1,4 @@
-"""A server with an API key and two uvicorn workers (one server for both concerns).
+"""A server with an API key and two uvicorn workers (app.web) (one server for both concerns).
 
 /v1 routes need `Authorization: Bearer <key>`; /healthz, /readyz and /metrics stay open.
 With --workers 2 the launcher gives the workers a Prometheus multiprocess directory and
@@ -78,7 +78,7 @@ def _count(text: str, name: str, **labels: str) -> float:
 
 
 def test_two_workers_serve_and_metrics_add_up(keyed_server):
-    uvicorn = [pid for pid in children(keyed_server.pid) if "uvicorn" in cmdline(pid)]
+    uvicorn = [pid for pid in children(keyed_server.pid) if "app.web" in cmdline(pid)]
     assert len(uvicorn) == 1, {pid: cmdline(pid) for pid in children(keyed_server.pid)}
     workers = [pid for pid in children(uvicorn[0]) if "multiprocessing.spawn" in cmdline(pid)
                or "multiprocessing-fork" in cmdline(pid)]

@@ -120,7 +120,7 @@ def test_maps_created_just_before_a_kill_9_survive(state):
 
     kids = {pid: cmdline(pid) for pid in children(server.pid)}
     redis_pids = [pid for pid, line in kids.items() if "redis-server" in line]
-    web_pids = [pid for pid, line in kids.items() if "uvicorn" in line]
+    web_pids = [pid for pid, line in kids.items() if "app.web" in line]
     assert len(redis_pids) == 1 and len(web_pids) == 1, kids
     server.proc.send_signal(signal.SIGKILL)
     assert server.proc.wait(10) == -signal.SIGKILL
