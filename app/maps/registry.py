@@ -7,9 +7,11 @@ from typing import Any, Mapping
 from pydantic import ValidationError
 
 from .base import FeatureMap
+from .binning import BinningMap
 from .errors import SpecError
 from .gcws import GCWSMap
 from .nrff import NRFFMap
+from .quadrature import QuadratureMap
 from .random_maclaurin import RandomMaclaurinMap
 from .rff import RFFMap
 from .spec import DERIVED_KEYS, FORMAT_VERSION, MapSpec
@@ -18,7 +20,8 @@ from .ssf import SSFMap
 from .tensorsketch import TensorSketchMap
 
 METHODS: dict[str, type[FeatureMap]] = {cls.method: cls for cls in (RFFMap, NRFFMap, GCWSMap, SSFMap,
-                                                                  SRFMap, RandomMaclaurinMap, TensorSketchMap)}
+                                                                  SRFMap, RandomMaclaurinMap, TensorSketchMap,
+                                                                  QuadratureMap, BinningMap)}
 
 
 def _field_name(error: Mapping[str, Any], prefix: str = "") -> str:
