@@ -3,12 +3,16 @@
     with FeatureHashClient("http://127.0.0.1:8000") as client:
         spec = client.create_map("rff", input_dim=64, n_components=1024, params={"gamma": 0.1})
         Z = client.transform(spec["id"], X, binary=True)
+        client.create_index(gcws_map_id, name="docs", threshold=0.7)    # LSH index in Redis
+        client.add_items("docs", ids, X); client.query_index("docs", Q, top_k=10)["results"]
 """
 
 from __future__ import annotations
 
 import io
+import json
 from typing import Any, Iterator
+from urllib.parse import quote
 
 import httpx
 import numpy as np
@@ -18,6 +22,7 @@ import scipy.sparse as sp
 from .maps import OneHotFeatures
 
 NPY = "application/x-npy"
+ITEM_IDS_HEADER_BYTES = 8192  # ids of an .npy add travel in a header; servers cap headers near 16 KiB
 
 
 class FeatureHashAPIError(Exception):
@@ -156,6 +161,67 @@ class FeatureHashClient:
             body.update(_rows_field(Y, "y"))
         answer = self._request("POST", f"/v1/maps/{map_id}/kernel", json=body).json()
         return np.asarray(answer["estimate"]), np.asarray(answer["exact"])
+
+    # -- LSH indexes -----------------------------------------------------------------
+
+    def create_index(self, map_id: str, *, name: str | None = None, bands: int | None = None,
+                     rows: int | None = None, threshold: float | None = None,
+                     recall_at_threshold: float | None = None) -> dict[str, Any]:
+        """The index (chosen bands and rows included); an existing one of that name if it matches."""
+        options = {"name": name, "bands": bands, "rows": rows, "threshold": threshold,
+                   "recall_at_threshold": recall_at_threshold}
+        body = {"map_id": map_id, **{key: value for key, value in options.items() if value is not None}}
+        return self._request("POST", "/v1/indexes", json=body).json()
+
+    def get_index(self, index_id: str) -> dict[str, Any]:
+        return self._request("GET", f"/v1/indexes/{index_id}").json()
+
+    def list_indexes(self, *, after: str | None = None, limit: int = 100) -> dict[str, Any]:
+        params = {"limit": limit, **({"after": after} if after else {})}
+        return self._request("GET", "/v1/indexes", params=params).json()
+
+    def delete_index(self, index_id: str) -> None:
+        self._request("DELETE", f"/v1/indexes/{index_id}")
+
+    def add_items(self, index_id: str, ids: list[str], X, *, binary: bool = False,
+                  batch_rows: int = 1000) -> dict[str, int]:
+        """Add or replace items, `batch_rows` per request (fewer with binary, whose ids ride in a
+        header); returns the summed "added" and "replaced" and the final "items"."""
+        total = {"added": 0, "replaced": 0, "items": 0}
+        path = f"/v1/indexes/{index_id}/items"
+        start = 0
+        while start < len(ids):
+            stop = min(len(ids), start + batch_rows)
+            if binary and not sp.issparse(X):
+                header = json.dumps(ids[start:stop])  # ASCII (\u escapes), as headers must be
+                while len(header) > ITEM_IDS_HEADER_BYTES and stop - start > 1:
+                    stop = start + (stop - start) // 2
+                    header = json.dumps(ids[start:stop])
+                response = self._request("POST", path, content=_npy_bytes(np.asarray(X[start:stop])),
+                                         headers={"Content-Type": NPY, "X-Item-Ids": header})
+            else:
+                response = self._request("POST", path, json={"ids": ids[start:stop],
+                                                             **_rows_field(X[start:stop], "vectors")})
+            answer = response.json()
+            total = {"added": total["added"] + answer["added"], "replaced": total["replaced"] + answer["replaced"],
+                     "items": answer["items"]}
+            start = stop
+        return total
+
+    def delete_item(self, index_id: str, item_id: str) -> None:
+        self._request("DELETE", f"/v1/indexes/{index_id}/items/{quote(item_id, safe='')}")
+
+    def query_index(self, index_id: str, X, *, top_k: int = 10, min_similarity: float = 0.0,
+                    binary: bool = False) -> dict[str, Any]:
+        """{"results": [[{"id", "similarity"}, ...] per row of X], "candidates": [...]}."""
+        path = f"/v1/indexes/{index_id}/query"
+        if binary and not sp.issparse(X):
+            response = self._request("POST", path, content=_npy_bytes(np.asarray(X)), headers={"Content-Type": NPY},
+                                     params={"top_k": top_k, "min_similarity": min_similarity})
+        else:
+            response = self._request("POST", path, json={**_rows_field(X, "vectors"), "top_k": top_k,
+                                                         "min_similarity": min_similarity})
+        return orjson.loads(response.content)
 
     # -- health --------------------------------------------------------------------
 

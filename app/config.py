@@ -27,7 +27,8 @@ class Settings(BaseSettings):
     max_batch_rows: int = Field(default=100_000, ge=1)
     map_cache_bytes: int = Field(default=512 * MIB, ge=0)
     max_map_bytes: int = Field(default=1024 * MIB, ge=1)
-    gcws_table_budget_bytes: int = Field(default=256 * MIB, ge=0)
+    # GCWS and binning: per-map table of random constants; past it they are made on demand.
+    table_budget_bytes: int = Field(default=256 * MIB, ge=0)
 
     redis_timeout_seconds: float = Field(default=2.0, gt=0)
     retry_after_seconds: int = Field(default=1, ge=1)

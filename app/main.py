@@ -6,15 +6,17 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from redis.asyncio import Redis
+from starlette.concurrency import run_in_threadpool
 
 from . import __version__
-from .api import routes_compute, routes_health, routes_maps
+from .api import routes_compute, routes_health, routes_indexes, routes_maps
 from .api.deps import ServiceState
 from .api.errors import install_error_handlers
 from .api.middleware import BodyLimitAndMetrics
 from .config import Settings, get_settings
 from .map_cache import MapCache
 from .store import SpecStore
+from .store.lsh_indexes import AsyncLSHIndexes
 
 
 def _redis_client(settings: Settings) -> Redis:
@@ -32,7 +34,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI):
         redis = _redis_client(settings)
         app.state.service = ServiceState(settings=settings, store=SpecStore(redis, settings.key_prefix),
-                                         cache=MapCache(settings.map_cache_bytes))
+                                         cache=MapCache(settings.map_cache_bytes),
+                                         indexes=AsyncLSHIndexes(redis, settings.key_prefix, offload=run_in_threadpool))
         try:
             yield
         finally:
@@ -43,6 +46,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app, settings.retry_after_seconds)
     app.include_router(routes_maps.router)
     app.include_router(routes_compute.router)
+    app.include_router(routes_indexes.router)
     app.include_router(routes_health.router)
     app.add_middleware(BodyLimitAndMetrics, max_body_bytes=settings.max_body_bytes)
     return app

@@ -1,4 +1,4 @@
-"""What routes depend on: the service state (store, map cache, settings) and the API key."""
+"""What routes depend on: the service state (store, map cache, indexes, settings) and the API key."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ..config import Settings
 from ..map_cache import MapCache
 from ..maps import FeatureMap, SpecError, create_map
 from ..store import SpecStore
+from ..store.lsh_indexes import AsyncLSHIndexes
 from .errors import MapNotFound, Unauthorized
 
 
@@ -21,9 +22,12 @@ class ServiceState:
     settings: Settings
     store: SpecStore
     cache: MapCache
+    indexes: AsyncLSHIndexes
 
     def build_map(self, spec: dict) -> FeatureMap:
-        options = {"table_budget_bytes": self.settings.gcws_table_budget_bytes} if spec.get("method") == "gcws" else {}
+        # Maps with per-(sample, coordinate) randomness cache it in a table up to this budget.
+        options = ({"table_budget_bytes": self.settings.table_budget_bytes}
+                   if spec.get("method") in ("gcws", "binning") else {})
         feature_map = create_map(spec, **options)
         limit = self.settings.max_map_bytes
         if feature_map.planned_nbytes > limit:
@@ -37,7 +41,11 @@ class ServiceState:
         if spec is None:
             self.cache.discard(map_id)
             raise MapNotFound(map_id)
-        feature_map = self.cache.get(map_id)
+        return await self.map_for_spec(spec)
+
+    async def map_for_spec(self, spec: dict) -> FeatureMap:
+        """The (cached) map of a resolved spec, e.g. the copy an index keeps of its map's spec."""
+        feature_map = self.cache.get(spec["id"])
         if feature_map is None:
             feature_map = await run_in_threadpool(self.build_map, spec)
             self.cache.put(feature_map)

