@@ -25,7 +25,7 @@ from sklearn.datasets import make_multilabel_classification
 
 from app.kernels import gmm
 from app.maps import METHODS, InputError, create_map
-from app.maps.gcws import match_fraction
+from app.maps.base import match_fraction
 from app.maps.lsh import (band_digests, best_matches, choose_bands, code_fingerprints, collision_probability,
                           half_point, match_fractions)
 from app.store import AsyncLSHIndexes, IndexConflict, IndexNotFound, LSHIndexes

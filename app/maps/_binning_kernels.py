@@ -22,14 +22,11 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
+from ._counter_random import ONE, mix, stream_key, uniform
+
 # Multiplies the bin number before the last mix: odd, so it is a bijection of the 64-bit words.
 _BIN_MULTIPLIER = np.uint64(0xD6E8FEB86659FD93)
-_ONE = np.uint64(1)
 _UNIFORMS_PER_ENTRY = np.uint64(3)
-_TWO_POW_MINUS_53 = 2.0**-53
 _LOW_63_BITS = np.uint64(0x7FFFFFFFFFFFFFFF)
 # Bin numbers are clamped here before hashing: only |x| * gamma / G beyond 4.6e18 reaches it, where
 # the Laplacian kernel between distinct such values is exp(-huge) = 0 anyway.
@@ -37,45 +34,17 @@ BIN_LIMIT = 2.0**62
 
 
 @nb.njit(inline="always")
-def _mix(z):
-    z = (z ^ (z >> np.uint64(30))) * _MIX1
-    z = (z ^ (z >> np.uint64(27))) * _MIX2
-    return z ^ (z >> np.uint64(31))
-
-
-@nb.njit(inline="always")
-def _uniform(stream, counter):
-    word = _mix(stream + _GOLDEN * counter)
-    return (np.float64(word >> np.uint64(11)) + 0.5) * _TWO_POW_MINUS_53
-
-
-@nb.njit(inline="always")
-def _grid_stream(key, p):
-    return _mix(key + _GOLDEN * (np.uint64(p) + _ONE))
-
-
-@nb.njit(cache=True)
-def grid_streams(key, grids):
-    """The per-grid stream keys: the first level of the counter-based mixer."""
-    streams = np.empty(grids, dtype=np.uint64)
-    for p in range(grids):
-        streams[p] = _grid_stream(key, p)
-    return streams
-
-
-@nb.njit(inline="always")
 def grid_constants(stream, i, gamma):
     """(gamma / G, U3) for coordinate i of a grid's stream: bin(x) = floor(x * gamma / G - U3)."""
     base = np.uint64(i) * _UNIFORMS_PER_ENTRY
-    g = -np.log(_uniform(stream, base + _ONE) * _uniform(stream, base + np.uint64(2)))
-    return gamma / g, _uniform(stream, base + np.uint64(3))
+    g = -np.log(uniform(stream, base + ONE) * uniform(stream, base + np.uint64(2)))
+    return gamma / g, uniform(stream, base + np.uint64(3))
 
 
 @nb.njit(inline="always")
 def _bin_term(code_stream, i, bin_number):
     """h_p(i, bin): a 64-bit mix of the coordinate, then of the bin number."""
-    coordinate_key = _mix(code_stream + _GOLDEN * (np.uint64(i) + _ONE))
-    return _mix(coordinate_key + np.uint64(bin_number) * _BIN_MULTIPLIER)
+    return mix(stream_key(code_stream, i) + np.uint64(bin_number) * _BIN_MULTIPLIER)
 
 
 @nb.njit(nogil=True, cache=True)

@@ -13,52 +13,22 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
-_ONE = np.uint64(1)
+from ._counter_random import ONE, uniform
+
 _UNIFORMS_PER_ENTRY = np.uint64(5)
-_TWO_POW_MINUS_53 = 2.0**-53
-
-
-@nb.njit(inline="always")
-def _mix(z):
-    z = (z ^ (z >> np.uint64(30))) * _MIX1
-    z = (z ^ (z >> np.uint64(27))) * _MIX2
-    return z ^ (z >> np.uint64(31))
-
-
-@nb.njit(inline="always")
-def _uniform(stream, counter):
-    word = _mix(stream + _GOLDEN * counter)
-    return (np.float64(word >> np.uint64(11)) + 0.5) * _TWO_POW_MINUS_53
-
-
-@nb.njit(inline="always")
-def sample_stream(key, j):
-    """The per-sample stream key: the first level of the counter-based mixer."""
-    return _mix(key + _GOLDEN * (np.uint64(j) + _ONE))
 
 
 @nb.njit(inline="always")
 def sample_constants(stream, i):
     """(1/r, beta, r, log c - r (1 - beta)) as float32 for coordinate i of a sample's stream."""
     base = np.uint64(i) * _UNIFORMS_PER_ENTRY
-    r = np.float32(-np.log(_uniform(stream, base + _ONE) * _uniform(stream, base + np.uint64(2))))
-    c = -np.log(_uniform(stream, base + np.uint64(3)) * _uniform(stream, base + np.uint64(4)))
-    beta = np.float32(_uniform(stream, base + np.uint64(5)))
+    r = np.float32(-np.log(uniform(stream, base + ONE) * uniform(stream, base + np.uint64(2))))
+    c = -np.log(uniform(stream, base + np.uint64(3)) * uniform(stream, base + np.uint64(4)))
+    beta = np.float32(uniform(stream, base + np.uint64(5)))
     r64 = np.float64(r)
     inverse_r = np.float32(1.0 / r64)
     offset = np.float32(np.log(c) - r64 * (1.0 - np.float64(beta)))
     return inverse_r, beta, r, offset
-
-
-@nb.njit(cache=True)
-def sample_streams(key, k):
-    streams = np.empty(k, dtype=np.uint64)
-    for j in range(k):
-        streams[j] = sample_stream(key, j)
-    return streams
 
 
 @nb.njit(parallel=True, nogil=True, cache=True)

@@ -119,6 +119,36 @@ class FeatureMap(ABC):
         return f"{type(self).__name__}(id={self.spec.id!r})"
 
 
+class DiscreteCodeMap(FeatureMap):
+    """A map whose `hash` gives one discrete code per sample (GCWS, random binning).
+
+    Its kernel estimate is the fraction of samples whose codes agree, and its features are
+    one-hot blocks of 2^bits per sample at the lowest `bits` bits of a per-sample value.
+    """
+
+    has_hash = True
+    one_hot = True
+
+    def kernel(self, X, Y=None) -> np.ndarray:
+        codes_x = self.hash(self.check(X, "x"))
+        codes_y = codes_x if Y is None else self.hash(self.check(Y, "y"))
+        return match_fraction(codes_x, codes_y)
+
+    def _one_hot(self, values: np.ndarray, bits: int) -> OneHotFeatures:
+        samples = values.shape[1]
+        block_starts = np.arange(samples, dtype=np.int64) << bits
+        indices = block_starts + (values & ((1 << bits) - 1))
+        return OneHotFeatures(indices=indices, scale=float(1.0 / np.sqrt(samples)), dim=samples << bits)
+
+
+def match_fraction(codes_x: np.ndarray, codes_y: np.ndarray) -> np.ndarray:
+    """Fraction of positions where two rows of codes agree, for every pair of rows."""
+    out = np.empty((codes_x.shape[0], codes_y.shape[0]))
+    for row, codes in enumerate(codes_x):
+        out[row] = (codes_y == codes).mean(axis=1)
+    return out
+
+
 class DenseFeatureMap(FeatureMap):
     """A map whose features are a dense matrix: its kernel estimate is Z(X) Z(Y)^T.
 

@@ -35,9 +35,9 @@ import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import kernels
-from . import _binning_kernels, randomness
-from .base import FeatureMap, OneHotFeatures
-from .gcws import _PARALLEL_KERNEL_LOCK, PARALLEL_MIN_ROWS, match_fraction
+from . import _binning_kernels, _counter_random, randomness
+from .base import DiscreteCodeMap, OneHotFeatures
+from .gcws import _PARALLEL_KERNEL_LOCK, PARALLEL_MIN_ROWS
 from .spec import MapSpec
 
 DEFAULT_TABLE_BUDGET_BYTES = 256 * 2**20
@@ -54,17 +54,15 @@ class BinningParams(BaseModel):
     bits: int = Field(default=8, ge=1, le=24)
 
 
-class BinningMap(FeatureMap):
+class BinningMap(DiscreteCodeMap):
     method = "binning"
     Params = BinningParams
-    has_hash = True
-    one_hot = True
 
     def __init__(self, spec: MapSpec, *, table_budget_bytes: int = DEFAULT_TABLE_BUDGET_BYTES):
         super().__init__(spec)
         grids = spec.n_components
-        self._streams = _binning_kernels.grid_streams(randomness.counter_key(spec.seed, "binning.grids"), grids)
-        self._code_streams = _binning_kernels.grid_streams(randomness.counter_key(spec.seed, "binning.codes"), grids)
+        self._streams = _counter_random.stream_keys(randomness.counter_key(spec.seed, "binning.grids"), grids)
+        self._code_streams = _counter_random.stream_keys(randomness.counter_key(spec.seed, "binning.codes"), grids)
         self.uses_table = spec.input_dim * grids * _TABLE_BYTES_PER_ENTRY <= table_budget_bytes
         self._table: tuple[np.ndarray, np.ndarray] | None = None
         self._table_lock = threading.Lock()
@@ -126,17 +124,7 @@ class BinningMap(FeatureMap):
         return codes
 
     def transform(self, X, *, dtype=None) -> OneHotFeatures:
-        codes = self.hash(X)
-        bits, grids = self.params.bits, self.spec.n_components
-        block_starts = np.arange(grids, dtype=np.int64) << bits
-        indices = block_starts + (codes & ((1 << bits) - 1))
-        return OneHotFeatures(indices=indices, scale=float(1.0 / np.sqrt(grids)), dim=self.output_dim)
-
-    def kernel(self, X, Y=None) -> np.ndarray:
-        """Fraction of the P grids where the codes agree: an unbiased estimate of the Laplacian kernel."""
-        codes_x = self.hash(self.check(X, "x"))
-        codes_y = codes_x if Y is None else self.hash(self.check(Y, "y"))
-        return match_fraction(codes_x, codes_y)
+        return self._one_hot(self.hash(X), self.params.bits)
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:
         X = self.check(X, "x")

@@ -30,8 +30,8 @@ import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import kernels
-from . import _gcws_kernels, randomness
-from .base import FeatureMap, OneHotFeatures
+from . import _counter_random, _gcws_kernels, randomness
+from .base import DiscreteCodeMap, OneHotFeatures
 from .inputs import reject_zero_rows
 from .spec import MapSpec
 
@@ -54,15 +54,13 @@ class GCWSParams(BaseModel):
     zero_bit: bool = False
 
 
-class GCWSMap(FeatureMap):
+class GCWSMap(DiscreteCodeMap):
     method = "gcws"
     Params = GCWSParams
-    has_hash = True
-    one_hot = True
 
     def __init__(self, spec: MapSpec, *, table_budget_bytes: int = DEFAULT_TABLE_BUDGET_BYTES):
         super().__init__(spec)
-        self._streams = _gcws_kernels.sample_streams(
+        self._streams = _counter_random.stream_keys(
             randomness.counter_key(spec.seed, "gcws.samples"), spec.n_components)
         self._n_coordinates = 2 * spec.input_dim
         self.uses_table = self._n_coordinates * spec.n_components * _TABLE_BYTES_PER_ENTRY <= table_budget_bytes
@@ -126,26 +124,10 @@ class GCWSMap(FeatureMap):
 
     def transform(self, X, *, dtype=None) -> OneHotFeatures:
         i_star, _ = self.samples(X)
-        bits, k = self.params.bits, self.spec.n_components
-        block_starts = np.arange(k, dtype=np.int64) << bits
-        indices = block_starts + (i_star & ((1 << bits) - 1))
-        return OneHotFeatures(indices=indices, scale=float(1.0 / np.sqrt(k)), dim=self.output_dim)
-
-    def kernel(self, X, Y=None) -> np.ndarray:
-        """Match fraction of the codes that `hash` returns: an unbiased GMM estimate."""
-        codes_x = self.hash(self.check(X, "x"))
-        codes_y = codes_x if Y is None else self.hash(self.check(Y, "y"))
-        return match_fraction(codes_x, codes_y)
+        return self._one_hot(i_star, self.params.bits)
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:
         X = self.check(X, "x")
         Y = X if Y is None else self.check(Y, "y")
         return kernels.gmm(X, Y, self.params.power)
 
-
-def match_fraction(codes_x: np.ndarray, codes_y: np.ndarray) -> np.ndarray:
-    """Fraction of positions where two rows of codes agree, for every pair of rows."""
-    out = np.empty((codes_x.shape[0], codes_y.shape[0]))
-    for row, codes in enumerate(codes_x):
-        out[row] = (codes_y == codes).mean(axis=1)
-    return out
