@@ -18,16 +18,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from app.maps import create_map
+from timing import best_time
 
 
-def best_time(fn, repeat: int) -> float:
-    fn()  # warm-up: JIT, caches, parameter materialisation
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def fourier_floor(X: np.ndarray, W: np.ndarray, b: np.ndarray, scale: np.float32):

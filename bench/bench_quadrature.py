@@ -35,6 +35,7 @@ from scipy.spatial.distance import pdist
 from app import kernels
 from app.maps import create_map
 from app.maps import _quadrature_rules as rules
+from timing import best_time
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DIAMETERS = (0.125, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
@@ -254,13 +255,7 @@ def anova_table(seeds: int) -> str:
 
 def speed_table(repeat: int) -> str:
     def best(fn) -> float:
-        fn()
-        times = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-        return min(times)
+        return best_time(fn, repeat)
 
     lines = ["Transform time, n = 4096 float32 rows, best of runs (ms):", "",
              f"{'d':>5s} {'D':>6s} {'quadrature':>11s} {'rff':>8s}", "-" * 34]

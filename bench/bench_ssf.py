@@ -31,6 +31,7 @@ from scipy.spatial.distance import pdist
 from app import kernels
 from app.maps import create_map
 from app.maps import ssf
+from timing import best_time
 
 RESULTS = Path(__file__).resolve().parent / "results"
 KERNELS = ("gaussian", "arccos0", "arccos1")
@@ -202,14 +203,6 @@ def energy_report(sizes: list[tuple[int, int]]) -> str:
     return "\n".join(lines)
 
 
-def best_time(fn, repeat: int) -> float:
-    fn()  # warm-up: parameters, FFT plans
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def speed_report(rows: int, repeat: int, dims: tuple[int, ...]) -> str:
