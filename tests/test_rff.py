@@ -22,16 +22,7 @@ from app import kernels
 from app.maps import SpecError, create_map
 
 
-@pytest.fixture(autouse=True)
-def _single_threaded_blas():
-    """Small products run ~2.5x faster on one BLAS thread when the 2 cores are shared (measured)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover
-        yield
-        return
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
+pytestmark = pytest.mark.usefixtures("single_threaded_blas")
 
 
 def make_map(d, D, seed, **params):

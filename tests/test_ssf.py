@@ -27,16 +27,7 @@ from app.maps import InputError, SpecError, create_map, resolve_spec
 from app.maps.ssf import SSFMap, SSFParams
 
 
-@pytest.fixture(autouse=True)
-def _single_threaded_blas():
-    """Small products run faster on one BLAS thread when the 2 cores are shared (as in test_rff)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover
-        yield
-        return
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
+pytestmark = pytest.mark.usefixtures("single_threaded_blas")
 
 
 def make_map(d, D, seed=0, **params):
