@@ -13,15 +13,13 @@ bump FORMAT_VERSION, so that old ids are not silently reused):
 from __future__ import annotations
 
 import argparse
-import json
-import sys
+import functools
 from pathlib import Path
 
 import numpy as np
-import scipy
 
-from app import __version__
-from app.maps import FORMAT_VERSION, create_map
+from app.maps import create_map
+from golden_io import golden_document, write_golden
 
 HERE = Path(__file__).resolve().parent
 
@@ -101,12 +99,7 @@ def build(method: str) -> dict:
         X = fixed_input(m.spec.input_dim, 100 + m.spec.seed % 1000)
         cases[name] = {"request": request, "spec": m.describe(), "input": X,
                        "expected": outputs(m, np.array(X, dtype=np.float64))}
-    return {
-        "format_version": FORMAT_VERSION,
-        "generated_with": {"featurehash": __version__, "numpy": np.__version__, "scipy": scipy.__version__,
-                           "python": sys.version.split()[0]},
-        "cases": cases,
-    }
+    return golden_document(cases=cases)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,15 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="overwrite existing files")
     parser.add_argument("--output-dir", type=Path, default=HERE)
     args = parser.parse_args(argv)
-    paths = {method: args.output_dir / f"{method}.json" for method in CASES}
-    existing = [str(path) for path in paths.values() if path.exists()]
-    if existing and not args.force:
-        print(f"{', '.join(existing)} exist; golden vectors change only deliberately (use --force)", file=sys.stderr)
-        return 1
-    for method, path in paths.items():
-        path.write_text(json.dumps(build(method), indent=1) + "\n")
-        print(f"wrote {path}")
-    return 0
+    return write_golden({args.output_dir / f"{method}.json": functools.partial(build, method) for method in CASES},
+                        args.force)
 
 
 if __name__ == "__main__":

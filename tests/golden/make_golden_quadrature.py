@@ -13,16 +13,13 @@ format (which must also bump FORMAT_VERSION, so that old ids are not silently re
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
 import numpy as np
-import scipy
 import scipy.sparse as sp
 
-from app import __version__
-from app.maps import FORMAT_VERSION, create_map
+from app.maps import create_map
+from golden_io import golden_document, write_golden
 
 HERE = Path(__file__).resolve().parent
 
@@ -122,12 +119,7 @@ def binning_case(request: dict) -> dict:
 
 
 def build(cases, make_case) -> dict:
-    return {
-        "format_version": FORMAT_VERSION,
-        "generated_with": {"featurehash": __version__, "numpy": np.__version__, "scipy": scipy.__version__,
-                           "python": sys.version.split()[0]},
-        "cases": {name: make_case(request) for name, request in cases},
-    }
+    return golden_document(cases={name: make_case(request) for name, request in cases})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,15 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="overwrite existing files")
     parser.add_argument("--output-dir", type=Path, default=HERE)
     args = parser.parse_args(argv)
-    outputs = {"quadrature.json": (QUADRATURE_CASES, quadrature_case), "binning.json": (BINNING_CASES, binning_case)}
-    existing = [name for name in outputs if (args.output_dir / name).exists()]
-    if existing and not args.force:
-        print(f"{', '.join(existing)} exist(s); golden vectors change only deliberately (use --force)", file=sys.stderr)
-        return 1
-    for name, (cases, make_case) in outputs.items():
-        (args.output_dir / name).write_text(json.dumps(build(cases, make_case), indent=1) + "\n")
-        print(f"wrote {args.output_dir / name}")
-    return 0
+    return write_golden({args.output_dir / "quadrature.json": lambda: build(QUADRATURE_CASES, quadrature_case),
+                         args.output_dir / "binning.json": lambda: build(BINNING_CASES, binning_case)}, args.force)
 
 
 if __name__ == "__main__":

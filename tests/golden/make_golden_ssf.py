@@ -12,16 +12,13 @@ format (which must also bump FORMAT_VERSION, so that old ids are not silently re
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
 import numpy as np
-import scipy
 
-from app import __version__
-from app.maps import FORMAT_VERSION, create_map
+from app.maps import create_map
 from app.maps import ssf
+from golden_io import golden_document, write_golden
 
 HERE = Path(__file__).resolve().parent
 OUTPUT = HERE / "ssf.json"
@@ -81,12 +78,7 @@ def build() -> dict:
         X = fixed_input(m.spec.input_dim, 200 + m.spec.seed % 1000)
         expected = outputs(m, np.array(X, dtype=np.float64), searched="index_set" not in request["params"])
         cases[name] = {"request": request, "spec": m.describe(), "input": X, "expected": expected}
-    return {
-        "format_version": FORMAT_VERSION,
-        "generated_with": {"featurehash": __version__, "numpy": np.__version__, "scipy": scipy.__version__,
-                           "python": sys.version.split()[0]},
-        "cases": cases,
-    }
+    return golden_document(cases=cases)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,12 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="overwrite an existing ssf.json")
     parser.add_argument("--output", type=Path, default=OUTPUT)
     args = parser.parse_args(argv)
-    if args.output.exists() and not args.force:
-        print(f"{args.output} exists; golden vectors change only deliberately (use --force)", file=sys.stderr)
-        return 1
-    args.output.write_text(json.dumps(build(), indent=1) + "\n")
-    print(f"wrote {args.output}")
-    return 0
+    return write_golden({args.output: build}, args.force)
 
 
 if __name__ == "__main__":
