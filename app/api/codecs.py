@@ -15,8 +15,9 @@ import numpy as np
 import orjson
 import scipy.sparse as sp
 from fastapi import Response
+from pydantic import BaseModel, ValidationError
 
-from ..maps import InputError
+from ..maps import FeatureHashError, InputError
 
 NPY = "application/x-npy"
 JSON = "application/json"
@@ -57,6 +58,19 @@ def _parse_npy(raw: bytes) -> np.ndarray:
     if not isinstance(array, np.ndarray):
         raise InputError("body", "expected one .npy array")
     return array
+
+
+def parse_model(raw: bytes, content_type: str | None, model: type[BaseModel],
+                error: type[FeatureHashError] = InputError) -> BaseModel:
+    """A small JSON body validated by a pydantic model; the first problem names its field."""
+    body = parse_body(raw, content_type)
+    if not isinstance(body, dict):
+        raise UnsupportedMediaType(NPY)
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise error(".".join(str(part) for part in first["loc"]) or "body", first["msg"]) from None
 
 
 class UnsupportedMediaType(Exception):

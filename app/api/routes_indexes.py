@@ -11,16 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import orjson
 from fastapi import APIRouter, Depends, Query, Request, Response
-from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from ..maps import InputError
 from ..store.lsh_index import AsyncLSHIndex, ItemNotFound, QueryResult
 from ..store.lsh_layout import check_item_ids
-from .codecs import NPY, UnsupportedMediaType, json_response, parse_body, vectors_from
+from .codecs import json_response, parse_body, parse_model, vectors_from
 from .deps import ServiceState, get_state, require_api_key
 from .metrics import BATCH_ROWS
 from .schemas import (AddItemsRequest, AddItemsResponse, CreateIndexRequest, IndexListResponse, IndexQueryRequest,
@@ -38,16 +36,6 @@ SMALL_ANSWER_ROWS = 8
 
 async def _cpu(small: bool, function, *args):
     return function(*args) if small else await run_in_threadpool(function, *args)
-
-
-def _validated(model: type[BaseModel], body: dict[str, Any] | np.ndarray) -> BaseModel:
-    if not isinstance(body, dict):
-        raise UnsupportedMediaType(NPY)
-    try:
-        return model.model_validate(body)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise InputError(".".join(str(part) for part in first["loc"]) or "body", first["msg"]) from None
 
 
 async def _open(state: ServiceState, index_id: str) -> AsyncLSHIndex:
@@ -117,7 +105,7 @@ def _results_document(result: QueryResult) -> Response:
              responses={200: {"model": IndexResponse, "description": "an index of that name, map and banding existed"},
                         409: {"description": "the name is taken by another configuration, or being deleted"}})
 async def create_index(request: Request, state: ServiceState = Depends(get_state)):
-    fields = _validated(CreateIndexRequest, parse_body(await request.body(), request.headers.get("content-type")))
+    fields = parse_model(await request.body(), request.headers.get("content-type"), CreateIndexRequest)
     feature_map = await state.load_map(fields.map_id)
     index = await state.indexes.create(feature_map, name=fields.name, bands=fields.bands, rows=fields.rows,
                                        threshold=fields.threshold, recall_at_threshold=fields.recall_at_threshold)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Query, Request, Response
-from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from ..maps import SpecError
 
-from .codecs import NPY, UnsupportedMediaType, json_response, parse_body
+from .codecs import json_response, parse_model
 from .deps import ServiceState, get_state, require_api_key
 from .errors import MapNotFound
 from .schemas import CreateMapRequest, MapListResponse, MapSpecResponse, body_doc
@@ -19,14 +18,8 @@ router = APIRouter(prefix="/v1/maps", tags=["maps"], dependencies=[Depends(requi
 @router.post("", status_code=201, response_model=MapSpecResponse, openapi_extra=body_doc(CreateMapRequest, npy=False),
              responses={200: {"model": MapSpecResponse, "description": "the map already existed"}})
 async def create_map(request: Request, state: ServiceState = Depends(get_state)):
-    body = parse_body(await request.body(), request.headers.get("content-type"))
-    if not isinstance(body, dict):
-        raise UnsupportedMediaType(NPY)
-    try:
-        spec = CreateMapRequest.model_validate(body).model_dump(exclude_none=True)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise SpecError(".".join(str(part) for part in first["loc"]) or "body", first["msg"]) from None
+    fields = parse_model(await request.body(), request.headers.get("content-type"), CreateMapRequest, SpecError)
+    spec = fields.model_dump(exclude_none=True)
     feature_map = await run_in_threadpool(state.build_map, spec)
     document = feature_map.describe()
     created = await state.store.create(document)
