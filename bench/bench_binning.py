@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from app.maps import create_map
+from featurehash.maps import create_map
 from timing import best_time
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -16,16 +16,16 @@ removed from its environment), then for each data set of >= 20,000 vectors:
 
 The exact top-10 of every query is found by brute force over all vectors with the GMM
 kernel (blocked, through the identity sum min = (|u| + |v| - |u - v|_1) / 2, checked against
-app.kernels.gmm on a slice); ties at the 10th value count as found. Then, per data set:
+featurehash.kernels.gmm on a slice); ties at the 10th value count as found. Then, per data set:
 - HTTP: create the map and the index (bands chosen from its threshold), add all vectors
   as .npy batches of 1,000 (insert throughput, Redis bytes per item from INFO used_memory),
   then query one vector per request, sequentially (p50/p99 latency, recall@10, candidates
   re-ranked per query as a fraction of the index), and all queries in one request;
-- library: the same through app.store.LSHIndexes (sync) on the server's Redis socket (a
+- library: the same through featurehash.store.LSHIndexes (sync) on the server's Redis socket (a
   second index): insert throughput, per-query latency, and its answers, which must equal
   the HTTP ones;
 - brute force: exact GMM search per query in numpy (the L1 identity above) and with
-  app.kernels.gmm, for the speed-up;
+  featurehash.kernels.gmm, for the speed-up;
 - datasketch (if installed): MinHashLSH with its Redis storage over the same codes and
   bands (candidates only, no re-ranking): insert throughput, query latency, bytes per item.
 """
@@ -46,10 +46,10 @@ import redis
 from scipy.spatial.distance import cdist
 from sklearn.datasets import load_digits, make_multilabel_classification
 
-from app.client import FeatureHashClient
-from app.kernels import gmm
-from app.maps import create_map
-from app.store import LSHIndexes
+from featurehash.client import FeatureHashClient
+from featurehash.kernels import gmm
+from featurehash.maps import create_map
+from featurehash.store import LSHIndexes
 from bench_service import SERVER_ENV_DROP, _raise_sigterm, featurehash_command, free_port, stop_server, wait_ready
 
 # (map spec without input_dim, index options) per data set; the index chooses (bands, rows) for the
@@ -186,7 +186,7 @@ def memory_breakdown(store: redis.Redis, prefix: bytes, n_items: int) -> dict:
 
 
 def brute_force_seconds(Q: np.ndarray, X: np.ndarray, repeat: int) -> tuple[float, float]:
-    """Median seconds of one exact top-10 search: numpy (L1 identity), and app.kernels.gmm."""
+    """Median seconds of one exact top-10 search: numpy (L1 identity), and featurehash.kernels.gmm."""
     Xs = _split(X)
     fast, library = [], []
     for q in range(repeat):
@@ -333,7 +333,7 @@ def run(args) -> bool:
               f"{brute_fast * 1e3:9.1f} {brute_library * 1e3:9.1f} {brute_fast * 1e3 / http['latency_ms'][0]:7.1f}x "
               f"{http['insert_per_s']:13.0f} {library['insert_per_s']:7.0f} {http['bytes_per_item']:7.0f} "
               f"{http['batch_query_per_s']:9.0f}")
-    print("speed-up = numpy brute force (brute ms) / HTTP p50; gmm() ms = the same search with app.kernels.gmm")
+    print("speed-up = numpy brute force (brute ms) / HTTP p50; gmm() ms = the same search with featurehash.kernels.gmm")
     print(f"library answers equal the HTTP answers (and the batch query's): {agree}")
     return agree
 

@@ -17,7 +17,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from app.maps import create_map
+from featurehash.maps import create_map
 from timing import best_time
 
 

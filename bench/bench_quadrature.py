@@ -32,9 +32,9 @@ from pathlib import Path
 import numpy as np
 from scipy.spatial.distance import pdist
 
-from app import kernels
-from app.maps import create_map
-from app.maps import _quadrature_rules as rules
+from featurehash import kernels
+from featurehash.maps import create_map
+from featurehash.maps import _quadrature_rules as rules
 from timing import best_time
 
 RESULTS = Path(__file__).resolve().parent / "results"

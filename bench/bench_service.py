@@ -24,7 +24,7 @@ parsing and framing, socket copies).
 
 Timed requests use raw httpx (one httpx.Client per thread, keep-alive); the times
 include encoding the request and decoding the answer into an ndarray, as any client
-pays them. app.client.FeatureHashClient creates the maps and does one equality check.
+pays them. featurehash.client.FeatureHashClient creates the maps and does one equality check.
 The server is stopped with SIGTERM at the end, also on errors. With --url the
 benchmark runs against an already running server instead (it is left running).
 """
@@ -50,9 +50,9 @@ import numpy as np
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.api.codecs import json_response, npy_response, parse_body, vectors_from
-from app.client import FeatureHashClient
-from app.maps import OneHotFeatures, create_map
+from featurehash.api.codecs import json_response, npy_response, parse_body, vectors_from
+from featurehash.client import FeatureHashClient
+from featurehash.maps import OneHotFeatures, create_map
 
 NPY = "application/x-npy"
 JSON_HEADERS = {"Content-Type": "application/json"}
@@ -73,7 +73,7 @@ def featurehash_command() -> list[str]:
     if script.exists():
         return [str(script)]
     found = shutil.which("featurehash")
-    return [found] if found else [sys.executable, "-m", "app.cli"]
+    return [found] if found else [sys.executable, "-m", "featurehash.cli"]
 
 
 def wait_ready(base_url: str, process: subprocess.Popen | None, timeout: float = 60.0) -> None:
@@ -469,7 +469,7 @@ def run(base_url: str, args, where: str) -> bool:
     rng = np.random.default_rng(0)
     print(f"featurehash service bench: {base_url} ({where}); {os.cpu_count()} CPUs shared by client and server")
     print("  timed requests: raw httpx.Client (keep-alive, http/1.1), orjson/np.save in, orjson/np.load out; "
-          "maps created and checked with app.client.FeatureHashClient")
+          "maps created and checked with featurehash.client.FeatureHashClient")
     with FeatureHashClient(base_url, api_key=api_key, timeout=300.0) as client, \
             httpx.Client(base_url=base_url, headers=headers, timeout=300.0) as http:
         small = [Case("rff d=64 D=1024", client, {"method": "rff", "input_dim": 64, "n_components": 1024,

@@ -7,7 +7,7 @@
    columns differ in scale by 10^4, so unit rows would be nearly parallel). Kernels: Gaussian
    (gamma = 1 / median ||x - y||^2), arc-cosine orders 0 and 1. D in {2d, 4d, 8d}, seeds 0..4.
    Baselines of equal D: `rff` (cos_sin) for the Gaussian, Cho & Saul's sqrt(2/D) step(w.x) (w.x)^b
-   with w ~ N(0, I) for the arc-cosine kernels (`app.maps.ssf.arccos_random_features`).
+   with w ~ N(0, I) for the arc-cosine kernels (`featurehash.maps.ssf.arccos_random_features`).
    Reported: relative Frobenius ||K^ - K||_F / ||K||_F and relative max |K^ - K|_max / |K|_max,
    mean (and sd) over seeds. Two extra columns say where the gain comes from: SSF with a random
    index set instead of the optimised one, and (arc-cosine) i.i.d. directions used with their
@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 from scipy.spatial.distance import pdist
 
-from app import kernels
-from app.maps import create_map
-from app.maps import ssf
+from featurehash import kernels
+from featurehash.maps import create_map
+from featurehash.maps import ssf
 from timing import best_time
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -205,7 +205,7 @@ def _kill_leftovers() -> None:
 
 def serve_command() -> list[str]:
     script = shutil.which("featurehash", path=str(Path(sys.executable).parent))
-    return [script] if script else [sys.executable, "-m", "app.cli"]
+    return [script] if script else [sys.executable, "-m", "featurehash.cli"]
 
 
 def service_env(redis_url: str | None = None, **settings: Any) -> dict[str, str]:

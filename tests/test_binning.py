@@ -1,4 +1,4 @@
-"""Random binning features (ALGORITHMS.md "Random binning features"; app/maps/binning.py) against the
+"""Random binning features (ALGORITHMS.md "Random binning features"; app/featurehash/maps/binning.py) against the
 exact Laplacian kernel, the code layout, sparse input, LSH bands, speed, the spec, the service and golden
 vectors.
 
@@ -22,9 +22,9 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
-from app import kernels
-from app.maps import SpecError, create_map, resolve_spec
-from app.maps.lsh import band_keys
+from featurehash import kernels
+from featurehash.maps import SpecError, create_map, resolve_spec
+from featurehash.maps.lsh import band_keys
 
 P = 4096
 N_PAIRS = 100
@@ -41,7 +41,7 @@ def binning(input_dim: int, n_components: int = P, seed: int = 7, *, table_budge
 
 
 def laplacian_pairs(U, V, gamma: float) -> np.ndarray:
-    """exp(-gamma ||u - v||_1) row by row, straight from the definition (independent of app/kernels.py)."""
+    """exp(-gamma ||u - v||_1) row by row, straight from the definition (independent of app/featurehash/kernels.py)."""
     U = U.toarray() if sp.issparse(U) else U
     V = V.toarray() if sp.issparse(V) else V
     return np.exp(-gamma * np.abs(U - V).sum(axis=1))

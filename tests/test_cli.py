@@ -10,15 +10,15 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from app import __version__
-from app.cli import main
-from app.maps import create_map
+from featurehash import __version__
+from featurehash.cli import main
+from featurehash.maps import create_map
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def test_version_from_a_fresh_process():
-    done = subprocess.run([sys.executable, "-m", "app.cli", "--version"], capture_output=True, text=True, check=True)
+    done = subprocess.run([sys.executable, "-m", "featurehash.cli", "--version"], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == f"featurehash {__version__}"
 
 

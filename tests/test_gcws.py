@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from app.maps import InputError, SpecError, create_map
+from featurehash.maps import InputError, SpecError, create_map
 
 K = 4096
 N_PAIRS = 100
@@ -37,7 +37,7 @@ def gcws(input_dim: int, n_components: int = K, seed: int = 7, *, table_budget_b
 
 
 def gmm_reference(u, v, power: float = 1.0) -> float:
-    """GMM of two 1-D vectors straight from the definition (independent of app/kernels.py)."""
+    """GMM of two 1-D vectors straight from the definition (independent of app/featurehash/kernels.py)."""
     u_tilde = np.concatenate([np.maximum(u, 0), np.maximum(-u, 0)]) ** power
     v_tilde = np.concatenate([np.maximum(v, 0), np.maximum(-v, 0)]) ** power
     return np.minimum(u_tilde, v_tilde).sum() / np.maximum(u_tilde, v_tilde).sum()

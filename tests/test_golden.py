@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.maps import FORMAT_VERSION, create_map, resolve_spec
-from app.maps import randomness
+from featurehash.maps import FORMAT_VERSION, create_map, resolve_spec
+from featurehash.maps import randomness
 
 GOLDEN = json.loads((Path(__file__).resolve().parent / "golden" / "golden.json").read_text())
 CASES = GOLDEN["cases"]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from app.maps import InputError, create_map
+from featurehash.maps import InputError, create_map
 
 D_IN = 5
 SPECS = {

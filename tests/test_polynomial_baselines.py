@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from app.maps import InputError, SpecError, create_map, randomness
-from app.maps.tensorsketch import uniform_buckets
+from featurehash.maps import InputError, SpecError, create_map, randomness
+from featurehash.maps.tensorsketch import uniform_buckets
 
 METHODS = ("random_maclaurin", "tensorsketch")
 

@@ -1,4 +1,4 @@
-"""Gaussian-quadrature features (ALGORITHMS.md "Gaussian-quadrature features"; app/maps/quadrature.py):
+"""Gaussian-quadrature features (ALGORITHMS.md "Gaussian-quadrature features"; app/featurehash/maps/quadrature.py):
 the rules, the kernel estimate against the exact kernels and RFF, the reweighted fit and its spec, the
 sparse ANOVA kernels, spec validation, numerics, the service and golden vectors.
 
@@ -27,12 +27,12 @@ import pytest
 import scipy.sparse as sp
 from scipy.spatial.distance import pdist
 
-import app.maps.base as base_module
-import app.maps.quadrature as quadrature_module
-from app import kernels
-from app.maps import InputError, SpecError, create_map, resolve_spec
-from app.maps import _quadrature_rules as rules
-from app.maps.quadrature import QuadratureMap, QuadratureParams
+import featurehash.maps.base as base_module
+import featurehash.maps.quadrature as quadrature_module
+from featurehash import kernels
+from featurehash.maps import InputError, SpecError, create_map, resolve_spec
+from featurehash.maps import _quadrature_rules as rules
+from featurehash.maps.quadrature import QuadratureMap, QuadratureParams
 
 
 pytestmark = pytest.mark.usefixtures("single_threaded_blas")
@@ -646,5 +646,5 @@ def test_golden_vectors(name):
         np.testing.assert_allclose(m.transform(X, dtype=np.float64), expected["transform_float64"], **FLOAT)
         np.testing.assert_allclose(m.transform(X).astype(np.float64), expected["transform_float32"], **FLOAT)
     # ... and the request resolves to that spec (for the reweighted grid: refits to the same numbers here;
-    # another platform's BLAS may steer NNLS to other last digits, see app/maps/quadrature.py).
+    # another platform's BLAS may steer NNLS to other last digits, see app/featurehash/maps/quadrature.py).
     assert create_map(case["request"]).spec.id == stored["id"]

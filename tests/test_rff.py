@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import app.maps.base as base_module
-from app import kernels
-from app.maps import SpecError, create_map
+import featurehash.maps.base as base_module
+from featurehash import kernels
+from featurehash.maps import SpecError, create_map
 
 
 pytestmark = pytest.mark.usefixtures("single_threaded_blas")

@@ -19,9 +19,9 @@ import pytest
 import scipy.sparse as sp
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.client import FeatureHashAPIError, FeatureHashClient
-from app.maps import OneHotFeatures, create_map
-from app.maps.lsh import band_keys
+from featurehash.client import FeatureHashAPIError, FeatureHashClient
+from featurehash.maps import OneHotFeatures, create_map
+from featurehash.maps.lsh import band_keys
 from service_support import (DENSE_MAPS, GCWS_MAPS, JSON, MAIN_SPECS, NPY, list_all, load_npy, map_ids,
                              npy_bytes, sparse_rows)
 

@@ -1,4 +1,4 @@
-"""A server with an API key and two uvicorn workers (app.web) (one server for both concerns).
+"""A server with an API key and two uvicorn workers (featurehash.web) (one server for both concerns).
 
 /v1 routes need `Authorization: Bearer <key>`; /healthz, /readyz and /metrics stay open.
 With --workers 2 the launcher gives the workers a Prometheus multiprocess directory and
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.client import FeatureHashAPIError, FeatureHashClient
-from app.maps import create_map
+from featurehash.client import FeatureHashAPIError, FeatureHashClient
+from featurehash.maps import create_map
 from service_support import NPY, ServiceProcess, children, cmdline, list_all, load_npy, npy_bytes, start_all
 
 KEY = "secret"
@@ -78,7 +78,7 @@ def _count(text: str, name: str, **labels: str) -> float:
 
 
 def test_two_workers_serve_and_metrics_add_up(keyed_server):
-    uvicorn = [pid for pid in children(keyed_server.pid) if "app.web" in cmdline(pid)]
+    uvicorn = [pid for pid in children(keyed_server.pid) if "featurehash.web" in cmdline(pid)]
     assert len(uvicorn) == 1, {pid: cmdline(pid) for pid in children(keyed_server.pid)}
     workers = [pid for pid in children(uvicorn[0]) if "multiprocessing.spawn" in cmdline(pid)
                or "multiprocessing-fork" in cmdline(pid)]

@@ -1,6 +1,6 @@
 """/v1/indexes through a real `featurehash serve` and real Redis (embedded, and $REDIS_URL's).
 
-The answers must be the library's: the tests open the same index with app.store.lsh_index
+The answers must be the library's: the tests open the same index with featurehash.store.lsh_index
 on the server's own Redis (the embedded server's unix socket, or $REDIS_URL under the
 server's key prefix) and compare. Bad input is a 4xx naming the field and leaves the
 store as it was; an index and its items survive a restart of the service.
@@ -15,10 +15,10 @@ import pytest
 import redis
 import scipy.sparse as sp
 
-import app.client
-from app.client import FeatureHashAPIError, FeatureHashClient
-from app.maps import METHODS, create_map
-from app.store import LSHIndexes, plan_index
+import featurehash.client
+from featurehash.client import FeatureHashAPIError, FeatureHashClient
+from featurehash.maps import METHODS, create_map
+from featurehash.store import LSHIndexes, plan_index
 from service_support import (JSON, MAIN_MAX_BATCH_ROWS, NPY, ServiceProcess, list_all, npy_bytes, sparse_rows,
                              start_all)
 from test_lsh_index import assert_layout_consistent
@@ -243,7 +243,7 @@ def test_python_client_round_trip(main_server, server_redis, monkeypatch):
     indexes, _ = server_redis
     X = positive_rows(9, 120)
     ids = [f"client-item-{i:04d}" for i in range(120)]
-    monkeypatch.setattr(app.client, "ITEM_IDS_HEADER_BYTES", 400)  # forces several binary requests
+    monkeypatch.setattr(featurehash.client, "ITEM_IDS_HEADER_BYTES", 400)  # forces several binary requests
     with FeatureHashClient(main_server.url) as client:
         spec = client.create_map("gcws", D, 64, seed=74)
         created = client.create_index(spec["id"], name="svc-client", threshold=0.75)

@@ -16,7 +16,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from app.maps import create_map
+from featurehash.maps import create_map
 from service_support import (NPY, ServiceProcess, children, cmdline, group_members, list_all, load_npy, npy_bytes,
                              proc_stat, serve_command, service_env, start_all, wait_until)
 
@@ -120,7 +120,7 @@ def test_maps_created_just_before_a_kill_9_survive(state):
 
     kids = {pid: cmdline(pid) for pid in children(server.pid)}
     redis_pids = [pid for pid, line in kids.items() if "redis-server" in line]
-    web_pids = [pid for pid, line in kids.items() if "app.web" in line]
+    web_pids = [pid for pid, line in kids.items() if "featurehash.web" in line]
     assert len(redis_pids) == 1 and len(web_pids) == 1, kids
     server.proc.send_signal(signal.SIGKILL)
     assert server.proc.wait(10) == -signal.SIGKILL

@@ -13,7 +13,7 @@ import httpx
 import numpy as np
 import pytest
 
-from app.maps import create_map
+from featurehash.maps import create_map
 from service_support import NPY, RedisProcess, ServiceProcess, load_npy, map_ids, npy_bytes, start_all, stop_all
 
 SPEC = {"method": "rff", "input_dim": 6, "n_components": 32, "seed": 7, "params": {"gamma": 0.4}}

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from app.maps import FORMAT_VERSION, MapSpec, SpecError, create_map, resolve_spec
+from featurehash.maps import FORMAT_VERSION, MapSpec, SpecError, create_map, resolve_spec
 
 BASE = {"rff": {"method": "rff", "input_dim": 6, "n_components": 16, "seed": 3},
         "nrff": {"method": "nrff", "input_dim": 6, "n_components": 16, "seed": 3},
@@ -224,7 +224,7 @@ def test_mapspec_is_frozen():
 FRESH_PROCESS_SCRIPT = r"""
 import hashlib, json, sys
 import numpy as np
-from app.maps import create_map
+from featurehash.maps import create_map
 
 job = json.load(sys.stdin)
 X = np.array(job["x"], dtype=np.float64)

@@ -26,9 +26,9 @@ from scipy.integrate import quad
 from scipy.special import hyp0f1
 from scipy.stats import chi
 
-from app import kernels
-from app.maps import InputError, SpecError, create_map, resolve_spec
-from app.maps import _spherical_mixture as mixture
+from featurehash import kernels
+from featurehash.maps import InputError, SpecError, create_map, resolve_spec
+from featurehash.maps import _spherical_mixture as mixture
 
 
 pytestmark = pytest.mark.usefixtures("single_threaded_blas")
@@ -319,7 +319,7 @@ def test_stored_spec_round_trips_without_refitting(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a stored spec must not be refitted")
 
-    monkeypatch.setattr("app.maps.srf.fit_mixture", refuse)
+    monkeypatch.setattr("featurehash.maps.srf.fit_mixture", refuse)
     again = create_map(stored)
     assert again.spec.id == m.spec.id and again.spec.params == m.spec.params
     np.testing.assert_array_equal(again.transform(X), m.transform(X))

@@ -1,7 +1,7 @@
 """Spherical structured features: the point set, the FFT projection, the index-set search, the
 exact kernels, the error against i.i.d. features, the spec, numerics and golden vectors.
 
-Facts checked (ALGORITHMS.md "SSF"; app/maps/ssf.py):
+Facts checked (ALGORITHMS.md "SSF"; app/featurehash/maps/ssf.py):
 - every column of V = [[Re F_L, -Im F_L], [Im F_L, Re F_L]] / sqrt(m) has unit norm, and one
   inverse FFT gives V^T diag(s) x exactly (to 1e-10 in float64);
 - the Riesz log-energy formulas in h_p equal the brute-force sum over point pairs; coordinate
@@ -20,11 +20,11 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
-import app.maps.base as base_module
-import app.maps.ssf as ssf_module
-from app import kernels
-from app.maps import InputError, SpecError, create_map, resolve_spec
-from app.maps.ssf import SSFMap, SSFParams
+import featurehash.maps.base as base_module
+import featurehash.maps.ssf as ssf_module
+from featurehash import kernels
+from featurehash.maps import InputError, SpecError, create_map, resolve_spec
+from featurehash.maps.ssf import SSFMap, SSFParams
 
 
 pytestmark = pytest.mark.usefixtures("single_threaded_blas")

@@ -13,8 +13,8 @@ from typing import Callable
 import numpy as np
 import scipy
 
-from app import __version__
-from app.maps import FORMAT_VERSION
+from featurehash import __version__
+from featurehash.maps import FORMAT_VERSION
 
 
 def golden_document(**sections) -> dict:

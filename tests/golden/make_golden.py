@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from app.maps import create_map
-from app.maps import randomness
+from featurehash.maps import create_map
+from featurehash.maps import randomness
 from golden_io import golden_document, write_golden
 
 HERE = Path(__file__).resolve().parent

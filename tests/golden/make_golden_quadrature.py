@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from app.maps import create_map
+from featurehash.maps import create_map
 from golden_io import golden_document, write_golden
 
 HERE = Path(__file__).resolve().parent

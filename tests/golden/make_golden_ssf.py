@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from app.maps import create_map
-from app.maps import ssf
+from featurehash.maps import create_map
+from featurehash.maps import ssf
 from golden_io import golden_document, write_golden
 
 HERE = Path(__file__).resolve().parent

@@ -40,7 +40,7 @@ class TCPListenerConfig(uvicorn.Config):
 
 def main() -> None:
     settings = Settings()
-    config = TCPListenerConfig("app.main:create_app", factory=True, host=settings.host, port=settings.port,
+    config = TCPListenerConfig("featurehash.main:create_app", factory=True, host=settings.host, port=settings.port,
                                workers=settings.workers, access_log=False, timeout_graceful_shutdown=20)
     if config.workers > 1:
         Multiprocess(config, sockets=[config.bind_socket()]).run()

@@ -3,7 +3,7 @@ NIPS 2017; papers/002_*; ALGORITHMS.md "Gaussian-quadrature features").
 
 Kernel: Gaussian k(x, y) = exp(-gamma ||x - y||^2), whose spectrum is N(0, 2 gamma I); with `anova`,
 the sparse ANOVA kernel k(x, y) = sum_{S in family} prod_{i in S} exp(-gamma (x_i - y_i)^2)
-(`app.kernels.gaussian_anova`; section 4), the family being the sliding windows of `window`
+(`featurehash.kernels.gaussian_anova`; section 4), the family being the sliding windows of `window`
 consecutive coordinates (d - r + 1 of them) or an explicit list of `subsets`.
 
 Points w_i and weights a_i >= 0 with k(x - y) ~ sum_i a_i cos(w_i . (x - y)) give the features
@@ -11,7 +11,7 @@ Points w_i and weights a_i >= 0 with k(x - y) ~ sum_i a_i cos(w_i . (x - y)) giv
 (all cosines, then all sines, points in rule order; with `anova` each subset has its own rule on
 its coordinates and the points are grouped by subset, so <z(x), z(y)> = sum_S k~_S). The 1-D rule
 is Gauss-Hermite (`numpy.polynomial.hermite_e.hermegauss`), nodes scaled by sqrt(2 gamma); see
-`app.maps._quadrature_rules`. A rule's point and its antipode give the same cosine, so every
+`featurehash.maps._quadrature_rules`. A rule's point and its antipode give the same cosine, so every
 symmetric rule is folded (w and -w merged, weights added): half the features for the same estimate.
 
 Grids and n_components (D = n_components = 2 P, P the number of points):

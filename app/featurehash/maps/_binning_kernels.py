@@ -1,7 +1,7 @@
 """Compiled inner loops of random binning (numba), kept apart from the map's bookkeeping.
 
 Grid p, coordinate i: the variates are a pure function of (key, p, i), made by a splitmix64-style
-counter-based mixer (as for GCWS, app/maps/_gcws_kernels.py): three uniforms U1, U2, U3 in (0, 1)
+counter-based mixer (as for GCWS, app/featurehash/maps/_gcws_kernels.py): three uniforms U1, U2, U3 in (0, 1)
 (the formula of `randomness.uniform_open`), G = -log(U1 U2) ~ Gamma(2, 1), and
     pitch delta = G / gamma ~ Gamma(2, scale 1/gamma),  shift u = U3 delta ~ U[0, delta),
     bin(x_i) = floor((x_i - u) / delta), computed as floor(x_i * (gamma / G) - U3).

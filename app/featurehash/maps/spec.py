@@ -1,7 +1,7 @@
 """The map spec: everything a replica needs to rebuild a feature map bit for bit.
 
 A spec is `{method, input_dim, n_components, seed, params}` with every default
-resolved (see `app.maps.registry.resolve_spec`). Its id hashes the canonical JSON of
+resolved (see `featurehash.maps.registry.resolve_spec`). Its id hashes the canonical JSON of
 the spec together with FORMAT_VERSION, so the same spec always gets the same id and
 a change of the numeric format can never silently reuse an old id.
 """

@@ -1,4 +1,4 @@
-"""`featurehash serve`: Redis (embedded unless REDIS_URL is set), then the web tier (app.web).
+"""`featurehash serve`: Redis (embedded unless REDIS_URL is set), then the web tier (featurehash.web).
 
 The launcher owns both children. It starts the embedded Redis once (never one per
 worker), waits for PING, then runs uvicorn with REDIS_URL pointing at the server's unix
@@ -38,7 +38,7 @@ def serve(settings: Settings) -> int:
         env["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir(settings)
     stopping = False
     try:
-        web = subprocess.Popen([sys.executable, "-m", "app.web"], env=env, preexec_fn=die_with_parent)
+        web = subprocess.Popen([sys.executable, "-m", "featurehash.web"], env=env, preexec_fn=die_with_parent)
 
         def forward(signum, frame):  # must not block: just pass the signal on
             nonlocal stopping

@@ -1,4 +1,4 @@
-"""Quadrature rules for the Gaussian spectrum behind `app.maps.quadrature` (Dao, De Sa, Re,
+"""Quadrature rules for the Gaussian spectrum behind `featurehash.maps.quadrature` (Dao, De Sa, Re,
 "Gaussian Quadrature for Kernel Features", NIPS 2017; papers/002_*).
 
 Everything here is for the standard normal N(0, I_r); the map scales the nodes by sqrt(2 gamma).

@@ -1,8 +1,8 @@
 """An LSH near-neighbour index over a hash-bearing feature map (GCWS, binning), in Redis.
 
     import redis
-    from app.maps import create_map
-    from app.store import LSHIndexes
+    from featurehash.maps import create_map
+    from featurehash.store import LSHIndexes
 
     indexes = LSHIndexes(redis.Redis.from_url(url), key_prefix="featurehash:")
     index = indexes.create(create_map(spec), name="docs", threshold=0.7)  # or indexes.open("docs")
@@ -11,10 +11,10 @@
     index.remove(["a", "b"]); indexes.delete("docs")
 
 `AsyncLSHIndexes` / `AsyncLSHIndex` do the same over redis.asyncio (the service uses them).
-This module is one index (items and queries); app.store.lsh_indexes creates, lists and
+This module is one index (items and queries); featurehash.store.lsh_indexes creates, lists and
 deletes them. The numerics (fingerprints, band digests, the S-curve, ranking) are
-app.maps.lsh, the key layout app.store.lsh_layout; each operation is written once as a
-generator of steps (app.store.redis_steps) that a sync or an async driver runs.
+featurehash.maps.lsh, the key layout featurehash.store.lsh_layout; each operation is written once as a
+generator of steps (featurehash.store.redis_steps) that a sync or an async driver runs.
 
 Writes: an add is cut into batches of about WRITE_BATCH_COMMANDS Redis commands, each one
 optimistic transaction: WATCH the meta key and the items' records, MGET them, then MULTI

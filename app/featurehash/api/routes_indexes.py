@@ -1,7 +1,7 @@
 """/v1/indexes: LSH near-neighbour indexes over GCWS and binning codes, kept in Redis.
 
 Create (idempotent by name), get, list, delete; add or replace items, remove one, query.
-The index itself is app.store.lsh_index, the same code batch jobs run through the library;
+The index itself is featurehash.store.lsh_index, the same code batch jobs run through the library;
 the routes decode and validate, then hand over. Body decoding runs in the thread pool,
 and so do the index's CPU steps (hashing, building write batches, re-ranking), except work
 smaller than the hop to a worker thread (single vectors, small bodies).

@@ -1,6 +1,6 @@
 """Kernel feature maps: numerics only (no web framework, no storage).
 
-    from app.maps import create_map
+    from featurehash.maps import create_map
     m = create_map({"method": "rff", "input_dim": 64, "n_components": 1024, "params": {"gamma": 0.5}})
     Z = m.transform(X)          # dense (n, 1024) float32
     m.kernel(X, Y), m.exact_kernel(X, Y)

@@ -1,7 +1,7 @@
-"""Create, open, list and delete LSH indexes (app.store.lsh_index) in Redis.
+"""Create, open, list and delete LSH indexes (featurehash.store.lsh_index) in Redis.
 
 An index is created under a name the user picks (or one generated): its keys are
-`{key_prefix}index:{name}:*` (app.store.lsh_layout), the same in every run and process,
+`{key_prefix}index:{name}:*` (featurehash.store.lsh_layout), the same in every run and process,
 and it is registered in the sorted set `{key_prefix}indexes`. Creating a name again with the
 same map and banding returns the stored index (idempotent); another configuration is a
 conflict. Deleting forgets the index atomically (meta key and registration), so it stops

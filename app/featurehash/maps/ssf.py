@@ -4,7 +4,7 @@ Approximation", ICML 2017; papers/003_*, restated in ALGORITHMS.md "SSF").
 Kernels:
 - "gaussian": k(x, y) = exp(-gamma ||x - y||^2), i.e. sigma^2 = 1 / (2 gamma);
 - "arccos0/1/2": the arc-cosine kernel of order b (Cho & Saul, NIPS 2009),
-  k_b(x, y) = (1/pi) ||x||^b ||y||^b J_b(theta) (`app.kernels.arccos`).
+  k_b(x, y) = (1/pi) ||x||^b ||y||^b J_b(theta) (`featurehash.kernels.arccos`).
 
 Point set. x is padded to d' = 2m >= d (m = ceil(d/2)). With n >= m and an index set
 L = (k_1..k_m) of distinct rows of the n-point DFT F[k, j] = exp(-2 pi i k j / n),

@@ -1,4 +1,4 @@
-"""The FastAPI app factory: `uvicorn app.main:create_app --factory` (via `featurehash serve`)."""
+"""The FastAPI app factory: `uvicorn featurehash.main:create_app --factory` (via `featurehash serve`)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ index are the same in every run and every process, and an index is found again b
     P i<8 bytes>             item record: the k code fingerprints (uint32 little-endian)
                              followed by the item id (UTF-8)
     P b<2 bytes><8 bytes>    bucket: a set of item numbers; band (big-endian u16) and the
-                             band's 64-bit digest (app.maps.lsh.band_digests)
+                             band's 64-bit digest (featurehash.maps.lsh.band_digests)
 
 An item's number is the top 63 bits of BLAKE2b(id) (so no id -> number table is stored,
 and writers need no allocation step); the record keeps the id, which is how a query
