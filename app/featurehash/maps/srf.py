@@ -7,12 +7,16 @@ with `degree` p >= 1 and `bias` a >= 2 (eq. 2). K(z) is not positive definite on
 (Lemma 1, Corollary 1), so SRF targets K^, the Fourier transform of the clipped mixture
     k^(w) = max(0, sum_i c_i N(w; 0, 2 sigma_i^2 I))                 (eq. 4, N = 10)
 fitted to minimise L = 1/2 int_0^2 (K(z) - K^(z))^2 dz (eq. 5). The fit depends on (a, p, d)
-only; it is made when the spec is resolved (cached per process, ~0.1-0.5 s) and stored in the
-spec as params `weights` (c), `scales` (sigma) and `mass` (K^(0)), so the spec id covers the
-fitted numbers and a stored spec is rebuilt without refitting (its mass is checked against its
-weights and scales). The numbers are rounded to 10 digits; a platform whose arithmetic steers
-the optimiser differently may still fit other last digits, and so give another id for the same
-request: the stored spec is the reference. See `_spherical_mixture`.
+only; it is made when the spec is resolved (cached per process, ~0.2-0.7 s) and stored in the
+spec, so the spec id covers the fitted numbers and a stored spec is rebuilt without refitting.
+
+Since version 0.2 the fit is over spherical shells (`_spherical_shells`): k^ is a nonnegative
+mixture of uniform laws on spheres of fixed radii, a convex problem with one optimum, solved with
+operations that give the same bits on every machine; its L is at or below the paper's N = 10
+mixture fit for every (a, p, d) measured. Params `radii` and `masses` (and `mass` = their sum)
+hold it. Specs stored before keep the paper's clipped Gaussian mixture (`weights` c, `scales`
+sigma, `mass`; `_spherical_mixture`) and transform exactly as before; a new request without
+fitted numbers gets the shells (hence another id than the same request got before).
 
 Features (D = n_components): frequencies w_j = r_j v_j from k^ normalised, the radius r_j by
 inverting the radial CDF of the mixture and the direction v_j uniform (a normalised vector of
@@ -30,11 +34,12 @@ import math
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from .. import kernels
 from . import randomness
-from ._spherical_mixture import fit_mixture, mixture_kernel, mixture_mass, mixture_radii
+from ._spherical_mixture import mixture_kernel, mixture_mass, mixture_radii
+from ._spherical_shells import fit_shells, shell_radii, shells_kernel, shells_mass
 from .errors import SpecError
 from .rff import RFFMap, UnitSphereInputs
 
@@ -42,7 +47,9 @@ from .rff import RFFMap, UnitSphereInputs
 MAX_DEGREE = 100
 MAX_BIAS = 1e6  # K is within 1e-12 of 1 on the sphere long before this
 MAX_MIXTURE_TERMS = 64
-MIXTURE_FIELDS = ("weights", "scales", "mass")
+MIXTURE_FIELDS = ("weights", "scales", "mass")   # the paper's clipped Gaussian mixture (stored specs)
+SHELL_FIELDS = ("radii", "masses", "mass")       # spherical shells (the fit since version 0.2)
+MAX_SHELLS = 256
 # A stored mass must be the total of its mixture to this relative tolerance (the total is
 # recomputed from weights and scales when a spec is resolved; it is stored to 12 digits).
 MASS_RTOL = 1e-9
@@ -60,7 +67,23 @@ class SRFParams(BaseModel):
     # The fitted mixture: filled in when the spec is resolved, given back by a stored spec.
     weights: list[FiniteFloat] | None = Field(default=None, min_length=1, max_length=MAX_MIXTURE_TERMS)
     scales: list[PositiveFloat] | None = Field(default=None, min_length=1, max_length=MAX_MIXTURE_TERMS)
+    radii: list[PositiveFloat] | None = Field(default=None, min_length=1, max_length=MAX_SHELLS)
+    masses: list[PositiveFloat] | None = Field(default=None, min_length=1, max_length=MAX_SHELLS)
     mass: PositiveFloat | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_the_other_spectrum(self, handler):
+        """A spec holds one spectrum: the keys of the other are left out (not null), so specs stored
+        before the shells existed keep their canonical JSON, hence their ids."""
+        data = handler(self)
+        for name in ("weights", "scales", "radii", "masses"):
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
+
+    @property
+    def has_shells(self) -> bool:
+        return self.radii is not None
 
 
 class SRFMap(UnitSphereInputs, RFFMap):
@@ -69,16 +92,36 @@ class SRFMap(UnitSphereInputs, RFFMap):
 
     @classmethod
     def complete_params(cls, params: SRFParams, *, input_dim: int, n_components: int, seed: int) -> SRFParams:
-        """Fit the mixture for (bias, degree, input_dim) unless the params carry one (a stored spec)."""
-        given = [name for name in MIXTURE_FIELDS if getattr(params, name) is not None]
+        """Fit the shells for (bias, degree, input_dim) unless the params carry a spectrum (a stored spec)."""
+        given = {name for name in (*MIXTURE_FIELDS, *SHELL_FIELDS) if getattr(params, name) is not None}
         if not given:
-            fit = fit_mixture(float(params.bias), params.degree, input_dim)
-            return cls.Params(**{**params.model_dump(), "weights": list(fit.weights), "scales": list(fit.scales),
+            fit = fit_shells(float(params.bias), params.degree, input_dim)
+            return cls.Params(**{**params.model_dump(), "radii": list(fit.radii), "masses": list(fit.masses),
                                  "mass": fit.mass})
-        missing = [name for name in MIXTURE_FIELDS if name not in given]
+        fields = SHELL_FIELDS if given & {"radii", "masses"} else MIXTURE_FIELDS
+        extra = sorted(given - set(fields))
+        if extra:
+            raise SpecError(f"params.{extra[0]}", "a spectrum is either shells (radii, masses, mass) or the "
+                            "mixture of older specs (weights, scales, mass), not both")
+        missing = [name for name in fields if name not in given]
         if missing:
-            raise SpecError(f"params.{missing[0]}", "weights, scales and mass come together (as a resolved spec "
-                            "returns them) or not at all (then they are fitted)")
+            raise SpecError(f"params.{missing[0]}", f"{', '.join(fields[:-1])} and mass come together (as a "
+                            "resolved spec returns them) or not at all (then they are fitted)")
+        if fields is SHELL_FIELDS:
+            return cls._checked_shells(params)
+        return cls._checked_mixture(params, input_dim)
+
+    @staticmethod
+    def _checked_shells(params: SRFParams) -> SRFParams:
+        if len(params.masses) != len(params.radii):
+            raise SpecError("params.masses", f"{len(params.masses)} masses for {len(params.radii)} radii")
+        total = shells_mass(params.masses)
+        if not math.isclose(params.mass, total, rel_tol=MASS_RTOL):
+            raise SpecError("params.mass", f"{params.mass!r} is not the sum of the masses, {total!r}")
+        return params
+
+    @staticmethod
+    def _checked_mixture(params: SRFParams, input_dim: int) -> SRFParams:
         if len(params.scales) != len(params.weights):
             raise SpecError("params.scales", f"{len(params.scales)} scales for {len(params.weights)} weights")
         if not any(c > 0 for c in params.weights):
@@ -96,7 +139,10 @@ class SRFMap(UnitSphereInputs, RFFMap):
         normals = randomness.normal(randomness.raw_words(seed, "srf.directions", count * d)).reshape(count, d)
         directions = normals / np.linalg.norm(normals, axis=1, keepdims=True)
         uniforms = randomness.uniform_open(randomness.raw_words(seed, "srf.radii", count))
-        radii = mixture_radii(uniforms, self.params.weights, self.params.scales, d)
+        if self.params.has_shells:
+            radii = shell_radii(uniforms, self.params.radii, self.params.masses)
+        else:
+            radii = mixture_radii(uniforms, self.params.weights, self.params.scales, d)
         return directions * radii[:, None]
 
     def _frequency_scale(self) -> float:
@@ -115,9 +161,11 @@ class SRFMap(UnitSphereInputs, RFFMap):
         return kernels.spherical_polynomial(X, Y, self.params.degree, self.params.bias)
 
     def fitted_kernel(self, X, Y=None) -> np.ndarray:
-        """K^, the kernel the features are unbiased for: the fitted mixture's transform at
-        z = ||x - y|| of the unit-normalised rows. For checking: O(n m) radial integrals."""
+        """K^, the kernel the features are unbiased for: the fitted spectrum's transform at
+        z = ||x - y|| of the unit-normalised rows. For checking, not speed."""
         X = self.check(X, "x")
         Y = X if Y is None else self.check(Y, "y")
         distances = np.sqrt(np.maximum(2.0 - 2.0 * kernels.cosine_similarity(X, Y), 0.0))
+        if self.params.has_shells:
+            return shells_kernel(distances, self.params.radii, self.params.masses, self.input_dim)
         return mixture_kernel(distances, self.params.weights, self.params.scales, self.input_dim)
