@@ -457,6 +457,8 @@ def test_memory_is_reported():
 # ---------------------------------------------------------------------------------------
 
 GOLDEN = json.loads((Path(__file__).resolve().parent / "golden" / "ssf.json").read_text())
+# Stored by 0.1 with an index set the 0.2 search no longer picks for the same request (a tie).
+GOLDEN_STORED_V0_1 = json.loads((Path(__file__).resolve().parent / "golden" / "ssf_stored_v0_1.json").read_text())
 FLOAT = {"rtol": 1e-5, "atol": 1e-6}  # as tests/test_golden.py: libm and FFT order may differ by ulps
 SPEC_FIELDS = ("method", "input_dim", "n_components", "seed", "params")
 
@@ -488,3 +490,23 @@ def test_golden_vectors(name):
         for key in ("initial_energy", "final_energy"):
             value = expected["search"][key]
             assert getattr(search, key) == (float(value) if value == "inf" else pytest.approx(value, rel=1e-9))
+
+
+@pytest.mark.parametrize("name", list(GOLDEN_STORED_V0_1["cases"]))
+def test_specs_stored_before_the_tie_rule_transform_as_recorded(name):
+    case = GOLDEN_STORED_V0_1["cases"][name]
+    stored, expected = case["spec"], case["expected"]
+    m = create_map({key: stored[key] for key in (*SPEC_FIELDS, "id")})
+    assert m.spec.id == stored["id"] != create_map(case["request"]).spec.id
+    X = np.array(case["input"], dtype=np.float64)
+    np.testing.assert_allclose(m.transform(X, dtype=np.float64), expected["transform_float64"], **FLOAT)
+    np.testing.assert_allclose(m.transform(X).astype(np.float64), expected["transform_float32"], **FLOAT)
+
+
+def test_equal_energy_candidates_go_to_the_lowest_index():
+    """Symmetric candidates tie exactly; the search takes the lowest index rather than whichever
+    rounding noise favours (0.1 picked 6 over 2 here)."""
+    search = ssf_module.optimised_index_set(3, 8, 22, ssf_module.SPEC_POINT_SET)
+    assert search.index_set == (2, 7, 1)
+    energies = [ssf_module.riesz_log_energy([k, 7, 1], 8) for k in (2, 6)]
+    assert energies[0] == pytest.approx(energies[1], rel=1e-12)

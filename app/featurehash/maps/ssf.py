@@ -55,7 +55,11 @@ products between columns are Re h_p / m and -Im h_p / m (see `riesz_log_energy`)
 k changes h by exp(2 pi i k p / n) - exp(2 pi i k_q p / n), so a candidate costs O(n), not the
 O(n^2) point pairs. Small searches evaluate every free index so (exact coordinate ascent); large
 ones rank all free indices by a second-order expansion (two FFTs per coordinate) and evaluate a
-shortlist exactly, which found the very same sets wherever both were run. The energy is that of the
+shortlist exactly, which found the very same sets wherever both were run. The search computes with
+`_portable_math` (exact trigonometric tables, logs and ordered sums, no BLAS), so the stored set is
+the same on every machine; only the shortlist ranking of large searches uses scipy's FFT, whose
+last bits could differ across platforms, and the exact choice within the shortlist makes that matter
+only if two candidates tie to ~1e-13 at the shortlist's edge and that one is the best. The energy is that of the
 4n points +-V ("antipodal"), not of the 2n columns alone ("columns", ALGORITHMS.md's form): the
 features use each direction with its antipode (cos is even; the arc-cosine features take both
 half-spaces), so an antipodal pair of columns is as wasted as a coincident one, yet the columns'
@@ -87,6 +91,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats
 
 from .. import kernels
+from . import _portable_math as pm
 from . import randomness
 from .base import CHUNK_ELEMENTS, DenseFeatureMap, require
 from .errors import SpecError
@@ -174,11 +179,17 @@ class IndexSetSearch:
     exact: bool             # every candidate evaluated exactly (else FFT-ranked shortlist)
 
 
-def _exponentials(indices: np.ndarray, n: int) -> np.ndarray:
-    """h_p = sum_s exp(2 pi i k_s p / n) for p = 0..n-1, by one FFT of the indicator of L."""
-    indicator = np.zeros(n)
-    indicator[indices] = 1.0
-    return scipy.fft.ifft(indicator, norm="forward")
+def _unit_roots(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of 2 pi j / n, j = 0..n-1 (portable: the same bits on every machine)."""
+    return pm.cos_sin((2.0 * np.pi / n) * np.arange(n))
+
+
+def _exponentials(indices: np.ndarray, n: int, roots: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """h_p = sum_s exp(2 pi i k_s p / n) for p = 0..n-1, the terms added in the order of the set."""
+    cos_table, sin_table = _unit_roots(n) if roots is None else roots
+    p = np.arange(n)
+    phases = np.multiply.outer(np.asarray(indices, dtype=np.int64), p) % n
+    return pm.ordered_sum(cos_table[phases], axis=0) + 1j * pm.ordered_sum(sin_table[phases], axis=0)
 
 
 def _log_terms(real: np.ndarray, imag: np.ndarray, points: str, floor: float) -> np.ndarray:
@@ -187,8 +198,8 @@ def _log_terms(real: np.ndarray, imag: np.ndarray, points: str, floor: float) ->
     Factors are clipped at `floor` (0 gives -inf where points coincide)."""
     if points == "columns":
         real_factor = np.maximum(1.0 - real, floor)
-        return 0.5 * np.log(real_factor * real_factor * np.maximum(1.0 - imag * imag, floor))
-    return np.log(np.maximum(1.0 - real * real, floor) * np.maximum(1.0 - imag * imag, floor))
+        return 0.5 * pm.log(real_factor * real_factor * np.maximum(1.0 - imag * imag, floor))
+    return pm.log(np.maximum(1.0 - real * real, floor) * np.maximum(1.0 - imag * imag, floor))
 
 
 def _half_range(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -211,7 +222,7 @@ def riesz_log_energy(index_set, n: int, points: str = "antipodal") -> float:
     index_set = np.asarray(index_set, dtype=np.int64)
     h = _exponentials(index_set, n)[1:] / index_set.size
     with np.errstate(divide="ignore"):
-        q = float(np.sum(_log_terms(h.real, h.imag, points, 0.0)))
+        q = float(pm.ordered_sum(_log_terms(h.real, h.imag, points, 0.0)))
     if points == "columns":
         return -n * (2 * n - 1) / 2 * np.log(2.0) - n / 2 * q
     return -2 * n * np.log(2.0) - n * (2 * n - 1) * np.log(4.0) - n * q
@@ -232,13 +243,12 @@ class _CoordinateSearch:
         self.used = np.zeros(n, dtype=bool)
         self.used[indices] = True
         self.p, self.weights = _half_range(n)
-        angles = 2.0 * np.pi * np.arange(n) / n
-        self.cos_table, self.sin_table = np.cos(angles), np.sin(angles)
+        self.cos_table, self.sin_table = _unit_roots(n)
         self.refresh()
 
     def refresh(self) -> None:
         """Recompute h from the set (no drift from many incremental updates)."""
-        self.h_full = _exponentials(self.indices, self.n)
+        self.h_full = _exponentials(self.indices, self.n, (self.cos_table, self.sin_table))
 
     def column(self, k: int, p: np.ndarray) -> np.ndarray:
         """exp(2 pi i k p / n) from exact tables."""
@@ -255,7 +265,8 @@ class _CoordinateSearch:
             phase = np.multiply.outer(chunk, p) % n
             real = (base.real + self.cos_table[phase]) / m
             imag = (base.imag + self.sin_table[phase]) / m
-            out[start:start + chunk.size] = _log_terms(real, imag, self.points, _FACTOR_FLOOR) @ self.weights
+            terms = _log_terms(real, imag, self.points, _FACTOR_FLOOR) * self.weights
+            out[start:start + chunk.size] = pm.ordered_sum(terms, axis=1)
         return out
 
     def ranked_candidates(self, base_full: np.ndarray, free: np.ndarray, count: int) -> np.ndarray:
@@ -304,8 +315,11 @@ class _CoordinateSearch:
             if not exact:
                 free = self.ranked_candidates(base_full, free, SHORTLIST)
             values = self.exact_objectives(base_full[self.p], np.concatenate(([removed], free)))
-            current, best = values[0], int(np.argmax(values[1:]))
-            if values[1 + best] > current + _RELATIVE_GAIN * max(1.0, abs(current)):
+            current, top = values[0], float(values[1:].max())
+            # Candidates within the noise of the best tie (symmetries make exact ties common): the
+            # lowest index wins, so rounding noise never decides.
+            best = int(np.flatnonzero(values[1:] >= top - _RELATIVE_GAIN * max(1.0, abs(top)))[0])
+            if top > current + _RELATIVE_GAIN * max(1.0, abs(current)):
                 added = int(free[best])
                 self.indices[q] = added
                 self.used[removed], self.used[added] = False, True
