@@ -95,6 +95,19 @@ def cos(x) -> np.ndarray:
     return cos_sin(x)[0]
 
 
+def integer_power(x, exponent: int) -> np.ndarray:
+    """x ** exponent for an integer exponent >= 0, by squaring in a fixed order (np.power calls libm's pow)."""
+    result = np.ones_like(np.asarray(x, dtype=np.float64))
+    base = np.asarray(x, dtype=np.float64)
+    while exponent:
+        if exponent & 1:
+            result = result * base
+        exponent >>= 1
+        if exponent:
+            base = base * base
+    return result
+
+
 def ordered_sum(a, axis: int = 0) -> np.ndarray:
     """The sum along `axis`, added strictly in index order (no pairwise or SIMD reassociation)."""
     a = np.asarray(a, dtype=np.float64)

@@ -36,7 +36,7 @@ import numpy as np
 
 from . import _portable_math as pm
 from ._portable_nnls import nonnegative_least_squares
-from ._spherical_mixture import Z_MAX, sphere_cosine_mean, target_kernel
+from ._spherical_mixture import Z_MAX, sphere_cosine_mean
 
 RADIAL_NODES = 256
 Z_INTERVALS = 128          # Simpson's rule on [0, 2]: h = 1/64
@@ -132,7 +132,7 @@ def fit_shells(bias: float, degree: int, dim: int) -> FittedShells:
     # Omega_d at each distinct product r_j z_k (many repeat: both grids are uniform).
     distinct, where = np.unique(products, return_inverse=True)
     omega = _portable_sphere_cosine_mean(distinct, fit_dim)[where].reshape(products.shape)
-    target = target_kernel(z, bias, degree)
+    target = pm.integer_power(1.0 - (z / bias) * (z / bias), degree)  # K(z), with no libm pow
     weighted = omega * z_weights[:, None]
     # Gram G = Omega^T W Omega and moment Omega^T W K, summed over the z nodes in order.
     gram = pm.ordered_sum(weighted[:, :, None] * omega[:, None, :], axis=0)

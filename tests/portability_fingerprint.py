@@ -1,0 +1,99 @@
+"""What "the same map on every machine" covers, computed in one process: run it under other BLAS kernels,
+SIMD paths and thread counts and compare (tests/test_portability.py).
+
+    python tests/portability_fingerprint.py OUT.npz
+
+Writes, for every golden request (tests/golden/*.json): the resolved spec (id and every stored
+parameter), its discrete codes on the golden input where the map has them, and for one map of every
+dense method the features of a 1500-row input computed whole and in uneven batches (float32 and
+float64). Also what the process ran on (SIMD paths found, BLAS kernel and threads), so a variant that
+did not take effect is noticed rather than passing silently.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from featurehash.maps import create_map
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+# Files whose "request"s resolve today (the others pin specs stored by older versions).
+GOLDEN_FILES = ("golden.json", "binning.json", "quadrature.json", "random_maclaurin.json", "srf_shells.json",
+                "ssf.json", "tensorsketch.json")
+DENSE_REQUESTS = {
+    "rff_cos_sin": {"method": "rff", "params": {"gamma": 0.02}},
+    "rff_phase": {"method": "rff", "params": {"gamma": 0.02, "variant": "phase"}},
+    "rff_laplacian": {"method": "rff", "params": {"kernel": "laplacian", "gamma": 0.05}},
+    "nrff": {"method": "nrff", "params": {"gamma": 2.0}},
+    "srf": {"method": "srf", "params": {"degree": 5, "bias": 3.0}},
+    "ssf_gaussian": {"method": "ssf", "params": {"gamma": 0.02}},
+    "ssf_arccos1": {"method": "ssf", "params": {"kernel": "arccos1"}},
+    "quadrature": {"method": "quadrature", "params": {"grid": "subsampled", "gamma": 0.02}},
+    "random_maclaurin": {"method": "random_maclaurin", "params": {"degree": 3, "coef0": 1.0}},
+    "tensorsketch": {"method": "tensorsketch", "params": {"degree": 3, "coef0": 1.0}},
+}
+DENSE_SHAPE = (1500, 64, 512)  # rows, input_dim, n_components
+BATCH_CUTS = (0, 1, 17, 400, 1023, 1500)
+
+
+def golden_input(stored, dim: int):
+    """A golden file's input: rows, or a CSR matrix as {indptr, indices, data}."""
+    if isinstance(stored, dict):
+        return sp.csr_matrix((stored["data"], stored["indices"], stored["indptr"]), shape=(len(stored["indptr"]) - 1, dim))
+    return np.array(stored, dtype=np.float64)
+
+
+def dense_input() -> np.ndarray:
+    """Digits-like rows: nonnegative, some zeros, a spread of norms (fixed, no randomness API)."""
+    rows, dim, _ = DENSE_SHAPE
+    grid = np.add.outer(np.arange(rows) * 0.37, np.arange(dim) * 1.13)
+    X = np.floor(8.0 * (1.0 + np.sin(grid))) * (np.arange(dim) % 5 != 0)
+    X[::7] *= 0.1
+    return X + 0.01
+
+
+def environment() -> dict:
+    from threadpoolctl import threadpool_info
+
+    import numpy._core._multiarray_umath as umath
+
+    blas = [{"architecture": info.get("architecture"), "threads": info.get("num_threads"),
+             "api": info.get("user_api"), "prefix": info.get("prefix")} for info in threadpool_info()]
+    dispatch = [name for name in umath.__cpu_dispatch__ if umath.__cpu_features__.get(name)]
+    import numba
+
+    return {"simd_dispatch_found": dispatch, "blas": blas, "numba_threads": numba.config.NUMBA_NUM_THREADS}
+
+
+def fingerprint() -> dict[str, np.ndarray | str]:
+    out: dict[str, np.ndarray | str] = {}
+    specs = {}
+    for file_name in GOLDEN_FILES:
+        cases = json.loads((GOLDEN / file_name).read_text())["cases"]
+        for name, case in cases.items():
+            m = create_map(case["request"])
+            key = f"{file_name.removesuffix('.json')}/{name}"
+            specs[key] = m.spec.to_dict()
+            if m.describe().get("has_hash"):
+                out[f"codes/{key}"] = m.hash(golden_input(case["input"], m.spec.input_dim))
+    out["specs"] = json.dumps(specs, sort_keys=True)
+    X = dense_input()
+    _, dim, width = DENSE_SHAPE
+    for name, request in DENSE_REQUESTS.items():
+        m = create_map({**request, "input_dim": dim, "n_components": width, "seed": 7})
+        for dtype in (np.float32, np.float64):
+            tag = np.dtype(dtype).name
+            out[f"dense/{name}/{tag}/whole"] = m.transform(X, dtype=dtype)
+            out[f"dense/{name}/{tag}/batches"] = np.concatenate(
+                [m.transform(X[a:b], dtype=dtype) for a, b in zip(BATCH_CUTS, BATCH_CUTS[1:])])
+    out["environment"] = json.dumps(environment())
+    return out
+
+
+if __name__ == "__main__":
+    np.savez(sys.argv[1], **fingerprint())
