@@ -1,6 +1,6 @@
 """SRF against Random Maclaurin and TensorSketch: kernel MSE (the paper's Figure 2), the fit, speed.
 
-    python bench/bench_srf.py [--rows 1000] [--seeds 5] [--repeat 5] [--quick]
+    python bench/bench_srf.py [--rows 1000] [--seeds 5] [--repeat 5] [--quick] [--write]
 
 1. Kernel MSE (ALGORITHMS.md "SRF", claim to reproduce). sklearn's load_digits (d = 64, shipped
    with scikit-learn), rows scaled to unit norm, --rows of them (a fixed random subset; all 1797
@@ -10,9 +10,9 @@
    coef0 = q, estimate (q + <x, y>)^p, and their estimates are multiplied by alpha (their MSE on
    their own scale is the one reported divided by alpha^2). MSE = mean over all pairs of
    (K^ - K)^2, mean (sd) over seeds; SRF is the paper's "phase" form, with the "cos_sin" variant
-   as an extra row. Text table to stdout and bench/results/srf_mse.txt, plot (MSE against D
-   per p, as Figure 2) to bench/results/srf_mse.png.
-2. The fit: L (eq. 5) of the fitted mixture and of the single-Gaussian bound (section 4, N = 1),
+   as an extra row. Text table to stdout (with --write also to bench/results/srf_mse.txt, and a plot (MSE against D
+   per p, as Figure 2, to bench/results/srf_mse.png).
+2. The fit: L (eq. 5) of the shell fit, of the paper's mixture fit and of the single-Gaussian bound (section 4, N = 1),
    and the large-p bound of eq. (6), per p, for d = 64 and 784, a = 2 and 4; fit time for
    d = 784, p = 10, cold and cached.
 3. Speed: SRF transform at n = 4096, d = 512, D = 4096 (float32) for p in {3, 10, 20} as a ratio
@@ -36,6 +36,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 from bench_maps import fourier_floor  # noqa: E402  (the same floor as the other dense maps)
 from featurehash import kernels  # noqa: E402
 from featurehash.maps import _spherical_mixture as mixture  # noqa: E402
+from featurehash.maps import _spherical_shells as shells  # noqa: E402
 from featurehash.maps import create_map  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -126,17 +127,35 @@ def plot_mse(results: dict, path: Path, degrees=DEGREES, widths=WIDTHS) -> None:
     plt.close(figure)
 
 
+def independent_loss(kernel_values: np.ndarray, z: np.ndarray, weights: np.ndarray, bias: float, degree: int) -> float:
+    return float(0.5 * weights @ (kernel_values - mixture.target_kernel(z, bias, degree)) ** 2)
+
+
 def fit_report() -> str:
-    lines = ["Fitted mixture: L (eq. 5) of the fit and of the single-Gaussian bound (N = 1), eq. (6)", ""]
-    lines.append(f"{'a':>4} {'d':>5} {'p':>3} {'L fit':>10} {'L N=1':>10} {'fit/N=1':>8} {'eq.(6)':>10} {'terms':>6}")
+    """L (eq. 5, on a 200-node Gauss-Legendre rule independent of both fits) of the shell fit (since 0.2),
+    of the paper's N = 10 clipped Gaussian mixture fit (0.1), and of the single-Gaussian bound."""
+    nodes, weights = np.polynomial.legendre.leggauss(200)
+    z = nodes + 1.0
+    lines = ["Fitted spectrum: L (eq. 5) of the shell fit, of the paper's 10-term mixture fit and of the "
+             "single-Gaussian bound (N = 1), eq. (6)", ""]
+    lines.append(f"{'a':>4} {'d':>5} {'p':>3} {'L shells':>10} {'L mixture':>10} {'shell/mix':>9} {'L N=1':>10} "
+                 f"{'eq.(6)':>10} {'shells':>6} {'fit s':>6}")
     for bias in (2.0, 4.0):
         for dim in (64, 784):
             for degree in (1, 3, 7, 10, 20):
-                fit = mixture.fit_mixture(bias, degree, dim)
+                start = time.perf_counter()
+                fit = shells.fit_shells(bias, degree, dim)
+                seconds = time.perf_counter() - start
+                old = mixture.fit_mixture(bias, degree, dim)
+                new_loss = independent_loss(shells.shells_kernel(z, fit.radii, fit.masses, dim), z, weights, bias,
+                                            degree)
+                old_loss = independent_loss(mixture.mixture_kernel(z, old.weights, old.scales, dim), z, weights,
+                                            bias, degree)
                 eq6 = 105.0 / 4096.0 * np.sqrt(np.pi / 2.0) * bias / degree**2.5
-                lines.append(f"{bias:>4g} {dim:>5} {degree:>3} {fit.loss:>10.2e} {fit.single_loss:>10.2e} "
-                             f"{fit.loss / fit.single_loss:>8.3f} {eq6:>10.2e} {len(fit.weights):>6}")
-    mixture.fit_mixture.cache_clear()
+                lines.append(f"{bias:>4g} {dim:>5} {degree:>3} {new_loss:>10.2e} {old_loss:>10.2e} "
+                             f"{new_loss / old_loss:>9.3f} {old.single_loss:>10.2e} {eq6:>10.2e} "
+                             f"{len(fit.radii):>6} {seconds:>6.2f}")
+    shells.fit_shells.cache_clear()
     request = {"method": "srf", "input_dim": 784, "n_components": 1024, "params": {"degree": 10, "bias": BIAS}}
     start = time.perf_counter()
     create_map(request)
@@ -198,6 +217,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="p in {3, 20}, D in {512, 2048}, 300 rows, 3 seeds")
+    parser.add_argument("--write", action="store_true", help="overwrite bench/results/srf_mse.{txt,png}")
     args = parser.parse_args()
     degrees, widths = (DEGREES, WIDTHS) if not args.quick else ((3, 20), (512, 2048))
     rows, seeds = (args.rows, args.seeds) if not args.quick else (300, 3)
@@ -210,9 +230,10 @@ def main() -> None:
     table = mse_table(results, degrees, widths)
     print(f"   ({time.perf_counter() - start:.0f} s)\n")
     print(table)
-    (RESULTS / "srf_mse.txt").write_text(table + "\n")
-    plot_mse(results, RESULTS / "srf_mse.png", degrees, widths)
-    print(f"wrote {RESULTS / 'srf_mse.txt'} and {RESULTS / 'srf_mse.png'}\n")
+    if args.write:
+        (RESULTS / "srf_mse.txt").write_text(table + "\n")
+        plot_mse(results, RESULTS / "srf_mse.png", degrees, widths)
+        print(f"wrote {RESULTS / 'srf_mse.txt'} and {RESULTS / 'srf_mse.png'}\n")
 
     print("2. " + fit_report() + "\n")
     print("3. " + speed_report(args.repeat))

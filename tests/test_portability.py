@@ -150,3 +150,28 @@ def test_dense_features_agree_within_the_stated_bound(fingerprints):
     assert len(worst) == len(__import__("portability_fingerprint").DENSE_REQUESTS)
     assert max(ratio for ratio, _ in worst.values()) <= FLOAT32_RATIO_BOUND
     assert max(relative for _, relative in worst.values()) <= FLOAT64_RELATIVE_BOUND
+
+
+def test_compiled_loops_keep_ieee_order_on_this_machine():
+    """The fitted numbers' solver relies on numba neither fusing a * b + c into one rounding nor
+    reordering a reduction. Checked on whatever CPU runs the suite (FMA or not)."""
+    import numba
+
+    @numba.njit
+    def multiply_add(a, b, c):
+        return a * b + c
+
+    @numba.njit
+    def running_sum(values):
+        total = 0.0
+        for value in values:
+            total += value
+        return total
+
+    a, b = 1.0 + 2.0**-30, 1.0 - 2.0**-30
+    assert multiply_add(a, b, -1.0) == 0.0  # a fused multiply-add would give -2^-60
+    values = np.array([1.0, 2.0**-53, 2.0**-53, 2.0**-53, 2.0**-53] * 50)
+    expected = 0.0
+    for value in values:
+        expected += value
+    assert running_sum(values) == expected

@@ -7,36 +7,50 @@ the objective is strictly convex, so the optimum is unique and this is the only 
 
 The method is Lawson and Hanson's active set ("Solving Least Squares Problems", 1974, ch. 23),
 on the normal equations: add the variable whose gradient most wants to grow, solve the
-unconstrained problem on the passive set (Cholesky, in Python floats, fixed loop order), and step
+unconstrained problem on the passive set (Cholesky, compiled, fixed loop order), and step
 back to the boundary while a passive variable would turn negative. Ties go to the lowest index.
 Meant for problems whose solution has few nonzeros (passive sets of tens to a few hundred).
 """
 
 from __future__ import annotations
 
-import math
-
+import numba
 import numpy as np
 
 from ._portable_math import ordered_sum
 
 
+@numba.njit(cache=True)
 def _cholesky_solve(gram: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """Solve gram x = rhs by a left-looking Cholesky factorisation, every inner product in index order."""
+    """Solve gram x = rhs (Cholesky, then two triangular solves), every sum in index order.
+
+    Compiled loops keep IEEE order: numba without fastmath neither fuses a * b + c nor vectorises
+    reductions (tests/test_portability.py checks both on the running machine)."""
     n = rhs.size
     lower = np.zeros((n, n))
     for j in range(n):
-        column = gram[j:, j] - ordered_sum(lower[j:, :j] * lower[j, :j], axis=1) if j else gram[j:, j].copy()
-        if not column[0] > 0.0:
-            raise np.linalg.LinAlgError("the Gram matrix of the passive set is not positive definite")
-        pivot = math.sqrt(float(column[0]))
-        lower[j:, j] = column / pivot
+        for i in range(j, n):
+            total = gram[i, j]
+            for k in range(j):
+                total -= lower[i, k] * lower[j, k]
+            if i == j:
+                if not total > 0.0:
+                    raise np.linalg.LinAlgError("the Gram matrix of the passive set is not positive definite")
+                lower[j, j] = np.sqrt(total)
+            else:
+                lower[i, j] = total / lower[j, j]
     y = np.zeros(n)
     for i in range(n):
-        y[i] = (rhs[i] - float(ordered_sum(lower[i, :i] * y[:i]))) / lower[i, i]
+        total = rhs[i]
+        for k in range(i):
+            total -= lower[i, k] * y[k]
+        y[i] = total / lower[i, i]
     x = np.zeros(n)
-    for i in reversed(range(n)):
-        x[i] = (y[i] - float(ordered_sum(lower[i + 1:, i] * x[i + 1:]))) / lower[i, i]
+    for i in range(n - 1, -1, -1):
+        total = y[i]
+        for k in range(i + 1, n):
+            total -= lower[k, i] * x[k]
+        x[i] = total / lower[i, i]
     return x
 
 
@@ -62,7 +76,7 @@ def nonnegative_least_squares(gram: np.ndarray, moment: np.ndarray, ridge: float
             return solution
         passive = sorted([*passive, best])
         while True:
-            trial = _cholesky_solve(G[np.ix_(passive, passive)], m[passive]).tolist()
+            trial = _cholesky_solve(np.ascontiguousarray(G[np.ix_(passive, passive)]), m[passive].copy()).tolist()
             if all(t > 0.0 for t in trial):
                 solution[:] = 0.0
                 solution[passive] = trial
