@@ -29,6 +29,17 @@ _FINGERPRINT_FLAG = np.int64(1) << np.int64(31)
 _SMALLEST_EXPONENTIAL_LOG2 = -55
 _SLACK = 1.0 + 1e-12  # group tests are conservative: the dart's own rank decides at the boundary
 MAX_DOUBLINGS = 64
+_POW2 = np.ldexp(1.0, np.arange(-1074, 1024))  # 2^e by table lookup: math.ldexp is a libm call
+
+
+@nb.njit(inline="always")
+def _pow2(exponent):
+    """2^exponent (0 below, inf above the float64 range); x * _pow2(e) is exact for normal results."""
+    if exponent < -1074:
+        return 0.0
+    if exponent > 1023:
+        return np.inf
+    return _POW2[exponent + 1074]
 
 
 @nb.njit(inline="always")
@@ -60,86 +71,95 @@ def _band_and_mantissa(value, power):
 
 
 @nb.njit(nogil=True)
-def _log2_norm(start, stop, data, power):
-    """log2 of sum_i |x_i|^power, without overflow (used only to size the rank limit)."""
-    peak = -np.inf
+def _row_elements(start, stop, indices, data, power, key):
+    """The row's nonzeros as weights w = m 2^A: signed coordinate, stream, band A, mantissa m, and
+    log2 ||w||_1 (which only sizes the rank limit, so rounding there cannot change a code)."""
+    size = 0
     for p in range(start, stop):
-        if data[p] != 0:
-            peak = max(peak, power * math.log2(abs(np.float64(data[p]))))
+        size += data[p] != 0
+    coordinate = np.empty(size, dtype=np.int64)
+    stream = np.empty(size, dtype=np.uint64)
+    band = np.empty(size, dtype=np.int64)
+    mantissa = np.empty(size)
+    e = 0
+    for p in range(start, stop):
+        value = data[p]
+        if value == 0:
+            continue
+        coordinate[e] = 2 * np.int64(indices[p]) + (0 if value > 0 else 1)
+        stream[e] = stream_key(key, coordinate[e])
+        band[e], mantissa[e] = _band_and_mantissa(value, power)
+        e += 1
+    peak = band.max()
     total = 0.0
-    for p in range(start, stop):
-        if data[p] != 0:
-            total += 2.0 ** (power * math.log2(abs(np.float64(data[p]))) - peak)
-    return peak + math.log2(total)
+    for e in range(size):
+        total += mantissa[e] * _pow2(band[e] - peak)
+    return coordinate, stream, band, mantissa, peak + math.log2(total)
 
 
 @nb.njit(nogil=True)
-def _throw(start, stop, indices, data, power, key, k, limit_exponent, limit_mantissa,
+def _throw(coordinate, stream, band, mantissa, k, limit_exponent, limit_mantissa,
            best_rank, best_coordinate, best_band, best_index):
     """Every dart of the row's region with rank <= limit_mantissa * 2^limit_exponent goes to its
     bucket, which keeps the lowest rank (ranks are scaled by 2^-limit_exponent: exact). Returns
-    the number of buckets filled so far."""
+    the number of buckets filled."""
     B, m = limit_exponent, limit_mantissa
     G = GROUP_BANDS
     lowest_group = (_SMALLEST_EXPONENTIAL_LOG2 - B - G) // G
-    highest_band = -(2**62)
-    for p in range(start, stop):
-        if data[p] != 0:
-            highest_band = max(highest_band, _band_and_mantissa(data[p], power)[0])
-    n_groups = max(highest_band // G - lowest_group + 1, 0)
+    n_groups = max(band.max() // G - lowest_group + 1, 0)
     # E_g <= threshold[g]: group g's first dart lies within the rank limit; V <= chance[g] is the
     # same event on its uniform, a cheap test that skips most groups without a logarithm.
     threshold = np.empty(n_groups)
     chance = np.empty(n_groups)
     for g in range(n_groups):
-        threshold[g] = m * _GROUP_RATE * math.ldexp(1.0, B + (lowest_group + g) * G)
+        threshold[g] = m * _GROUP_RATE * _pow2(B + (lowest_group + g) * G)
         chance[g] = -math.expm1(-threshold[g] * _SLACK) * _SLACK
     filled = 0
-    for p in range(start, stop):
-        value = data[p]
-        if value == 0:
-            continue
-        coordinate = 2 * np.int64(indices[p]) + (0 if value > 0 else 1)
-        top_band, mantissa = _band_and_mantissa(value, power)
-        stream = stream_key(key, coordinate)
+    for e in range(coordinate.size):
+        top_band, own = band[e], stream[e]
         for g in range(lowest_group, top_band // G + 1):
             chosen = g - lowest_group
-            V = uniform(stream, _counter(g * G, _GROUP_MIN, _GAP))
+            V = uniform(own, _counter(g * G, _GROUP_MIN, _GAP))
             if V > chance[chosen]:
                 continue
             first = -math.log1p(-V)  # the group's first dart at rank first / (255 2^(gG))
             if first > threshold[chosen] * _SLACK:
                 continue
-            spread = 1.0 + uniform(stream, _counter(g * G, _GROUP_ARGMIN, _GAP)) * _GROUP_RATE
+            spread = 1.0 + uniform(own, _counter(g * G, _GROUP_ARGMIN, _GAP)) * _GROUP_RATE
             argmin = math.frexp(spread)[1] - 1  # band gG + j with probability 2^j / 255
             base = first / _GROUP_RATE
             for j in range(G):
-                band = g * G + j
-                if band > top_band:
+                a = g * G + j
+                if a > top_band:
                     break
-                gamma = math.ldexp(base, j)
+                limit = m * _pow2(a + B)  # rank <= m 2^B  <=>  band time <= m 2^(a + B)
+                gamma = base * _pow2(j)
                 if j != argmin:
-                    gamma += _exponential(stream, band, 0)
-                scale = -(band + B)
+                    room = limit - gamma
+                    if room <= 0.0:
+                        continue
+                    U = uniform(own, _counter(a, 0, _GAP))
+                    if U < (1.0 - room) * (1.0 - 1e-12):  # then -log U > room: no dart (log spared)
+                        continue
+                    gamma += -math.log(U)
+                scale = _pow2(-(a + B))  # exact: the order of ranks is kept
                 index = 0
-                while True:
-                    rank = math.ldexp(gamma, scale)
-                    if rank > m:
-                        break
+                while gamma <= limit:
                     inside = True
-                    if band == top_band:  # the clipped band: the dart's weight 2^A (1 + U) <= |x|^power
-                        inside = uniform(stream, _counter(band, index, _WEIGHT)) <= mantissa - 1.0
+                    if a == top_band:  # the clipped band: the dart's weight 2^A (1 + U) <= w
+                        inside = uniform(own, _counter(a, index, _WEIGHT)) <= mantissa[e] - 1.0
                     if inside:
-                        bucket = _bucket(stream, band, index, k)
+                        rank = gamma * scale
+                        bucket = _bucket(own, a, index, k)
                         if rank < best_rank[bucket]:
                             if best_rank[bucket] == np.inf:
                                 filled += 1
                             best_rank[bucket] = rank
-                            best_coordinate[bucket] = coordinate
-                            best_band[bucket] = band
+                            best_coordinate[bucket] = coordinate[e]
+                            best_band[bucket] = a
                             best_index[bucket] = index
                     index += 1
-                    gamma += _exponential(stream, band, index)
+                    gamma += _exponential(own, a, index)
     return filled
 
 
@@ -154,8 +174,9 @@ def _dart_identity(key, coordinate, band, index):
 @nb.njit(nogil=True)
 def _hash_row(row, indptr, indices, data, power, key, target, i_star, dart):
     k = i_star.shape[1]
-    start, stop = indptr[row], indptr[row + 1]
-    log2_limit = math.log2(target) - _log2_norm(start, stop, data, power)
+    coordinate, stream, band, mantissa, log2_norm = _row_elements(indptr[row], indptr[row + 1], indices, data,
+                                                                  power, key)
+    log2_limit = math.log2(target) - log2_norm
     B = np.int64(math.floor(log2_limit))
     m = 2.0 ** (log2_limit - B)
     best_rank = np.empty(k)
@@ -165,8 +186,8 @@ def _hash_row(row, indptr, indices, data, power, key, target, i_star, dart):
     for _ in range(MAX_DOUBLINGS):
         best_rank[:] = np.inf
         best_coordinate[:] = -1
-        if _throw(start, stop, indices, data, power, key, k, B, m,
-                  best_rank, best_coordinate, best_band, best_index) == k:
+        if _throw(coordinate, stream, band, mantissa, k, B, m, best_rank, best_coordinate, best_band,
+                  best_index) == k:
             break
         B += 1  # a bucket got no dart: double the rank limit and throw again (same darts, more of them)
     for j in range(k):
