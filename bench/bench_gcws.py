@@ -1,6 +1,6 @@
 """GCWS samplers: collision law of "dart" and "icws", and per-vector hashing time against datasketch.
 
-    python bench/bench_gcws.py [--repeat 3] [--threads 1] [--skip-law]
+    python bench/bench_gcws.py [--repeat 3] [--threads 1] [--skip-law] [--crossover]
 
 1. Collision law (the 100-pair families of tests/test_gcws.py, k = 4096): per family and sampler,
    the largest |z| of a pair's match fraction against the exact GMM / pGMM (binomial sd), the mean
@@ -15,6 +15,7 @@
      one Python loop over the k samples, as `minhash_many` needs k x nnz x batch temporaries).
    Ratios are taken within the same run. Goal: dart >= 5x icws at (1000, 1024) and (10000, 4096),
    and not slower than icws (either path) at the small sizes.
+3. With --crossover: icws-table / dart time for small nnz, per k: where an "auto" choice would switch.
 """
 
 from __future__ import annotations
@@ -93,6 +94,22 @@ def bench_time(repeat: int) -> None:
     print("(times in ms per vector; ratios > 1: dart is faster)")
 
 
+def bench_crossover(repeat: int) -> None:
+    """Where ICWS's table path (d = 2 nnz, table within budget) stops beating dart, per k."""
+    rng = np.random.default_rng(1)
+    print("\ncrossover against the ICWS table path (d = 2 nnz): icws tbl / dart time per vector")
+    for k in (64, 256, 1024):
+        cells = []
+        for nnz in (16, 64, 128, 256, 512, 1024):
+            X = sparse_rows(nnz, 2 * nnz, rng)
+            table, darts = gcws(2 * nnz, k, "icws"), gcws(2 * nnz, k, "dart")
+            if not table.uses_table:
+                continue
+            ratio = best_time(lambda: table.hash(X), repeat) / best_time(lambda: darts.hash(X), repeat)
+            cells.append(f"nnz {nnz}: {ratio:4.2f}")
+        print(f"  k={k:5d}  " + "  ".join(cells))
+
+
 def bench_law() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from test_gcws import K, binomial_sd, dense_pairs, pair_gmm, pair_match, sparse_pairs
@@ -120,11 +137,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--skip-law", action="store_true")
+    parser.add_argument("--crossover", action="store_true", help="also scan nnz for the icws-table crossover")
     args = parser.parse_args()
     numba.set_num_threads(args.threads)
     if not args.skip_law:
         bench_law()
     bench_time(args.repeat)
+    if args.crossover:
+        bench_crossover(args.repeat)
 
 
 if __name__ == "__main__":
