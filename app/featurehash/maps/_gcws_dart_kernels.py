@@ -17,8 +17,7 @@ from ._counter_random import stream_key, uniform, word
 
 GROUP_BANDS = 8  # bands per group: one test skips a group whose first dart lies beyond the rank limit
 _GROUP_RATE = float(2**GROUP_BANDS - 1)  # sum of 2^j over a group's bands, in units of its lowest
-BAND_LIMIT = 2**27  # |band| bound (callers refuse weights whose log2 leaves (-2^26, 2^26))
-_BAND_OFFSET = np.uint64(2**28)
+_BAND_OFFSET = 2**28  # bands lie in (-2^28, 2^28): callers refuse weights whose log2 leaves (-2^26, 2^26)
 _GAP, _WEIGHT, _BUCKET, _FINGERPRINT = np.uint64(0), np.uint64(1), np.uint64(2), np.uint64(3)
 _GROUP_MIN, _GROUP_ARGMIN = 2**32 - 1, 2**32 - 2
 # dart identity in 32 bits: (band + 2048) << 19 | n when exact, else a flagged 31-bit fingerprint
@@ -44,7 +43,7 @@ def _pow2(exponent):
 
 @nb.njit(inline="always")
 def _counter(band, index, purpose):
-    return ((np.uint64(band + 2**28) << np.uint64(34)) | (np.uint64(index) << np.uint64(2))) | purpose
+    return ((np.uint64(band + _BAND_OFFSET) << np.uint64(34)) | (np.uint64(index) << np.uint64(2))) | purpose
 
 
 @nb.njit(inline="always")

@@ -42,6 +42,11 @@ of darts is the order of their true ranks on every vector. Every variate is a pu
 (seed, coordinate, band, dart index) via the counter-based mixer (`_counter_random`): the same
 codes for dense and sparse input, in any batch, on any thread count, for coordinates up to 2^31.
 
+LSH band keys stay functions of the k codes (bands of r consecutive codes, lsh.py), so an index
+re-ranks candidates by the same codes it buckets. The paper's direct (L, K) construction (L*K
+independent hashes in O(LK + nnz)) would only pay when L*K is well below k, which the indexes
+here do not use (they take bands * rows <= k and re-rank over all k), so it is not built.
+
 Code layout (int64 >= 0): i* << 32 | dart, with dart = (a + 2048) << 19 | n, exact for
 |a| < 2048 and n < 2^19 (a bucket's first dart has n beyond 2^19 with probability about
 e^(-2^19 / k)); otherwise bit 31 flags a 31-bit fingerprint of (i*, a, n), which could equal
