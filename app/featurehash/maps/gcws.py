@@ -93,7 +93,7 @@ class GCWSMap(DiscreteCodeMap):
         X = super().check(X, field)
         reject_zero_rows(X, field, "GCWS samples only nonzero entries, so a vector needs one")
         if self._darts is not None:
-            self._darts.check_weights(X if sp.issparse(X) else sp.csr_matrix(X), field)
+            self._darts.check_weights(X, field)
         return X
 
     @classmethod

@@ -78,12 +78,13 @@ class DartSampler:
         self.power = float(power)
         self.target = n_components * (math.log(n_components) + _EXTRA_DARTS_PER_SAMPLE)
 
-    def check_weights(self, X: sp.csr_matrix, field: str = "vectors") -> None:
+    def check_weights(self, X, field: str = "vectors") -> None:
         """|x|^power must be a weight whose log2 the band layout can hold (only pGMM powers far
-        from 1 on extreme values reach the limit)."""
+        from 1 on extreme values reach the limit). X: a checked dense array or CSR matrix."""
         if self.power == 1.0:
             return
-        magnitudes = np.abs(X.data[X.data != 0])
+        values = X.data if sp.issparse(X) else X
+        magnitudes = np.abs(values[values != 0])
         with np.errstate(over="ignore", divide="ignore"):
             log2_weights = self.power * np.log2(magnitudes)
         if magnitudes.size and not np.all(np.abs(log2_weights) < _LOG2_WEIGHT_LIMIT):
