@@ -44,3 +44,9 @@ def stream_keys(key, count):
     for s in range(count):
         keys[s] = stream_key(key, s)
     return keys
+
+
+@nb.njit(inline="always")
+def word(stream, counter):
+    """The raw 64-bit word behind `uniform(stream, counter)`."""
+    return mix(stream + GOLDEN * counter)

@@ -19,18 +19,27 @@ Outputs:
 Cost is O(nnz * k) per vector: sparse input touches only its nonzeros. The per-(j, i)
 constants come from a table when it fits the byte budget and on demand otherwise, with
 identical results.
+
+Samplers (`sampler`): "icws" is the above (the default, and the only one of specs made before
+the parameter existed: at its default the key is left out of the stored params, so their ids
+stand). "dart" (gcws_dart.py, DartMinHash) draws codes with the same law, Pr[equal] = GMM
+exactly, in expected O(k log k + nnz) per vector; its codes are i* << 32 | a dart identity, and
+i* (0-bit codes, b-bit features) is the element as for ICWS, but the two samplers give
+different codes for the same seed.
 """
 
 from __future__ import annotations
 
 import threading
+from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from .. import kernels
 from . import _counter_random, _gcws_kernels, randomness
+from .gcws_dart import DartSampler
 from .base import DiscreteCodeMap, OneHotFeatures
 from .inputs import reject_zero_rows
 from .spec import MapSpec
@@ -52,6 +61,16 @@ class GCWSParams(BaseModel):
     power: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     bits: int = Field(default=8, ge=1, le=24)
     zero_bit: bool = False
+    sampler: Literal["icws", "dart"] = "icws"
+
+    @model_serializer(mode="wrap")
+    def _omit_default_sampler(self, handler):
+        """Stored params leave `sampler` out at "icws": the id of every spec made before the
+        parameter existed (and of the same spec made today) stays what it was."""
+        params = handler(self)
+        if params.get("sampler") == "icws":
+            del params["sampler"]
+        return params
 
 
 class GCWSMap(DiscreteCodeMap):
@@ -60,15 +79,21 @@ class GCWSMap(DiscreteCodeMap):
 
     def __init__(self, spec: MapSpec, *, table_budget_bytes: int = DEFAULT_TABLE_BUDGET_BYTES):
         super().__init__(spec)
-        self._streams = _counter_random.stream_keys(
-            randomness.counter_key(spec.seed, "gcws.samples"), spec.n_components)
+        self._darts = (DartSampler(spec.seed, spec.n_components, self.params.power)
+                       if self.params.sampler == "dart" else None)
+        self._streams = (_counter_random.stream_keys(randomness.counter_key(spec.seed, "gcws.samples"),
+                                                     spec.n_components)
+                         if self._darts is None else np.empty(0, dtype=np.uint64))
         self._n_coordinates = 2 * spec.input_dim
-        self.uses_table = self._n_coordinates * spec.n_components * _TABLE_BYTES_PER_ENTRY <= table_budget_bytes
+        self.uses_table = (self._darts is None and
+                           self._n_coordinates * spec.n_components * _TABLE_BYTES_PER_ENTRY <= table_budget_bytes)
         self._table: tuple[np.ndarray, ...] | None = None
 
     def check(self, X, field: str = "vectors"):
         X = super().check(X, field)
         reject_zero_rows(X, field, "GCWS samples only nonzero entries, so a vector needs one")
+        if self._darts is not None:
+            self._darts.check_weights(X, field)
         return X
 
     @classmethod
@@ -100,9 +125,15 @@ class GCWSMap(DiscreteCodeMap):
         return self._table
 
     def samples(self, X) -> tuple[np.ndarray, np.ndarray]:
-        """(i*, t*) for every row and sample: two int64 arrays of shape (n, k)."""
+        """(i*, t*) for every row and sample ("icws"), or (i*, dart identity) ("dart"): two int64
+        arrays of shape (n, k)."""
         X = self.check(X)
         X = X if sp.issparse(X) else sp.csr_matrix(X)
+        if self._darts is not None:
+            if X.shape[0] < PARALLEL_MIN_ROWS:
+                return self._darts.samples(X, parallel=False)
+            with _PARALLEL_KERNEL_LOCK:
+                return self._darts.samples(X, parallel=True)
         n, k = X.shape[0], self.spec.n_components
         i_star = np.empty((n, k), dtype=np.int64)
         t_star = np.empty((n, k), dtype=np.int64)
@@ -119,6 +150,8 @@ class GCWSMap(DiscreteCodeMap):
         i_star, t_star = self.samples(X)
         if self.params.zero_bit:
             return i_star
+        if self._darts is not None:
+            return (i_star << 32) | t_star  # t_star holds the 32-bit dart identity
         zigzag = (t_star << 1) ^ (t_star >> 63)
         return (i_star << 32) | (zigzag & _LOW_32_BITS)
 

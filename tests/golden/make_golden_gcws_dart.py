@@ -1,0 +1,64 @@
+"""Write tests/golden/gcws_dart.json: GCWS specs with sampler "dart", fixed inputs and their codes forever.
+
+Like make_golden.py (whose gcws cases use the default sampler "icws" and stay as they are), for
+the DartMinHash sampler: each case records the resolved spec (with its id), a small fixed input
+and today's codes, one-hot indices and kernel estimates; tests/test_gcws_dart.py compares
+against them. Regenerate only on a deliberate change of the numeric format (which must also bump
+FORMAT_VERSION, so that old ids are not silently reused):
+
+    python tests/golden/make_golden_gcws_dart.py --force
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from featurehash.maps import create_map
+from golden_io import golden_document, write_golden
+from make_golden import fixed_input
+
+HERE = Path(__file__).resolve().parent
+OUTPUT = HERE / "gcws_dart.json"
+
+# (name, spec request): full codes, 0-bit, pGMM both sides of 1, a large seed, k not a power of two
+CASES = [
+    ("dart", {"method": "gcws", "input_dim": 8, "n_components": 16, "seed": 15,
+              "params": {"bits": 4, "sampler": "dart"}}),
+    ("dart_zero_bit", {"method": "gcws", "input_dim": 8, "n_components": 16, "seed": 15,
+                       "params": {"bits": 4, "zero_bit": True, "sampler": "dart"}}),
+    ("dart_pgmm_half", {"method": "gcws", "input_dim": 8, "n_components": 24, "seed": 16,
+                        "params": {"power": 0.5, "bits": 6, "sampler": "dart"}}),
+    ("dart_pgmm_two", {"method": "gcws", "input_dim": 6, "n_components": 100, "seed": 2**62 + 3,
+                       "params": {"power": 2.0, "bits": 2, "sampler": "dart"}}),
+]
+
+
+def outputs(m, X: np.ndarray) -> dict:
+    features = m.transform(X)
+    return {"hash": m.hash(X).tolist(), "indices": features.indices.tolist(), "scale": features.scale,
+            "dim": features.dim, "kernel": m.kernel(X).tolist(), "exact_kernel": m.exact_kernel(X).tolist()}
+
+
+def build() -> dict:
+    cases = {}
+    for name, request in CASES:
+        m = create_map(request)
+        X = fixed_input(m.spec.input_dim, 300 + m.spec.seed % 1000)
+        cases[name] = {"request": request, "spec": m.describe(), "input": X,
+                       "expected": outputs(m, np.array(X, dtype=np.float64))}
+    return golden_document(cases=cases)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--force", action="store_true", help="overwrite an existing gcws_dart.json")
+    parser.add_argument("--output", type=Path, default=OUTPUT)
+    args = parser.parse_args(argv)
+    return write_golden({args.output: build}, args.force)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
