@@ -30,6 +30,7 @@ from featurehash import kernels
 from featurehash.maps import InputError, SpecError, create_map, resolve_spec
 from featurehash.maps import _spherical_mixture as mixture
 from featurehash.maps import _spherical_shells as shells
+from feature_promises import assert_dense_features_match
 
 
 pytestmark = pytest.mark.usefixtures("single_threaded_blas")
@@ -491,7 +492,6 @@ GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
 GOLDEN = json.loads((GOLDEN_DIR / "srf.json").read_text())
 # The same requests fitted now (shells): ids and fitted numbers pinned bit for bit.
 GOLDEN_SHELLS = json.loads((GOLDEN_DIR / "srf_shells.json").read_text())
-FLOAT = {"rtol": 1e-5, "atol": 1e-6}
 SPEC_FIELDS = ("method", "input_dim", "n_components", "seed", "params")
 ALL_GOLDEN = {**{f"mixture/{k}": v for k, v in GOLDEN["cases"].items()},
               **{f"shells/{k}": v for k, v in GOLDEN_SHELLS["cases"].items()}}
@@ -525,8 +525,8 @@ def test_golden_features(name):
     assert m.spec.id == case["spec"]["id"]
     X = np.array(case["input"], dtype=np.float64)
     expected = case["expected"]
-    np.testing.assert_allclose(m.transform(X, dtype=np.float64), expected["transform_float64"], **FLOAT)
-    np.testing.assert_allclose(m.transform(X), expected["transform_float32"], **FLOAT)
+    assert_dense_features_match(m.transform(X), m.transform(X, dtype=np.float64), expected["transform_float32"],
+                                expected["transform_float64"])
     np.testing.assert_allclose(m.exact_kernel(X), expected["exact_kernel"], rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(m.fitted_kernel(X), expected["fitted_kernel"], rtol=1e-9, atol=1e-12)
     frequencies, offsets = m._parameters_for(np.dtype(np.float64))
