@@ -16,7 +16,8 @@ from dask.distributed import Client, LocalCluster  # noqa: E402
 import featurehash.dask as fhd  # noqa: E402
 from featurehash import UnsupportedOperation, create_map  # noqa: E402
 
-RFF = {"method": "rff", "input_dim": 64, "n_components": 4096, "seed": 3, "params": {"gamma": 0.02}}
+RFF = {"method": "rff", "input_dim": 64, "n_components": 512, "seed": 3, "params": {"gamma": 0.02}}
+WIDE_RFF = RFF | {"n_components": 4096}
 GCWS = {"method": "gcws", "input_dim": 64, "n_components": 128, "seed": 4, "params": {"bits": 6}}
 BINNING = {"method": "binning", "input_dim": 64, "n_components": 64, "seed": 5, "params": {"gamma": 0.1}}
 # Dense features computed in another process, on other row blocks: float32 rounding (BLAS may block
@@ -44,9 +45,9 @@ def _in_process(spec, X, operation="transform"):
 def test_dense_features_equal_in_process(client, data):
     X, dX = data
     Z = fhd.transform(dX, RFF)
-    assert Z.shape == (2000, 4096) and Z.dtype == np.float32 and Z.chunks[0] == dX.chunks[0]
+    assert Z.shape == (2000, 512) and Z.dtype == np.float32 and Z.chunks[0] == dX.chunks[0]
     computed = Z.compute()
-    np.testing.assert_allclose(computed, _in_process(RFF, X), rtol=0, atol=FLOAT32_RTOL * np.sqrt(2 / 4096))
+    np.testing.assert_allclose(computed, _in_process(RFF, X), rtol=0, atol=FLOAT32_RTOL * np.sqrt(2 / 512))
     in_float64 = fhd.transform(dX, RFF, dtype=np.float64).compute()
     np.testing.assert_allclose(in_float64, create_map(RFF).transform(X, dtype=np.float64), rtol=1e-12, atol=1e-14)
 
@@ -63,16 +64,16 @@ def test_dataframes_are_read_as_their_columns(client, data):
     X, _ = data
     frame = dd.from_pandas(pd.DataFrame(X, columns=[f"x{i}" for i in range(64)]), npartitions=3)
     np.testing.assert_array_equal(fhd.hash(frame, GCWS).compute(), _in_process(GCWS, X, "hash"))
-    assert fhd.transform(frame, RFF).compute().shape == (2000, 4096)
+    assert fhd.transform(frame, RFF).compute().shape == (2000, 512)
 
 
 def test_the_graph_carries_the_spec_not_the_parameters(client):
-    dX = da.random.default_rng(1).standard_normal((1000, 64), chunks=(250, 64))
-    Z = fhd.transform(dX, RFF)
-    parameters = create_map(RFF).materialize().nbytes  # 64 x 2048 float32 frequencies: 512 KiB
+    dX = da.random.default_rng(1).standard_normal((400, 64), chunks=(100, 64))
+    Z = fhd.transform(dX, WIDE_RFF)
+    parameters = create_map(WIDE_RFF).materialize().nbytes  # 64 x 2048 float32 frequencies: 512 KiB
     graph_bytes = len(pickle.dumps(dict(Z.__dask_graph__())))
     assert parameters >= 2**19 and graph_bytes < 20_000, graph_bytes
-    np.testing.assert_allclose(Z.compute(), create_map(RFF).transform(dX.compute()), rtol=0,
+    np.testing.assert_allclose(Z.compute(), create_map(WIDE_RFF).transform(dX.compute()), rtol=0,
                                atol=FLOAT32_RTOL * np.sqrt(2 / 4096))
 
 

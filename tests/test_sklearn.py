@@ -199,6 +199,9 @@ def test_bad_parameters_name_the_estimator_parameter():
     with pytest.raises(SpecError) as bad_seed:
         RandomFourierFeatures(random_state=-3).fit(X)
     assert bad_seed.value.field == "random_state"
+    with pytest.raises(SpecError) as bad_rows:
+        QuadratureFeatures(grid="reweighted", fit_rows=1).fit(X)
+    assert bad_rows.value.field == "fit_rows"
     with pytest.raises(SpecError) as bad_size:
         SphericalStructuredFeatures(n_components=10).fit(X)
     assert bad_size.value.field == "n_components"

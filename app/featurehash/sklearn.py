@@ -263,10 +263,14 @@ class QuadratureFeatures(_FeatureMapTransformer):
         params = super()._params(X)
         if self.grid != "reweighted":
             return params
+        fit_rows = _plain(self.fit_rows)
+        if not isinstance(fit_rows, int) or isinstance(fit_rows, bool) or fit_rows < 2:
+            raise SpecError("fit_rows", f"rows of X to fit the weights to: an integer >= 2, got {fit_rows!r} "
+                            f"({type(self).__name__})")
         if X.shape[0] < 2:
             raise ValueError(f"the reweighted grid is fitted to pairs of rows: got 1 sample, need n_samples >= 2 "
                              f"({type(self).__name__})")
-        rows = np.unique(np.linspace(0, X.shape[0] - 1, min(X.shape[0], _plain(self.fit_rows))).round().astype(int))
+        rows = np.unique(np.linspace(0, X.shape[0] - 1, min(X.shape[0], fit_rows)).round().astype(int))
         sample = X[rows]
         sample = sample.toarray() if hasattr(sample, "toarray") else sample
         return {**params, **(self.fit_options or {}), "fit_sample": sample.astype(np.float64).tolist()}
