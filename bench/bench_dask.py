@@ -41,8 +41,8 @@ def main() -> None:
     args = parser.parse_args()
 
     start = time.perf_counter()
-    with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            Client(cluster) as client:
+    cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None)
+    with cluster, Client(cluster) as client:
         startup = time.perf_counter() - start
         dX = da.random.default_rng(0).standard_normal((args.rows, 64), chunks=(args.rows // (4 * args.workers), 64))
         dX = client.persist(dX)
