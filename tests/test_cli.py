@@ -76,3 +76,55 @@ def test_wrong_dimension_exits_2(tmp_path, capsys):
     assert main(["transform", "--spec", str(EXAMPLES / "rff_spec.json"), "--input", str(tmp_path / "x.npy"),
                  "--output", str(tmp_path / "z.npy")]) == 2
     assert "wrong dimension" in capsys.readouterr().err
+
+
+# -- streaming: inputs larger than memory are read memory-mapped and written chunk by chunk ----------
+
+def _chunked(args, tmp_path, rows=103, chunk_rows=10):
+    X = np.random.default_rng(5).standard_normal((rows, 8))
+    np.save(tmp_path / "x.npy", X)
+    out = tmp_path / "out.npy"
+    code = main([*args, "--input", str(tmp_path / "x.npy"), "--output", str(out), "--chunk-rows", str(chunk_rows),
+                 "--quiet"])
+    return code, X, out
+
+
+def test_chunked_transform_equals_the_in_process_transform(tmp_path, capsys):
+    code, X, out = _chunked(["transform", "--spec", str(EXAMPLES / "rff_spec.json")], tmp_path)
+    assert code == 0
+    written = np.load(out)
+    expected = create_map(json.loads((EXAMPLES / "rff_spec.json").read_text())).transform(X)
+    assert written.dtype == np.float32 and written.shape == expected.shape
+    np.testing.assert_allclose(written, expected, rtol=0, atol=64 * 2.0**-24 * np.abs(expected).max())
+    assert json.loads(capsys.readouterr().out)["shape"] == [103, 16]
+
+
+def test_chunked_hash_is_bitwise_the_in_process_hash(tmp_path):
+    spec = {"method": "binning", "input_dim": 8, "n_components": 24, "seed": 2, "params": {"gamma": 0.3}}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    code, X, out = _chunked(["hash", "--spec", str(tmp_path / "spec.json")], tmp_path, chunk_rows=7)
+    assert code == 0
+    np.testing.assert_array_equal(np.load(out), create_map(spec).hash(X))
+
+
+def test_a_bad_row_midway_leaves_no_output(tmp_path, capsys):
+    X = np.ones((50, 3))
+    X[37, 1] = np.nan
+    np.save(tmp_path / "x.npy", X)
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"method": "rff", "input_dim": 3, "n_components": 4}))
+    assert main(["transform", "--spec", str(spec), "--input", str(tmp_path / "x.npy"),
+                 "--output", str(tmp_path / "z.npy"), "--chunk-rows", "10", "--quiet"]) == 2
+    assert "NaN" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.json", "x.npy"]
+
+
+def test_progress_bar_counts_rows(tmp_path, capsys):
+    from featurehash.npy_stream import stream
+
+    X = np.random.default_rng(0).standard_normal((64, 4))
+    np.save(tmp_path / "x.npy", X)
+    feature_map = create_map({"method": "rff", "input_dim": 4, "n_components": 8})
+    result = stream(feature_map, str(tmp_path / "x.npy"), str(tmp_path / "z.npy"), chunk_rows=16, progress=True)
+    err = capsys.readouterr().err
+    assert result.rows == 64 and "100%" in err and "64.0/64.0" in err and "rows/s" in err

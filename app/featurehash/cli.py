@@ -3,12 +3,14 @@
     featurehash --version
     featurehash serve [--host H] [--port P] [--workers N] [--data-dir DIR]
     featurehash spec SPEC.json                      # print the resolved spec with its id
-    featurehash transform --spec SPEC.json --input X.npy --output Z.npy [--float64]
-    featurehash hash --spec SPEC.json --input X.npy --output codes.npy
+    featurehash transform --spec SPEC.json --input X.npy --output Z.npy [--float64] [--chunk-rows N] [--quiet]
+    featurehash hash --spec SPEC.json --input X.npy --output codes.npy [--chunk-rows N] [--quiet]
 
-`transform` writes dense features for dense maps; for one-hot maps (GCWS) it writes the
+`transform` writes dense features for dense maps; for one-hot maps (GCWS, binning) it writes the
 one-hot indices (int64, n x k) and prints `dim` and `scale` as JSON on stdout.
-Inputs may be a 2-D .npy array or a scipy sparse .npz matrix.
+Inputs may be a 2-D .npy array (memory-mapped: it may be larger than memory) or a scipy sparse
+.npz matrix; the output is written chunk by chunk (`--chunk-rows`), with a progress bar on a
+terminal (`--quiet`: none), in memory bounded by the chunk (`featurehash.npy_stream`).
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 import orjson
-import scipy.sparse as sp
 
 from . import __version__
-from .maps import FeatureHashError, OneHotFeatures, create_map
+from .maps import FeatureHashError, create_map
+from .npy_stream import stream
 
 
 def _load_spec(path: str) -> dict:
@@ -30,12 +32,6 @@ def _load_spec(path: str) -> dict:
         return orjson.loads(Path(path).read_bytes())
     except orjson.JSONDecodeError as exc:
         raise SystemExit(f"featurehash: {path} is not valid JSON: {exc}") from None
-
-
-def _load_vectors(path: str):
-    if path.endswith(".npz"):
-        return sp.load_npz(path)
-    return np.load(path, allow_pickle=False)
 
 
 def _print_json(document) -> None:
@@ -46,24 +42,27 @@ def _cmd_spec(args) -> None:
     _print_json(create_map(_load_spec(args.spec)).describe())
 
 
-def _cmd_transform(args) -> None:
+def _stream(args, *, codes: bool):
     feature_map = create_map(_load_spec(args.spec))
-    features = feature_map.transform(_load_vectors(args.input), dtype=np.float64 if args.float64 else None)
-    if isinstance(features, OneHotFeatures):
-        np.save(args.output, features.indices)
-        _print_json({"id": feature_map.spec.id, "indices": args.output, "dim": features.dim,
-                     "scale": features.scale})
+    dtype = np.float64 if getattr(args, "float64", False) else None
+    result = stream(feature_map, args.input, args.output, codes=codes, dtype=dtype, chunk_rows=args.chunk_rows,
+                    progress=False if args.quiet else None)
+    return feature_map, result
+
+
+def _cmd_transform(args) -> None:
+    feature_map, result = _stream(args, codes=False)
+    if result.one_hot is not None:
+        _print_json({"id": feature_map.spec.id, "indices": args.output, "dim": result.one_hot.dim,
+                     "scale": result.one_hot.scale})
     else:
-        np.save(args.output, features)
-        _print_json({"id": feature_map.spec.id, "features": args.output, "shape": list(features.shape),
-                     "dtype": str(features.dtype)})
+        _print_json({"id": feature_map.spec.id, "features": args.output, "shape": list(result.shape),
+                     "dtype": result.dtype})
 
 
 def _cmd_hash(args) -> None:
-    feature_map = create_map(_load_spec(args.spec))
-    codes = feature_map.hash(_load_vectors(args.input))
-    np.save(args.output, codes)
-    _print_json({"id": feature_map.spec.id, "codes": args.output, "shape": list(codes.shape)})
+    feature_map, result = _stream(args, codes=True)
+    _print_json({"id": feature_map.spec.id, "codes": args.output, "shape": list(result.shape)})
 
 
 def _cmd_serve(args) -> None:
@@ -96,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--spec", required=True, help="spec JSON file")
         command.add_argument("--input", required=True, help="2-D .npy array or sparse .npz matrix")
         command.add_argument("--output", required=True, help=".npy file to write")
+        command.add_argument("--chunk-rows", dest="chunk_rows", type=int, default=None,
+                             help="rows per chunk (default: about 32 MiB of input and output)")
+        command.add_argument("--quiet", action="store_true", help="no progress bar")
         if name == "transform":
             command.add_argument("--float64", action="store_true", help="compute features in float64")
         command.set_defaults(run=run)

@@ -31,9 +31,9 @@ class OneHotFeatures:
     scale: float
     dim: int
 
-    def to_csr(self) -> sp.csr_matrix:
+    def to_csr(self, dtype=np.float32) -> sp.csr_matrix:
         n, k = self.indices.shape
-        data = np.full(n * k, self.scale, dtype=np.float32)
+        data = np.full(n * k, self.scale, dtype=dtype)
         indptr = np.arange(0, n * k + 1, k, dtype=np.int64)
         return sp.csr_matrix((data, self.indices.ravel(), indptr), shape=(n, self.dim))
 

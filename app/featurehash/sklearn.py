@@ -1,0 +1,334 @@
+"""scikit-learn transformers for every featurehash method, in scikit-learn's conventions.
+
+    from sklearn.pipeline import make_pipeline
+    from sklearn.linear_model import LogisticRegression
+    from featurehash.sklearn import RandomFourierFeatures
+
+    model = make_pipeline(RandomFourierFeatures(n_components=1024, gamma=0.1, random_state=1),
+                          LogisticRegression()).fit(X, y)
+    model[0].spec_          # the resolved spec: create it in the service to score online
+
+Each estimator is a thin front to `featurehash.create_map`: `fit` learns `n_features_in_`,
+builds the spec `{method, input_dim = n_features_in_, n_components, seed = random_state, params}`
+(the reweighted quadrature grid also fits its weights to rows of X there) and keeps the resolved
+spec in `spec_`; `transform` is the map's transform. So `create_map(est.spec_)`, a service map
+created from `est.spec_` (same id), or `featurehash.dask` given `est.spec_` gives the same features.
+
+Conventions, as RBFSampler / PolynomialCountSketch / Nystroem:
+- constructor parameters are the spec's parameters under scikit-learn's names (`n_components`,
+  `gamma`, `degree`, `coef0`, `kernel`; `random_state` becomes the spec's `seed`: an int is used
+  as is, None or a RandomState draws one), validated when `fit` builds the spec (a bad value
+  raises `featurehash.SpecError`, a ValueError naming the parameter);
+- X is a dense array or a sparse matrix (CSR costs its nonzeros only); float32 input gives
+  float32 features, anything else float64;
+- one-hot maps (GCWS, binning) return a scipy CSR matrix and also offer `hash(X)` (int64 codes);
+- `get_feature_names_out` gives `<classname><i>`, and `set_output(transform="pandas")` works
+  for the dense maps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .maps import OneHotFeatures, SpecError, create_map
+
+__all__ = ["ESTIMATORS", "GCWSFeatures", "NormalizedRandomFourierFeatures", "QuadratureFeatures",
+           "RandomBinningFeatures", "RandomFourierFeatures", "RandomMaclaurinFeatures", "SphericalRandomFeatures",
+           "SphericalStructuredFeatures", "TensorSketchFeatures"]
+
+FLOAT_DTYPES = (np.float64, np.float32)
+_SEED_RANGE = np.iinfo(np.int64).max
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars (as parameter grids produce them) as the Python numbers a spec holds."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+class _FeatureMapTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """What every estimator shares; subclasses set `_method`, `_spec_params` and `__init__`."""
+
+    _method: str
+    _spec_params: tuple[str, ...] = ()
+
+    # -- the spec ------------------------------------------------------------------
+
+    def _seed(self) -> Any:
+        if self.random_state is None or isinstance(self.random_state, np.random.RandomState):
+            return int(check_random_state(self.random_state).randint(_SEED_RANGE, dtype=np.int64))
+        return _plain(self.random_state)
+
+    def _params(self, X) -> dict[str, Any]:
+        values = {name: _plain(getattr(self, name)) for name in self._spec_params}
+        return {name: value for name, value in values.items() if value is not None}
+
+    def _spec_request(self, X) -> dict[str, Any]:
+        return {"method": self._method, "input_dim": X.shape[1], "n_components": _plain(self.n_components),
+                "seed": self._seed(), "params": self._params(X)}
+
+    def _create(self, request: dict[str, Any]):
+        try:
+            return create_map(request)
+        except SpecError as exc:  # name the estimator's parameter, not the spec's field
+            name = {"seed": "random_state", "input_dim": "n_features_in_"}.get(exc.field, exc.field)
+            raise SpecError(name.removeprefix("params."), f"{exc.message} ({type(self).__name__})") from None
+
+    # -- scikit-learn API ----------------------------------------------------------
+
+    def fit(self, X, y=None):
+        """Build the map for X's number of features (and, where the method fits data, from X).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : ignored
+
+        Returns
+        -------
+        self : object
+        """
+        X = validate_data(self, X, accept_sparse="csr", dtype=FLOAT_DTYPES)
+        feature_map = self._create(self._spec_request(X))
+        self.spec_ = feature_map.describe()
+        self._feature_map = feature_map
+        self._n_features_out = feature_map.output_dim
+        return self
+
+    def transform(self, X):
+        """The features of X: ndarray (n_samples, n_features_out), or CSR for one-hot maps.
+
+        float32 X gives float32 features, any other X float64.
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=FLOAT_DTYPES, reset=False)
+        features = self.feature_map_.transform(X, dtype=X.dtype)
+        return features.to_csr(dtype=X.dtype) if isinstance(features, OneHotFeatures) else features
+
+    @property
+    def feature_map_(self):
+        """The fitted map (rebuilt from `spec_` after unpickling: pickles carry the spec only)."""
+        check_is_fitted(self)
+        if getattr(self, "_feature_map", None) is None:
+            self._feature_map = create_map(self.spec_)
+        return self._feature_map
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_feature_map", None)
+        return state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
+
+
+class _OneHotTransformer(_FeatureMapTransformer):
+    """A map with discrete codes: CSR one-hot features, and `hash`."""
+
+    def hash(self, X) -> np.ndarray:
+        """int64 codes (n_samples, n_components): equal code <=> equal sample."""
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=FLOAT_DTYPES, reset=False)
+        return self.feature_map_.hash(X)
+
+
+class RandomFourierFeatures(_FeatureMapTransformer):
+    """Random Fourier features (method "rff"; Rahimi & Recht, NIPS 2007).
+
+    Kernel: Gaussian exp(-gamma ||x - y||^2) (`kernel="gaussian"`) or Laplacian
+    exp(-gamma ||x - y||_1) (`kernel="laplacian"`). `variant` "cos_sin" (n_components / 2
+    frequencies, lower variance) or "phase" (sqrt(2/D) cos(W^T x + b), as RBFSampler).
+    See `featurehash.maps.rff`.
+    """
+
+    _method = "rff"
+    _spec_params = ("kernel", "gamma", "variant")
+
+    def __init__(self, *, n_components=100, gamma=1.0, kernel="gaussian", variant="cos_sin", random_state=None):
+        self.n_components = n_components
+        self.gamma = gamma
+        self.kernel = kernel
+        self.variant = variant
+        self.random_state = random_state
+
+
+class NormalizedRandomFourierFeatures(_FeatureMapTransformer):
+    """Normalized random Fourier features (method "nrff"; Li, KDD 2017).
+
+    Kernel: exp(-gamma (1 - cos(x, y))) on directions; rows are scaled to unit norm (all-zero
+    rows are refused) and the features normalised. See `featurehash.maps.nrff`.
+    """
+
+    _method = "nrff"
+    _spec_params = ("gamma", "variant")
+
+    def __init__(self, *, n_components=100, gamma=1.0, variant="phase", random_state=None):
+        self.n_components = n_components
+        self.gamma = gamma
+        self.variant = variant
+        self.random_state = random_state
+
+
+class GCWSFeatures(_OneHotTransformer):
+    """Generalized consistent weighted sampling (method "gcws"; Li, KDD 2017).
+
+    Kernel: GMM sum_i min(x~_i, y~_i) / sum_i max(x~_i, y~_i) (pGMM with `power`), x~ splitting
+    each entry into its positive and negative part. `n_components` samples; `transform` gives the
+    b-bit one-hot features (`bits`) as CSR, n_components << bits columns; `hash` the codes
+    (`zero_bit`: of i* only). All-zero rows are refused. See `featurehash.maps.gcws`.
+    """
+
+    _method = "gcws"
+    _spec_params = ("power", "bits", "zero_bit")
+
+    def __init__(self, *, n_components=100, power=1.0, bits=8, zero_bit=False, random_state=None):
+        self.n_components = n_components
+        self.power = power
+        self.bits = bits
+        self.zero_bit = zero_bit
+        self.random_state = random_state
+
+
+class SphericalRandomFeatures(_FeatureMapTransformer):
+    """Spherical random features (method "srf"; Pennington, Yu & Kumar, NIPS 2015).
+
+    Kernel: (1 - ||x - y||^2 / bias^2)^degree on rows scaled to unit norm, i.e.
+    alpha (q + <x, y>)^degree with q = bias^2 / 2 - 1 (all-zero rows are refused). The spectral
+    mixture is fitted when the spec is built and stored in `spec_`. See `featurehash.maps.srf`.
+    """
+
+    _method = "srf"
+    _spec_params = ("degree", "bias", "variant")
+
+    def __init__(self, *, n_components=100, degree=3, bias=4.0, variant="phase", random_state=None):
+        self.n_components = n_components
+        self.degree = degree
+        self.bias = bias
+        self.variant = variant
+        self.random_state = random_state
+
+
+class SphericalStructuredFeatures(_FeatureMapTransformer):
+    """Spherical structured features (method "ssf"; Lyu, ICML 2017).
+
+    Kernel: Gaussian exp(-gamma ||x - y||^2) (`gamma`, default 1.0) or the arc-cosine kernel of
+    order 0, 1, 2 (`kernel="arccos0"` ..., no gamma). `n_components` must be a multiple of 4 and
+    at least 4 ceil(n_features / 2). See `featurehash.maps.ssf`.
+    """
+
+    _method = "ssf"
+    _spec_params = ("kernel", "gamma")
+
+    def __init__(self, *, n_components=100, kernel="gaussian", gamma=None, random_state=None):
+        self.n_components = n_components
+        self.kernel = kernel
+        self.gamma = gamma
+        self.random_state = random_state
+
+
+class QuadratureFeatures(_FeatureMapTransformer):
+    """Gaussian-quadrature features (method "quadrature"; Dao, De Sa & Re, NIPS 2017).
+
+    Kernel: Gaussian exp(-gamma ||x - y||^2), or with `anova` ({"window": r} or {"subsets": [...]})
+    the sparse ANOVA kernel. `grid`: "subsampled" (any even n_components), "dense" and "sparse"
+    (fixed sizes: the error names the n_components to use; `points_per_dim`, `level`), or
+    "reweighted": `fit` fits the weights to `fit_rows` evenly spaced rows of X (at most; the spec
+    then stores the fitted points and weights, not the rows). `fit_options` passes the fit's other
+    parameters (fit_pairs, candidates, penalty, diagonal_weight). See `featurehash.maps.quadrature`.
+    """
+
+    _method = "quadrature"
+    _spec_params = ("grid", "gamma", "points_per_dim", "level", "anova")
+
+    def __init__(self, *, n_components=100, gamma=1.0, grid="subsampled", points_per_dim=None, level=None,
+                 anova=None, fit_rows=500, fit_options=None, random_state=None):
+        self.n_components = n_components
+        self.gamma = gamma
+        self.grid = grid
+        self.points_per_dim = points_per_dim
+        self.level = level
+        self.anova = anova
+        self.fit_rows = fit_rows
+        self.fit_options = fit_options
+        self.random_state = random_state
+
+    def _params(self, X) -> dict[str, Any]:
+        params = super()._params(X)
+        if self.grid != "reweighted":
+            return params
+        fit_rows = _plain(self.fit_rows)
+        if not isinstance(fit_rows, int) or isinstance(fit_rows, bool) or fit_rows < 2:
+            raise SpecError("fit_rows", f"rows of X to fit the weights to: an integer >= 2, got {fit_rows!r} "
+                            f"({type(self).__name__})")
+        if X.shape[0] < 2:
+            raise ValueError(f"the reweighted grid is fitted to pairs of rows: got 1 sample, need n_samples >= 2 "
+                             f"({type(self).__name__})")
+        rows = np.unique(np.linspace(0, X.shape[0] - 1, min(X.shape[0], fit_rows)).round().astype(int))
+        sample = X[rows]
+        sample = sample.toarray() if hasattr(sample, "toarray") else sample
+        return {**params, **(self.fit_options or {}), "fit_sample": sample.astype(np.float64).tolist()}
+
+
+class RandomBinningFeatures(_OneHotTransformer):
+    """Random binning features (method "binning"; Rahimi & Recht, NIPS 2007).
+
+    Kernel: Laplacian exp(-gamma ||x - y||_1). `n_components` random grids; `transform` gives
+    the one-hot features of the lowest `bits` bits of each grid's bin code as CSR
+    (n_components << bits columns), `hash` the codes. See `featurehash.maps.binning`.
+    """
+
+    _method = "binning"
+    _spec_params = ("gamma", "bits")
+
+    def __init__(self, *, n_components=100, gamma=1.0, bits=8, random_state=None):
+        self.n_components = n_components
+        self.gamma = gamma
+        self.bits = bits
+        self.random_state = random_state
+
+
+class RandomMaclaurinFeatures(_FeatureMapTransformer):
+    """Random Maclaurin features (method "random_maclaurin"; Kar & Karnick, AISTATS 2012).
+
+    Kernel: (coef0 + <x, y>)^degree on the raw rows (a baseline: the variance grows with the
+    degree). See `featurehash.maps.random_maclaurin`.
+    """
+
+    _method = "random_maclaurin"
+    _spec_params = ("degree", "coef0")
+
+    def __init__(self, *, n_components=100, degree=3, coef0=1.0, random_state=None):
+        self.n_components = n_components
+        self.degree = degree
+        self.coef0 = coef0
+        self.random_state = random_state
+
+
+class TensorSketchFeatures(_FeatureMapTransformer):
+    """TensorSketch (method "tensorsketch"; Pham & Pagh, KDD 2013), as PolynomialCountSketch
+    without its gamma.
+
+    Kernel: (coef0 + <x, y>)^degree on the raw rows. See `featurehash.maps.tensorsketch`.
+    """
+
+    _method = "tensorsketch"
+    _spec_params = ("degree", "coef0")
+
+    def __init__(self, *, n_components=100, degree=3, coef0=1.0, random_state=None):
+        self.n_components = n_components
+        self.degree = degree
+        self.coef0 = coef0
+        self.random_state = random_state
+
+
+ESTIMATORS: dict[str, type[_FeatureMapTransformer]] = {cls._method: cls for cls in (
+    RandomFourierFeatures, NormalizedRandomFourierFeatures, GCWSFeatures, SphericalRandomFeatures,
+    SphericalStructuredFeatures, QuadratureFeatures, RandomBinningFeatures, RandomMaclaurinFeatures,
+    TensorSketchFeatures)}
