@@ -182,17 +182,19 @@ class GCWSFeatures(_OneHotTransformer):
     Kernel: GMM sum_i min(x~_i, y~_i) / sum_i max(x~_i, y~_i) (pGMM with `power`), x~ splitting
     each entry into its positive and negative part. `n_components` samples; `transform` gives the
     b-bit one-hot features (`bits`) as CSR, n_components << bits columns; `hash` the codes
-    (`zero_bit`: of i* only). All-zero rows are refused. See `featurehash.maps.gcws`.
+    (`zero_bit`: of i* only). `sampler` "icws" (O(nnz k)) or "dart" (DartMinHash, O(k log k + nnz),
+    the same collision law). All-zero rows are refused. See `featurehash.maps.gcws`.
     """
 
     _method = "gcws"
-    _spec_params = ("power", "bits", "zero_bit")
+    _spec_params = ("power", "bits", "zero_bit", "sampler")
 
-    def __init__(self, *, n_components=100, power=1.0, bits=8, zero_bit=False, random_state=None):
+    def __init__(self, *, n_components=100, power=1.0, bits=8, zero_bit=False, sampler="icws", random_state=None):
         self.n_components = n_components
         self.power = power
         self.bits = bits
         self.zero_bit = zero_bit
+        self.sampler = sampler
         self.random_state = random_state
 
 
@@ -200,8 +202,8 @@ class SphericalRandomFeatures(_FeatureMapTransformer):
     """Spherical random features (method "srf"; Pennington, Yu & Kumar, NIPS 2015).
 
     Kernel: (1 - ||x - y||^2 / bias^2)^degree on rows scaled to unit norm, i.e.
-    alpha (q + <x, y>)^degree with q = bias^2 / 2 - 1 (all-zero rows are refused). The spectral
-    mixture is fitted when the spec is built and stored in `spec_`. See `featurehash.maps.srf`.
+    alpha (q + <x, y>)^degree with q = bias^2 / 2 - 1 (all-zero rows are refused). The spectrum
+    (spherical shells) is fitted when the spec is built and stored in `spec_`. See `featurehash.maps.srf`.
     """
 
     _method = "srf"
