@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..maps.spec import MAX_COMPONENTS, MAX_INPUT_DIM, MAX_SEED
 from ..store.lsh_indexes import DEFAULT_RECALL_AT_THRESHOLD, DEFAULT_THRESHOLD
 
 
@@ -17,9 +18,10 @@ class CreateMapRequest(BaseModel):
         {"method": "rff", "input_dim": 64, "n_components": 1024, "seed": 1, "params": {"gamma": 0.05}}]})
 
     method: str = Field(description="rff, nrff, gcws, srf, random_maclaurin, tensorsketch, ssf (see GET /docs)")
-    input_dim: int
-    n_components: int = Field(description="output dimension (dense maps) or number of samples k (GCWS)")
-    seed: int | None = None
+    input_dim: int = Field(strict=True, ge=1, le=MAX_INPUT_DIM)
+    n_components: int = Field(strict=True, ge=1, le=MAX_COMPONENTS,
+                              description="output dimension (dense maps) or number of samples k (GCWS)")
+    seed: int | None = Field(default=None, strict=True, ge=0, le=MAX_SEED)
     params: dict[str, Any] | None = None
     # A resolved spec may be posted back as it was returned; these are derived and checked.
     id: str | None = None

@@ -49,6 +49,9 @@ MASS_RTOL = 1e-9
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+# Fitted scales lie within about 1e-6..10 (bias 2..1e6, degree 1..100); the radial grids that integrate a
+# mixture grow with the scales' range, so a stored spec's scales are bounded well outside it.
+MixtureScale = Annotated[float, Field(ge=1e-9, le=1e3, allow_inf_nan=False)]
 
 
 class SRFParams(BaseModel):
@@ -59,13 +62,14 @@ class SRFParams(BaseModel):
     variant: Literal["phase", "cos_sin"] = "phase"
     # The fitted mixture: filled in when the spec is resolved, given back by a stored spec.
     weights: list[FiniteFloat] | None = Field(default=None, min_length=1, max_length=MAX_MIXTURE_TERMS)
-    scales: list[PositiveFloat] | None = Field(default=None, min_length=1, max_length=MAX_MIXTURE_TERMS)
+    scales: list[MixtureScale] | None = Field(default=None, min_length=1, max_length=MAX_MIXTURE_TERMS)
     mass: PositiveFloat | None = None
 
 
 class SRFMap(UnitSphereInputs, RFFMap):
     method = "srf"
     Params = SRFParams
+    scale_field = "params.scales"
 
     @classmethod
     def complete_params(cls, params: SRFParams, *, input_dim: int, n_components: int, seed: int) -> SRFParams:
@@ -90,14 +94,14 @@ class SRFMap(UnitSphereInputs, RFFMap):
 
     # -- random parameters ---------------------------------------------------------
 
-    def _unit_frequencies(self, count: int) -> np.ndarray:
-        """Frequencies r_j v_j, shape (count, d): uniform directions, radii from the mixture."""
+    def _fill_frequencies(self, out: np.ndarray, scale: float) -> None:
+        """Frequencies r_j v_j, (count, d): uniform directions, radii from the mixture (row blocks)."""
         seed, d = self.spec.seed, self.input_dim
-        normals = randomness.normal(randomness.raw_words(seed, "srf.directions", count * d)).reshape(count, d)
-        directions = normals / np.linalg.norm(normals, axis=1, keepdims=True)
-        uniforms = randomness.uniform_open(randomness.raw_words(seed, "srf.radii", count))
+        uniforms = randomness.uniform_open(randomness.raw_words(seed, "srf.radii", out.shape[0]))
         radii = mixture_radii(uniforms, self.params.weights, self.params.scales, d)
-        return directions * radii[:, None]
+        for rows, words in randomness.row_blocks(seed, "srf.directions", out.shape[0], d):
+            normals = randomness.normal(words).reshape(-1, d)
+            out[rows] = normals / np.linalg.norm(normals, axis=1, keepdims=True) * radii[rows, None] * scale
 
     def _frequency_scale(self) -> float:
         return 1.0
