@@ -5,12 +5,13 @@ Vector bodies are read raw (JSON or .npy) for speed; their models here document 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..maps.spec import MAX_COMPONENTS, MAX_INPUT_DIM, MAX_SEED
 from ..store.lsh_indexes import DEFAULT_RECALL_AT_THRESHOLD, DEFAULT_THRESHOLD
+from ..store.lsh_layout import MAX_ITEM_ID_BYTES
 
 
 class CreateMapRequest(BaseModel):
@@ -140,6 +141,18 @@ class AddItemsResponse(BaseModel):
     added: int
     replaced: int
     items: int = Field(description="items in the index afterwards")
+
+
+class DeleteItemsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    ids: list[Annotated[str, Field(min_length=1, max_length=MAX_ITEM_ID_BYTES)]] = Field(
+        min_length=1, description="ids to remove; unknown ones are reported, not an error")
+
+
+class DeleteItemsResponse(BaseModel):
+    removed: int
+    missing: list[str] = Field(description="the ids that were not in the index")
 
 
 class IndexQueryRequest(VectorsRequest):
