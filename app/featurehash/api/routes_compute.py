@@ -20,11 +20,12 @@ from ..maps.lsh import band_keys
 from .codecs import json_response, parse_body, vectors_from, wants_npy
 from .deps import ServiceState, get_state, require_api_key
 from .metrics import BATCH_ROWS
-from .schemas import (DenseFeatures, HashRequest, HashResponse, KernelRequest, KernelResponse,
+from .schemas import (ERROR_RESPONSES, DenseFeatures, HashRequest, HashResponse, KernelRequest, KernelResponse,
                       OneHotFeaturesResponse, VectorsRequest, body_doc)
 from .streams import RowResult, json_answer, npy_answer
 
-router = APIRouter(prefix="/v1/maps/{map_id}", tags=["features"], dependencies=[Depends(require_api_key)])
+router = APIRouter(prefix="/v1/maps/{map_id}", tags=["features"], dependencies=[Depends(require_api_key)],
+                   responses=ERROR_RESPONSES)
 
 
 def _checked_rows(X, feature_map: FeatureMap, field: str, max_rows: int):

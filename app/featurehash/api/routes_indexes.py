@@ -21,10 +21,11 @@ from ..store.lsh_layout import check_item_ids, is_path_segment
 from .codecs import json_response, parse_body, parse_model, vectors_from
 from .deps import ServiceState, get_state, require_api_key
 from .metrics import BATCH_ROWS
-from .schemas import (AddItemsRequest, AddItemsResponse, CreateIndexRequest, DeleteItemsRequest, DeleteItemsResponse,
+from .schemas import (ERROR_RESPONSES, AddItemsRequest, AddItemsResponse, CreateIndexRequest, DeleteItemsRequest, DeleteItemsResponse,
                       IndexListResponse, IndexQueryRequest, IndexQueryResponse, IndexResponse, body_doc)
 
-router = APIRouter(prefix="/v1/indexes", tags=["indexes"], dependencies=[Depends(require_api_key)])
+router = APIRouter(prefix="/v1/indexes", tags=["indexes"], dependencies=[Depends(require_api_key)],
+                   responses=ERROR_RESPONSES)
 
 MAX_TOP_K = 1000
 ITEM_IDS_HEADER = "x-item-ids"

@@ -170,9 +170,41 @@ class IndexQueryResponse(BaseModel):
     candidates: list[int] = Field(description="per query vector, the distinct items re-ranked")
 
 
+class ErrorResponse(BaseModel):
+    detail: str = Field(description="'<field>: <what is wrong>'")
+    field: str = Field(description="the request field at fault (e.g. 'vectors', 'params.gamma', 'body', 'store')")
+
+
+# Every client mistake is a 4xx with this body; Redis trouble a 503 (with Retry-After).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse, "description": description} for status, description in (
+        (400, "operation not offered by this map"), (401, "API key missing or wrong"), (404, "no such resource"),
+        (409, "conflicting index configuration or concurrent write"), (413, "body over the size limit"),
+        (415, "content type not accepted"), (422, "invalid input, naming the field"),
+        (503, "Redis unreachable; retry after Retry-After seconds"))}
+
+
+def _inline_defs(schema: dict[str, Any]) -> dict[str, Any]:
+    """A model's JSON schema with its "$defs" inlined: refs to "#/$defs/..." would not resolve inside the
+    OpenAPI document, whose root is not the model's schema (the models here are not recursive)."""
+    defs = schema.pop("$defs", {})
+
+    def resolve(node):
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            if ref.startswith("#/$defs/"):
+                return resolve(defs[ref.removeprefix("#/$defs/")])
+            return {key: resolve(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [resolve(item) for item in node]
+        return node
+
+    return resolve(schema)
+
+
 def body_doc(model: type[BaseModel], npy: bool = True) -> dict[str, Any]:
     """openapi_extra documenting a raw-read body as JSON (and .npy where accepted)."""
-    content: dict[str, Any] = {"application/json": {"schema": model.model_json_schema()}}
+    content: dict[str, Any] = {"application/json": {"schema": _inline_defs(model.model_json_schema())}}
     if npy:
         content["application/x-npy"] = {"schema": {"type": "string", "format": "binary"}}
     return {"requestBody": {"required": True, "content": content}}
