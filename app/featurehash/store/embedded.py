@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 _PR_SET_PDEATHSIG = 1
 
@@ -97,7 +99,8 @@ class EmbeddedRedis:
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        client = redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=1)
+        # No retries: each failed PING must come back at once so the process is polled again.
+        client = redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=1, retry=Retry(NoBackoff(), 0))
         try:
             while time.monotonic() < deadline:
                 if self._process.poll() is not None:
