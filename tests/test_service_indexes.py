@@ -212,7 +212,7 @@ def test_an_index_outlives_its_map_and_item_ids_may_hold_any_segment_character(m
         assert http.post("/v1/indexes", json={"map_id": spec["id"], "name": "svc-orphan",
                                               "threshold": 0.8}).status_code == 201
         odd = ["a b c", "ü-ñ", "?x=1&y", "%2F", "#top", "..."]
-        X = positive_rows(7, 4)
+        X = positive_rows(7, len(odd))
         assert post_json(http, "/v1/indexes/svc-orphan/items", {"ids": odd, "vectors": X.tolist()}).status_code == 200
         assert http.delete(f"/v1/maps/{spec['id']}").status_code == 204
         answer = post_json(http, "/v1/indexes/svc-orphan/query", {"vectors": X.tolist(), "top_k": 1})
