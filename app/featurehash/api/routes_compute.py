@@ -48,6 +48,7 @@ async def _prepare(request: Request, map_id: str, state: ServiceState):
 
 
 def _dense_features(feature_map: DenseFeatureMap, X, dtype: np.dtype, npy: bool, chunk_bytes: int) -> Response:
+    feature_map.require_features()
     feature_map.refuse_overflow(X, dtype=dtype)  # before any byte is sent: a bad row is a 422, not a cut stream
 
     def compute(rows: slice) -> np.ndarray:

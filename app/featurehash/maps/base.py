@@ -168,12 +168,17 @@ class DenseFeatureMap(FeatureMap):
     overflow_hint: ClassVar[str] = "its projections leave the floating-point range"
 
     def transform(self, X, *, dtype=None) -> np.ndarray:
+        self.require_features()
         X = self.check(X)
         dtype = output_dtype(dtype)
         out = np.empty((X.shape[0], self.output_dim), dtype=dtype)
         for rows in self.row_chunks(X.shape[0]):
             self.features_into(X[rows], out[rows], first_row=rows.start)
         return out
+
+    def require_features(self) -> None:
+        """Raise SpecError if this map only estimates its kernel and has no features (e.g. a sparse
+        quadrature grid with negative weights); `transform` and streaming callers ask first."""
 
     def row_chunks(self, n_rows: int, elements: int = CHUNK_ELEMENTS) -> list[slice]:
         """Row slices whose features hold about `elements` numbers each (at least one row)."""

@@ -307,8 +307,9 @@ class QuadratureMap(DenseFeatureMap):
     def _parameters_for(self, dtype: np.dtype) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray]:
         """(W, sqrt(max(a, 0))) in the working precision; the float64 weights are kept for `kernel`."""
         if dtype not in self._parameters:
-            if self.params.anova is None and self.params.grid == "subsampled":
-                W, weights = self._subsampled_frequencies(dtype)
+            sizes = {len(subset) for subset in self.subsets}
+            if self.params.grid == "subsampled" and len(sizes) == 1:
+                W, weights = self._subsampled_frequencies(dtype, sizes.pop())
             else:
                 W, weights = self.rule()
                 W = W.astype(dtype, copy=False)
@@ -318,16 +319,34 @@ class QuadratureMap(DenseFeatureMap):
             self._parameters[dtype] = (W, np.sqrt(np.maximum(weights, 0.0)).astype(dtype))
         return self._parameters[dtype]
 
-    def _subsampled_frequencies(self, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-        """`rule()` of a subsampled grid without anova, W made straight in `dtype` in row blocks (the same
-        numbers: the draw is point by point), so creating a large map holds little besides W."""
-        L, d, P = self.params.points_per_dim, self.input_dim, self.n_points
+    def _subsampled_frequencies(self, dtype: np.dtype, size: int) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray]:
+        """`rule()` of a subsampled grid whose subsets all have `size` coordinates (no anova, or windows),
+        made straight in `dtype` in blocks of points (the same numbers: the draw is point by point), so
+        creating a large map holds little besides W: dense without anova, CSR with it."""
+        L, P = self.params.points_per_dim, self.n_points
         nodes, scale = rules.hermite_rule(L)[0], math.sqrt(2.0 * self.params.gamma)
-        W = np.empty((P, d), dtype=dtype)
-        for rows, words in randomness.row_blocks(self.spec.seed, "quadrature.points", P, d):
-            indices = rules.subsample(L, rows.stop - rows.start, d, randomness.uniform_open(words))
-            W[rows] = nodes[indices] * scale
-        return W, np.full(P, 1.0 / P)
+        counts = shares(P, len(self.subsets))
+        weights = np.concatenate([np.full(count, 1.0 / count) for count in counts])
+        if self.params.anova is None:
+            W = np.empty((P, size), dtype=dtype)
+        else:
+            owners = np.repeat(np.arange(len(self.subsets)), counts)
+            columns = np.empty((len(self.subsets), size), dtype=np.int32)
+            for position, subset in enumerate(self.subsets):
+                columns[position] = subset
+            W = sp.csr_matrix((np.empty(P * size, dtype=dtype), np.empty(P * size, dtype=np.int32),
+                               np.arange(0, P * size + 1, size, dtype=np.int32)), shape=(P, self.input_dim))
+        for rows, words in randomness.row_blocks(self.spec.seed, "quadrature.points", P, size):
+            indices = rules.subsample(L, rows.stop - rows.start, size, randomness.uniform_open(words))
+            if self.params.anova is None:
+                W[rows] = nodes[indices] * scale
+            else:
+                entries = slice(rows.start * size, rows.stop * size)
+                W.data[entries] = (nodes[indices] * scale).ravel()
+                W.indices[entries] = columns[owners[rows]].ravel()
+        if sp.issparse(W):
+            W.sort_indices()
+        return W, weights
 
     @property
     def weights(self) -> np.ndarray:
@@ -400,17 +419,13 @@ class QuadratureMap(DenseFeatureMap):
             return product.toarray() if sp.issparse(product) else np.asarray(product)
         return np.asarray(X @ W.T)
 
-    def _require_feature_map(self) -> None:
+    def require_features(self) -> None:
         if not self.is_feature_map:
             negative = int(np.count_nonzero(self.weights < 0))
             raise SpecError("params.grid", (
                 f"this sparse grid has {negative} negative weights (smallest {self.weights.min():.4g}), so it has "
                 "no real features sqrt(a_i) [cos, sin]: it only estimates the kernel (kernel / POST .../kernel). "
                 "For features use grid 'dense', 'subsampled' or 'reweighted'"))
-
-    def transform(self, X, *, dtype=None) -> np.ndarray:
-        self._require_feature_map()
-        return super().transform(X, dtype=dtype)
 
     def _magnitude_bound(self, l1: np.ndarray, dtype: np.dtype) -> np.ndarray:
         """|w . x| <= ||x||_1 max|w|; then cos, sin and the weights keep the features finite."""
