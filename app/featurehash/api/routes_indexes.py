@@ -21,8 +21,9 @@ from ..store.lsh_layout import check_item_ids, is_path_segment
 from .codecs import json_response, parse_body, parse_model, vectors_from
 from .deps import ServiceState, get_state, require_api_key
 from .metrics import BATCH_ROWS
-from .schemas import (ERROR_RESPONSES, AddItemsRequest, AddItemsResponse, CreateIndexRequest, DeleteItemsRequest, DeleteItemsResponse,
-                      IndexListResponse, IndexQueryRequest, IndexQueryResponse, IndexResponse, body_doc)
+from .schemas import (ERROR_RESPONSES, AddItemsRequest, AddItemsResponse, CreateIndexRequest, DeleteItemsRequest,
+                      DeleteItemsResponse, IndexListResponse, IndexQueryRequest, IndexQueryResponse, IndexResponse,
+                      body_doc)
 
 router = APIRouter(prefix="/v1/indexes", tags=["indexes"], dependencies=[Depends(require_api_key)],
                    responses=ERROR_RESPONSES)
