@@ -69,7 +69,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from .. import kernels
 from . import _quadrature_rules as rules
 from . import randomness
-from .base import DenseFeatureMap
+from .base import DenseFeatureMap, largest_magnitude
 from .errors import SpecError
 from .spec import MAX_COMPONENTS, MapSpec
 
@@ -146,17 +146,29 @@ class QuadratureParams(BaseModel):
 # spec resolution
 # -------------------------------------------------------------------------------------------
 
-def anova_subsets(anova: AnovaFamily | None, input_dim: int) -> list[list[int]]:
-    """The family of coordinate subsets: one subset of all coordinates without anova."""
+def family_sizes(anova: AnovaFamily | None, input_dim: int) -> list[int]:
+    """The sizes of the family's subsets, found without enumerating them (so a huge input_dim costs
+    nothing before the map is sized); refuses a family over the limits."""
     if anova is None:
-        return [list(range(input_dim))]
+        return [input_dim]
     if anova.window is not None:
         if anova.window > input_dim:
             raise SpecError("params.anova.window", f"a window of {anova.window} does not fit in input_dim {input_dim}")
         count = input_dim - anova.window + 1
         if count > MAX_SUBSETS:
             raise SpecError("params.anova.window", f"{count} windows exceed the limit of {MAX_SUBSETS} subsets")
-        return [list(range(start, start + anova.window)) for start in range(count)]
+        return [anova.window] * count
+    return [len(subset) for subset in anova.subsets]
+
+
+def anova_subsets(anova: AnovaFamily | None, input_dim: int) -> list[range | list[int]]:
+    """The family of coordinate subsets: one subset of all coordinates without anova. Contiguous
+    subsets are ranges, which cost nothing whatever their length."""
+    sizes = family_sizes(anova, input_dim)
+    if anova is None:
+        return [range(input_dim)]
+    if anova.window is not None:
+        return [range(start, start + anova.window) for start in range(len(sizes))]
     for position, subset in enumerate(anova.subsets):
         field = f"params.anova.subsets.{position}"
         if not subset:
@@ -216,7 +228,7 @@ class QuadratureMap(DenseFeatureMap):
     def complete_params(cls, params: QuadratureParams, *, input_dim: int, n_components: int,
                         seed: int) -> QuadratureParams:
         subsets = anova_subsets(params.anova, input_dim)
-        subset_sizes = [len(subset) for subset in subsets]
+        subset_sizes = family_sizes(params.anova, input_dim)
         grid, updates = params.grid, {}
         fit_names = ("fit_sample", "fit_pairs", "candidates", "penalty", "diagonal_weight", *FITTED_FIELDS)
         if grid != "reweighted":
@@ -250,6 +262,7 @@ class QuadratureMap(DenseFeatureMap):
         self.n_points = spec.n_components // 2
         self._parameters: dict[np.dtype, tuple[np.ndarray | sp.csr_matrix, np.ndarray]] = {}
         self._weights: np.ndarray | None = None
+        self._largest_frequency: dict[np.dtype, float] = {}
 
     def unit_rule(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Per subset: points for N(0, I_r) (P_S, r) and their weights (P_S,), in feature order."""
@@ -294,11 +307,46 @@ class QuadratureMap(DenseFeatureMap):
     def _parameters_for(self, dtype: np.dtype) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray]:
         """(W, sqrt(max(a, 0))) in the working precision; the float64 weights are kept for `kernel`."""
         if dtype not in self._parameters:
-            W, weights = self.rule()
+            sizes = {len(subset) for subset in self.subsets}
+            if self.params.grid == "subsampled" and len(sizes) == 1:
+                W, weights = self._subsampled_frequencies(dtype, sizes.pop())
+            else:
+                W, weights = self.rule()
+                W = W.astype(dtype, copy=False)
             if self._weights is None:
                 self._weights = weights
-            self._parameters[dtype] = (W.astype(dtype), np.sqrt(np.maximum(weights, 0.0)).astype(dtype))
+            self._largest_frequency[dtype] = largest_magnitude(W, "params.gamma")
+            self._parameters[dtype] = (W, np.sqrt(np.maximum(weights, 0.0)).astype(dtype))
         return self._parameters[dtype]
+
+    def _subsampled_frequencies(self, dtype: np.dtype, size: int) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray]:
+        """`rule()` of a subsampled grid whose subsets all have `size` coordinates (no anova, or windows),
+        made straight in `dtype` in blocks of points (the same numbers: the draw is point by point), so
+        creating a large map holds little besides W: dense without anova, CSR with it."""
+        L, P = self.params.points_per_dim, self.n_points
+        nodes, scale = rules.hermite_rule(L)[0], math.sqrt(2.0 * self.params.gamma)
+        counts = shares(P, len(self.subsets))
+        weights = np.concatenate([np.full(count, 1.0 / count) for count in counts])
+        if self.params.anova is None:
+            W = np.empty((P, size), dtype=dtype)
+        else:
+            owners = np.repeat(np.arange(len(self.subsets)), counts)
+            columns = np.empty((len(self.subsets), size), dtype=np.int32)
+            for position, subset in enumerate(self.subsets):
+                columns[position] = subset
+            W = sp.csr_matrix((np.empty(P * size, dtype=dtype), np.empty(P * size, dtype=np.int32),
+                               np.arange(0, P * size + 1, size, dtype=np.int32)), shape=(P, self.input_dim))
+        for rows, words in randomness.row_blocks(self.spec.seed, "quadrature.points", P, size):
+            indices = rules.subsample(L, rows.stop - rows.start, size, randomness.uniform_open(words))
+            if self.params.anova is None:
+                W[rows] = nodes[indices] * scale
+            else:
+                entries = slice(rows.start * size, rows.stop * size)
+                W.data[entries] = (nodes[indices] * scale).ravel()
+                W.indices[entries] = columns[owners[rows]].ravel()
+        if sp.issparse(W):
+            W.sort_indices()
+        return W, weights
 
     @property
     def weights(self) -> np.ndarray:
@@ -334,13 +382,24 @@ class QuadratureMap(DenseFeatureMap):
             return self.n_points * self.input_dim
         return sum(count * len(subset) for count, subset in zip(self.points_per_subset(), self.subsets))
 
-    @property
-    def planned_nbytes(self) -> int:
-        entries = self._coordinates_held()
+    @staticmethod
+    def _parameter_bytes(entries: int, n_points: int, anova: bool) -> int:
         # float32 W (CSR: values + int32 column indices + int32 row pointers), float32 sqrt weights,
         # float64 weights.
-        matrix = 4 * entries if self.params.anova is None else 8 * entries + 4 * (self.n_points + 1)
-        return matrix + 4 * self.n_points + 8 * self.n_points
+        matrix = 8 * entries + 4 * (n_points + 1) if anova else 4 * entries
+        return matrix + 4 * n_points + 8 * n_points
+
+    @property
+    def planned_nbytes(self) -> int:
+        return self._parameter_bytes(self._coordinates_held(), self.n_points, self.params.anova is not None)
+
+    @classmethod
+    def planned_nbytes_bound(cls, spec: MapSpec, **options) -> int:
+        """At most P points of the largest subset each, from the subset sizes alone."""
+        params = cls.Params(**spec.params)
+        n_points = spec.n_components // 2
+        largest = max(family_sizes(params.anova, spec.input_dim))
+        return cls._parameter_bytes(n_points * largest, n_points, params.anova is not None)
 
     @property
     def nbytes(self) -> int:
@@ -360,7 +419,7 @@ class QuadratureMap(DenseFeatureMap):
             return product.toarray() if sp.issparse(product) else np.asarray(product)
         return np.asarray(X @ W.T)
 
-    def _require_feature_map(self) -> None:
+    def require_features(self) -> None:
         if not self.is_feature_map:
             negative = int(np.count_nonzero(self.weights < 0))
             raise SpecError("params.grid", (
@@ -368,9 +427,10 @@ class QuadratureMap(DenseFeatureMap):
                 "no real features sqrt(a_i) [cos, sin]: it only estimates the kernel (kernel / POST .../kernel). "
                 "For features use grid 'dense', 'subsampled' or 'reweighted'"))
 
-    def transform(self, X, *, dtype=None) -> np.ndarray:
-        self._require_feature_map()
-        return super().transform(X, dtype=dtype)
+    def _magnitude_bound(self, l1: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """|w . x| <= ||x||_1 max|w|; then cos, sin and the weights keep the features finite."""
+        self._parameters_for(dtype)
+        return l1 * self._largest_frequency[dtype]
 
     def _features_into(self, X, out: np.ndarray) -> None:
         W, sqrt_weights = self._parameters_for(out.dtype)
