@@ -67,6 +67,7 @@ import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .. import kernels
+from . import _quadrature_design as design
 from . import _quadrature_rules as rules
 from . import randomness
 from .base import DenseFeatureMap
@@ -406,14 +407,14 @@ class QuadratureMap(DenseFeatureMap):
 # -------------------------------------------------------------------------------------------
 
 def _subsampled_indices(seed: int, tag: str, points_per_dim: int, counts: list[int],
-                        sizes: list[int]) -> list[np.ndarray]:
+                        sizes: list[int], rule=rules.hermite_rule) -> list[np.ndarray]:
     """Node indices of counts[s] grid points for each subset s, drawn with probability = weight from one
     raw-word stream, consumed subset by subset, point by point, coordinate by coordinate."""
     total = sum(c * r for c, r in zip(counts, sizes))
     uniforms = randomness.uniform_open(randomness.raw_words(seed, tag, total))
     blocks, offset = [], 0
     for count, size in zip(counts, sizes):
-        blocks.append(rules.subsample(points_per_dim, count, size, uniforms[offset:offset + count * size]))
+        blocks.append(rules.subsample(points_per_dim, count, size, uniforms[offset:offset + count * size], rule))
         offset += count * size
     return blocks
 
@@ -477,7 +478,8 @@ def fit_reweighted(sample: np.ndarray, subsets: list[list[int]], n_points: int, 
     L, sizes = points_per_dim, [len(subset) for subset in subsets]
     input_dim = sample.shape[1]
     # Candidates: folded (w ~ -w give the same cosine) and deduplicated, subset by subset.
-    drawn = _subsampled_indices(seed, "quadrature.candidates", L, shares(candidates, len(subsets)), sizes)
+    drawn = _subsampled_indices(seed, "quadrature.candidates", L, shares(candidates, len(subsets)), sizes,
+                                rules.portable_hermite_rule)
     blocks = [np.unique(rules.fold_indices(block, L), axis=0) for block in drawn]
     owners = np.concatenate([np.full(len(block), s) for s, block in enumerate(blocks)])
     distinct = int(owners.size)
@@ -485,23 +487,16 @@ def fit_reweighted(sample: np.ndarray, subsets: list[list[int]], n_points: int, 
         raise SpecError("n_components", f"only {distinct} distinct candidate points (of {candidates} drawn from the "
                         f"{L}-point grid) for {n_points} points: lower n_components, or raise points_per_dim or "
                         "candidates")
-    nodes = rules.hermite_rule(L)[0] * math.sqrt(2.0 * gamma)
-    # Frequencies of the candidates as a d-column matrix (sparse with anova).
+    nodes = rules.portable_hermite_rule(L)[0] * math.sqrt(2.0 * gamma)
+    # Frequencies of the candidates as a d x candidates matrix (sparse with anova).
     rows = np.repeat(np.arange(distinct), [sizes[s] for s in owners])
     columns = np.concatenate([np.tile(subsets[s], len(block)) for s, block in enumerate(blocks)])
     values = np.concatenate([nodes[block].ravel() for block in blocks])
-    frequencies = sp.csr_matrix((values, (rows, columns)), shape=(distinct, input_dim))
+    frequencies = sp.csr_matrix((values, (columns, rows)), shape=(input_dim, distinct))
     frequencies = frequencies if with_anova else frequencies.toarray()
     first, second = fit_pair_indices(sample.shape[0], fit_pairs, seed)
-
-    def design():
-        for start in range(0, first.size, FIT_CHUNK_PAIRS):
-            delta = sample[first[start:start + FIT_CHUNK_PAIRS]] - sample[second[start:start + FIT_CHUNK_PAIRS]]
-            projection = QuadratureMap._project(delta, frequencies)
-            target = sum(np.exp(-gamma * np.einsum("ij,ij->i", delta[:, s], delta[:, s])) for s in subsets)
-            yield np.cos(projection), target
-
-    gram, moment, target_square, _ = rules.gram_moments(design(), distinct)
+    gram, moment, target_square, _ = design.gram_moments(sample, first, second, frequencies, subsets, gamma,
+                                                          FIT_CHUNK_PAIRS)
     # The pair (x, x): its design row is all ones (cos 0) and its target k(0) = number of subsets.
     origin = float(len(subsets))
     gram += diagonal_weight
