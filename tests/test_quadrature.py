@@ -849,6 +849,6 @@ def test_golden_vectors(name):
     if m.is_feature_map:
         np.testing.assert_allclose(m.transform(X, dtype=np.float64), expected["transform_float64"], **FLOAT)
         np.testing.assert_allclose(m.transform(X).astype(np.float64), expected["transform_float32"], **FLOAT)
-    # ... and the request resolves to that spec (for the reweighted grid: refits to the same numbers here;
-    # another platform's BLAS may steer NNLS to other last digits, see app/featurehash/maps/quadrature.py).
+    # ... and the request resolves to that spec (for the reweighted grid: refits to the same numbers, bit for
+    # bit on any machine; test_reweighted_fit_is_bit_identical_... runs it under other BLAS and SIMD paths).
     assert create_map(case["request"]).spec.id == stored["id"]

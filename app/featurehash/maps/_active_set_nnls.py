@@ -8,9 +8,10 @@ Lawson and Hanson's active set ("Solving Least Squares Problems", 1974, ch. 23),
 `_portable_nnls.nonnegative_least_squares`, but for the reweighted quadrature fit's sizes (2048
 candidates, passive sets of 1500): numba loops, and the Cholesky factor G_PP = U^T U of the passive
 set updated instead of refactored: a variable that enters appends a column (one triangular solve),
-one that leaves deletes its column and restores the triangle with Givens rotations. Each added
-variable costs O(p n) for the gradient and O(p^2) for the factor, so a whole solve costs about
-n p^2 flops.
+one that leaves deletes its column and restores the triangle with Givens rotations (rare: ~4% of
+the steps in the fit). U and its transpose L are both kept, so that both triangular solves run
+along contiguous rows. Each added variable costs O(p min(p, n - p)) for the gradient and O(p^2)
+for the factor and the solve, so a whole solve costs about n p^2 flops.
 
 Determinism: only +, -, *, /, sqrt, in loops of fixed order (numba keeps IEEE semantics: no fused
 multiply-add, no reassociation; see `_portable_numba`), no BLAS. The variable that enters is the one
