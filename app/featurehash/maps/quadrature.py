@@ -32,7 +32,7 @@ Grids and n_components (D = n_components = 2 P, P the number of points):
 - "reweighted": a data-dependent rule (section 3.5), fitted when the spec is resolved, from
   `fit_sample` (rows of the user's data): `candidates` points of the subsampled L-grid (folded,
   deduplicated), `fit_pairs` random pairs of sample rows, weights a >= 0 by NNLS
-  (scipy.optimize.nnls) and an l1 path with bisection on lambda to keep exactly P = D / 2 points,
+  (`_active_set_nnls`) and an l1 path with bisection on lambda to keep exactly P = D / 2 points,
   then a debiasing NNLS on those (`_quadrature_rules.fit_weights`; `penalty` "adaptive_l1"
   (default) or the paper's plain "l1"). Beyond the paper, the fit also asks k~(x, x) = k(0)
   (`diagonal_weight`, the weight of that one equation against all sample pairs together; default
@@ -42,13 +42,25 @@ Grids and n_components (D = n_components = 2 P, P the number of points):
   sample: `points` (node indices into the L-point rule, one per coordinate of the point's subset),
   `weights` (rounded to 8 significant digits), and with anova `point_subsets`; fit_sample
   becomes null. So the id covers the fit, and a stored spec is rebuilt without data and without
-  refitting. BLAS threading moves the fit's last bits (measured 1e-15 relative), which the
-  rounding absorbs, so replicas fitting the same request agree on the id; another platform can
-  still land elsewhere in rare cases: the stored spec is the reference. If the unpenalised NNLS
-  already keeps fewer than P points, the remaining points keep weight 0 (silent features).
-  Cost: about pairs * candidates^2 flops for the Gram matrix plus one NNLS of size candidates
-  per bisection step: measured 0.1-0.5 s for D <= 256 (d = 10), ~1.5 s for D = 512 and ~13 s
-  for D = 1024 (d = 64), on 2 cores.
+  refitting. If the unpenalised NNLS already keeps fewer than P points, the remaining points keep
+  weight 0 (silent features).
+  Same request, same fit, on every machine (issue 10): the fit uses no operation whose result
+  depends on the CPU, the BLAS kernel, the SIMD path or the thread count, so its unrounded numbers,
+  not only the rounded ones, are bit-identical everywhere (tests/test_quadrature.py runs it under
+  other OpenBLAS coretypes, numpy SIMD targets, numba code generation and thread counts):
+  candidates drawn and evaluated with `_quadrature_rules.portable_hermite_rule` (Sturm bisection,
+  not LAPACK); the design cos(w . delta) and target in numba with `_portable_numba` cos/exp;
+  the Gram matrix exact whatever BLAS does (error-free splitting, `_quadrature_design`); the NNLS,
+  l1 path and debiasing by a compiled active set in a fixed order (`_active_set_nnls`). The
+  formulation is unchanged, so a refit of a request made before this change gives the same spec
+  in the cases checked (the golden requests; diabetes and digits at D = 64 and 256): the rounding
+  absorbed the old last-bit noise there. Where it did not (a weight at a rounding edge, or a
+  support decided by noise), the refit is the new, portable answer under a new id, while the
+  stored spec keeps its id and transforms as before (its points and weights are in it).
+  Cost: about 1.5 pairs * candidates^2 flops for the Gram matrix (two exact BLAS products) plus
+  active-set NNLS solves of ~candidates * support^2 flops. Measured on digits (d = 64, 200 rows,
+  2 cores, same run): 0.05 / 0.5 / 0.9 / 7.7 s for D = 64 / 256 / 512 / 1024, against 0.09 / 0.4 /
+  2.4 / 20.9 s with BLAS and scipy's NNLS; a new process first loads the compiled kernels (~0.5 s).
 Randomness (subsampled points, candidates, fit pairs) comes from `randomness.raw_words` blocks
 "quadrature.points", "quadrature.candidates", "quadrature.fit_pairs"; dense and sparse grids are
 deterministic (the seed does not matter).
@@ -67,6 +79,7 @@ import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .. import kernels
+from . import _quadrature_design as design
 from . import _quadrature_rules as rules
 from . import randomness
 from .base import DenseFeatureMap, largest_magnitude
@@ -466,14 +479,14 @@ class QuadratureMap(DenseFeatureMap):
 # -------------------------------------------------------------------------------------------
 
 def _subsampled_indices(seed: int, tag: str, points_per_dim: int, counts: list[int],
-                        sizes: list[int]) -> list[np.ndarray]:
+                        sizes: list[int], rule=rules.hermite_rule) -> list[np.ndarray]:
     """Node indices of counts[s] grid points for each subset s, drawn with probability = weight from one
     raw-word stream, consumed subset by subset, point by point, coordinate by coordinate."""
     total = sum(c * r for c, r in zip(counts, sizes))
     uniforms = randomness.uniform_open(randomness.raw_words(seed, tag, total))
     blocks, offset = [], 0
     for count, size in zip(counts, sizes):
-        blocks.append(rules.subsample(points_per_dim, count, size, uniforms[offset:offset + count * size]))
+        blocks.append(rules.subsample(points_per_dim, count, size, uniforms[offset:offset + count * size], rule))
         offset += count * size
     return blocks
 
@@ -537,7 +550,8 @@ def fit_reweighted(sample: np.ndarray, subsets: list[list[int]], n_points: int, 
     L, sizes = points_per_dim, [len(subset) for subset in subsets]
     input_dim = sample.shape[1]
     # Candidates: folded (w ~ -w give the same cosine) and deduplicated, subset by subset.
-    drawn = _subsampled_indices(seed, "quadrature.candidates", L, shares(candidates, len(subsets)), sizes)
+    drawn = _subsampled_indices(seed, "quadrature.candidates", L, shares(candidates, len(subsets)), sizes,
+                                rules.portable_hermite_rule)
     blocks = [np.unique(rules.fold_indices(block, L), axis=0) for block in drawn]
     owners = np.concatenate([np.full(len(block), s) for s, block in enumerate(blocks)])
     distinct = int(owners.size)
@@ -545,23 +559,16 @@ def fit_reweighted(sample: np.ndarray, subsets: list[list[int]], n_points: int, 
         raise SpecError("n_components", f"only {distinct} distinct candidate points (of {candidates} drawn from the "
                         f"{L}-point grid) for {n_points} points: lower n_components, or raise points_per_dim or "
                         "candidates")
-    nodes = rules.hermite_rule(L)[0] * math.sqrt(2.0 * gamma)
-    # Frequencies of the candidates as a d-column matrix (sparse with anova).
+    nodes = rules.portable_hermite_rule(L)[0] * math.sqrt(2.0 * gamma)
+    # Frequencies of the candidates as a d x candidates matrix (sparse with anova).
     rows = np.repeat(np.arange(distinct), [sizes[s] for s in owners])
     columns = np.concatenate([np.tile(subsets[s], len(block)) for s, block in enumerate(blocks)])
     values = np.concatenate([nodes[block].ravel() for block in blocks])
-    frequencies = sp.csr_matrix((values, (rows, columns)), shape=(distinct, input_dim))
+    frequencies = sp.csr_matrix((values, (columns, rows)), shape=(input_dim, distinct))
     frequencies = frequencies if with_anova else frequencies.toarray()
     first, second = fit_pair_indices(sample.shape[0], fit_pairs, seed)
-
-    def design():
-        for start in range(0, first.size, FIT_CHUNK_PAIRS):
-            delta = sample[first[start:start + FIT_CHUNK_PAIRS]] - sample[second[start:start + FIT_CHUNK_PAIRS]]
-            projection = QuadratureMap._project(delta, frequencies)
-            target = sum(np.exp(-gamma * np.einsum("ij,ij->i", delta[:, s], delta[:, s])) for s in subsets)
-            yield np.cos(projection), target
-
-    gram, moment, target_square, _ = rules.gram_moments(design(), distinct)
+    gram, moment, target_square, _ = design.gram_moments(sample, first, second, frequencies, subsets, gamma,
+                                                          FIT_CHUNK_PAIRS)
     # The pair (x, x): its design row is all ones (cos 0) and its target k(0) = number of subsets.
     origin = float(len(subsets))
     gram += diagonal_weight
@@ -573,9 +580,8 @@ def fit_reweighted(sample: np.ndarray, subsets: list[list[int]], n_points: int, 
         raise SpecError("params.fit_sample", f"the weight fit failed ({exc}); try another seed, fewer candidates "
                         "or a larger sample") from None
     candidate_rows = [row for block in blocks for row in block.tolist()]
-    # Rounded: BLAS threading and platforms move the fit's last bits (measured: 1e-15 relative), which
-    # must not make the same request give another id; 8 digits keep the chance of a rounding-boundary
-    # flip per weight near 1e-7 and change the estimate by < 1e-8.
+    # Rounded to keep specs short (8 digits change the estimate by < 1e-8); the unrounded weights are
+    # already the same bits on every machine, so the rounding is no longer what makes ids agree.
     weights = [float(f"{a:.{WEIGHT_DIGITS}g}") for a in fit.weights]
     return {"points": [candidate_rows[k] for k in fit.selected], "weights": weights,
             "point_subsets": [int(owners[k]) for k in fit.selected] if with_anova else None}
