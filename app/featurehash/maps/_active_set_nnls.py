@@ -4,9 +4,9 @@ Solves  min_a  1/2 a^T G a - m^T a  subject to a >= 0,  G symmetric positive def
 adds its ridge), i.e. a weighted least-squares fit by nonnegative combinations in normal-equation
 form. With G positive definite the objective is strictly convex: its minimiser is unique.
 
-Lawson and Hanson's active set ("Solving Least Squares Problems", 1974, ch. 23), as
-`_portable_nnls.nonnegative_least_squares`, but for the reweighted quadrature fit's sizes (2048
-candidates, passive sets of 1500): numba loops, and the Cholesky factor G_PP = U^T U of the passive
+Lawson and Hanson's active set ("Solving Least Squares Problems", 1974, ch. 23), sized for the
+reweighted quadrature fit (2048 candidates, passive sets of 1500) and used by the SRF shell fit too:
+numba loops, and the Cholesky factor G_PP = U^T U of the passive
 set updated instead of refactored: a variable that enters appends a column (one triangular solve),
 one that leaves deletes its column and restores the triangle with Givens rotations (rare: ~4% of
 the steps in the fit). U and its transpose L are both kept, so that both triangular solves run
@@ -204,14 +204,16 @@ def _active_set(G, m, threshold, max_additions):
     return a, False
 
 
-def nonnegative_least_squares(gram: np.ndarray, moment: np.ndarray) -> np.ndarray:
+def nonnegative_least_squares(gram: np.ndarray, moment: np.ndarray, *, additions_per_variable: int = 5) -> np.ndarray:
     """The nonnegative minimiser of 1/2 a^T G a - m^T a (G positive definite; see the module docstring).
-    Raises RuntimeError if the active set has not settled after 5 n + 100 entering variables."""
+    Raises RuntimeError if the active set has not settled after `additions_per_variable` n + 100
+    entering variables (ill-conditioned problems, such as the SRF shells of small d, need more)."""
     G = np.ascontiguousarray(gram, dtype=np.float64)
     m = np.ascontiguousarray(moment, dtype=np.float64)
     n = m.size
     largest = max((abs(value) for value in m.tolist()), default=0.0)  # max |m|: exact in any order
-    a, converged = _active_set(G, m, GRADIENT_TOLERANCE * largest, 5 * n + 100)
+    limit = additions_per_variable * n + 100
+    a, converged = _active_set(G, m, GRADIENT_TOLERANCE * largest, limit)
     if not converged:
-        raise RuntimeError(f"nonnegative least squares did not settle after {5 * n + 100} entering variables")
+        raise RuntimeError(f"nonnegative least squares did not settle after {limit} entering variables")
     return a

@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.polynomial.hermite_e import _normed_hermite_e_n, hermegauss
+from numpy.polynomial.hermite_e import _normed_hermite_e_n
 
 from ._active_set_nnls import nonnegative_least_squares
 from ._portable_math import ordered_sum
@@ -45,20 +45,6 @@ WEIGHT_NOISE = 1e-12
 # -------------------------------------------------------------------------------------------
 # one dimension
 # -------------------------------------------------------------------------------------------
-
-@functools.lru_cache(maxsize=256)
-def _hermite_rule_cached(points: int) -> tuple[np.ndarray, np.ndarray]:
-    nodes, weights = hermegauss(points)
-    nodes.setflags(write=False)
-    weights = weights / math.sqrt(2.0 * math.pi)  # hermegauss integrates against exp(-x^2/2)
-    weights.setflags(write=False)
-    return nodes, weights
-
-
-def hermite_rule(points: int) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes (ascending, symmetric) and weights of the `points`-point Gauss-Hermite rule for N(0, 1)."""
-    return _hermite_rule_cached(int(points))
-
 
 # Bisection steps per node: from the Gershgorin interval (width < 5 sqrt(L) <= 50) to adjacent floats.
 _STURM_STEPS = 80
@@ -79,7 +65,7 @@ def _sturm_count(x: np.ndarray, points: int) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=256)
-def _portable_hermite_rule_cached(points: int) -> tuple[np.ndarray, np.ndarray]:
+def _hermite_rule_cached(points: int) -> tuple[np.ndarray, np.ndarray]:
     # The eigenvalues by bisection on Sturm counts (elementwise +, -, /, compare: the same bits on every
     # machine, unlike LAPACK's), then numpy's own polishing: one Newton step, weights from He_{L-1}.
     rank = np.arange(points)
@@ -103,11 +89,12 @@ def _portable_hermite_rule_cached(points: int) -> tuple[np.ndarray, np.ndarray]:
     return nodes, weights
 
 
-def portable_hermite_rule(points: int) -> tuple[np.ndarray, np.ndarray]:
-    """`hermite_rule` computed from IEEE basic operations in a fixed order only: the same bits on every
-    machine (within a few ulp of `hermite_rule`, which rests on LAPACK's eigvalsh). The reweighted fit
-    draws and evaluates its candidates with it, so that its design matrix is bit-identical everywhere."""
-    return _portable_hermite_rule_cached(int(points))
+def hermite_rule(points: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes (ascending, symmetric) and weights of the `points`-point Gauss-Hermite rule for N(0, 1),
+    computed from IEEE basic operations in a fixed order only: the same bits on every machine (within a
+    few ulp of numpy's hermegauss, which rests on LAPACK's eigvalsh and can differ in the last bits
+    across CPUs). Subsampled grids draw with its weights and the reweighted fit evaluates with it."""
+    return _hermite_rule_cached(int(points))
 
 
 # -------------------------------------------------------------------------------------------
@@ -254,14 +241,13 @@ def symmetrized(nodes: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.
 # subsampled grids and candidates
 # -------------------------------------------------------------------------------------------
 
-def subsample(points_per_dim: int, count: int, dim: int, uniforms: np.ndarray, rule=hermite_rule) -> np.ndarray:
+def subsample(points_per_dim: int, count: int, dim: int, uniforms: np.ndarray) -> np.ndarray:
     """Node indices (count, r) of dense-grid points drawn with probability = grid weight.
 
     The grid weight is a product of 1-D weights, so each coordinate is drawn independently from the
     1-D rule with probabilities a_l, by inverting its CDF at the given uniforms (count * r of them).
-    `rule`: `hermite_rule`, or `portable_hermite_rule` for draws that are the same on every machine.
     """
-    _, weights_1d = rule(points_per_dim)
+    _, weights_1d = hermite_rule(points_per_dim)
     cdf = np.cumsum(weights_1d)
     indices = np.searchsorted(cdf, uniforms.reshape(count, dim) * cdf[-1], side="right")
     return np.minimum(indices, points_per_dim - 1).astype(np.int64)

@@ -48,7 +48,7 @@ Grids and n_components (D = n_components = 2 P, P the number of points):
   depends on the CPU, the BLAS kernel, the SIMD path or the thread count, so its unrounded numbers,
   not only the rounded ones, are bit-identical everywhere (tests/test_quadrature.py runs it under
   other OpenBLAS coretypes, numpy SIMD targets, numba code generation and thread counts):
-  candidates drawn and evaluated with `_quadrature_rules.portable_hermite_rule` (Sturm bisection,
+  candidates drawn and evaluated with `_quadrature_rules.hermite_rule` (Sturm bisection,
   not LAPACK); the design cos(w . delta) and target in numba with `_portable_numba` cos/exp;
   the Gram matrix exact whatever BLAS does (error-free splitting, `_quadrature_design`); the NNLS,
   l1 path and debiasing by a compiled active set in a fixed order (`_active_set_nnls`). The
@@ -479,14 +479,14 @@ class QuadratureMap(DenseFeatureMap):
 # -------------------------------------------------------------------------------------------
 
 def _subsampled_indices(seed: int, tag: str, points_per_dim: int, counts: list[int],
-                        sizes: list[int], rule=rules.hermite_rule) -> list[np.ndarray]:
+                        sizes: list[int]) -> list[np.ndarray]:
     """Node indices of counts[s] grid points for each subset s, drawn with probability = weight from one
     raw-word stream, consumed subset by subset, point by point, coordinate by coordinate."""
     total = sum(c * r for c, r in zip(counts, sizes))
     uniforms = randomness.uniform_open(randomness.raw_words(seed, tag, total))
     blocks, offset = [], 0
     for count, size in zip(counts, sizes):
-        blocks.append(rules.subsample(points_per_dim, count, size, uniforms[offset:offset + count * size], rule))
+        blocks.append(rules.subsample(points_per_dim, count, size, uniforms[offset:offset + count * size]))
         offset += count * size
     return blocks
 
@@ -550,8 +550,7 @@ def fit_reweighted(sample: np.ndarray, subsets: list[list[int]], n_points: int, 
     L, sizes = points_per_dim, [len(subset) for subset in subsets]
     input_dim = sample.shape[1]
     # Candidates: folded (w ~ -w give the same cosine) and deduplicated, subset by subset.
-    drawn = _subsampled_indices(seed, "quadrature.candidates", L, shares(candidates, len(subsets)), sizes,
-                                rules.portable_hermite_rule)
+    drawn = _subsampled_indices(seed, "quadrature.candidates", L, shares(candidates, len(subsets)), sizes)
     blocks = [np.unique(rules.fold_indices(block, L), axis=0) for block in drawn]
     owners = np.concatenate([np.full(len(block), s) for s, block in enumerate(blocks)])
     distinct = int(owners.size)
@@ -559,7 +558,7 @@ def fit_reweighted(sample: np.ndarray, subsets: list[list[int]], n_points: int, 
         raise SpecError("n_components", f"only {distinct} distinct candidate points (of {candidates} drawn from the "
                         f"{L}-point grid) for {n_points} points: lower n_components, or raise points_per_dim or "
                         "candidates")
-    nodes = rules.portable_hermite_rule(L)[0] * math.sqrt(2.0 * gamma)
+    nodes = rules.hermite_rule(L)[0] * math.sqrt(2.0 * gamma)
     # Frequencies of the candidates as a d x candidates matrix (sparse with anova).
     rows = np.repeat(np.arange(distinct), [sizes[s] for s in owners])
     columns = np.concatenate([np.tile(subsets[s], len(block)) for s, block in enumerate(blocks)])
