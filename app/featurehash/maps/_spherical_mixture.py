@@ -1,4 +1,10 @@
-"""The spectral mixture behind SRF (papers/000_*, section 3.2): fit, evaluate, sample.
+"""The spectral mixture of SRF specs stored before 0.2 (papers/000_*, section 3.2): evaluate, sample, fit.
+
+Since 0.2 new SRF specs use spherical shells (`_spherical_shells`), whose fit is convex and the same
+on every machine. This module keeps what stored mixture specs need (`mixture_kernel`, `mixture_mass`,
+`mixture_radii`), the radial machinery the shell fit reuses (`sphere_cosine_mean`), and the paper's
+fit (`fit_mixture`), whose optimum moves with the BLAS kernel's last bits, as the reference the shell
+fit is measured against (tests/test_srf.py, bench/bench_srf.py).
 
 On the unit sphere S^{d-1} the polynomial kernel is a radial function of z = ||x - y||,
 K(z) = (1 - z^2/a^2)^p on [0, 2]. SRF approximates it by K^, the Fourier transform of
