@@ -31,7 +31,7 @@ def check_input(X, input_dim: int, *, field: str = "vectors"):
         raise InputError(field, f"expected numbers, got dtype {X.dtype}")
     if X.ndim != 2:
         hint = "wrap a single vector as [vector]" if X.ndim < 2 else f"reshape it to (n, {input_dim})"
-        raise InputError(field, f"expected a 2-D array (n, {input_dim}), got {X.ndim}-D {X.shape}; {hint}")
+        raise InputError(field, f"expected a 2-D array (n, {input_dim}), got {X.ndim}-D; {hint}")
     _check_shape(X.shape, input_dim, field)
     X = X.astype(_float_dtype(X.dtype), copy=False)
     if not np.isfinite(X).all():
