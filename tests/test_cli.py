@@ -147,7 +147,8 @@ BAD_INPUTS = {  # (spec, input, output): what stderr says after "featurehash: "
     "missing input": ("rff_spec.json", "missing.npy", "o.npy", "{tmp}/missing.npy: no such file"),
     "object npy": ("rff_spec.json", "object.npy", "o.npy", "{tmp}/object.npy: holds Python objects (dtype object)"),
     "dense npz": ("rff_spec.json", "dense.npz", "o.npy", "{tmp}/dense.npz: holds no scipy sparse matrix"),
-    "csv": ("rff_spec.json", "data.csv", "o.npy", "{tmp}/data.csv: not an .npy file (no NPY header: text such as CSV?)"),
+    "csv": ("rff_spec.json", "data.csv", "o.npy",
+            "{tmp}/data.csv: not an .npy file (no NPY header: text such as CSV?)"),
     "empty": ("rff_spec.json", "empty.npy", "o.npy", "{tmp}/empty.npy: empty file"),
     "wrong dimension": ("rff_spec.json", "narrow.npy", "o.npy", "{tmp}/narrow.npy: vectors: wrong dimension"),
     "3-D": ("rff_spec.json", "cube.npy", "o.npy", "{tmp}/cube.npy: vectors: expected a 2-D array (n, 8), got 3-D; "

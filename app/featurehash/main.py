@@ -49,7 +49,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             await redis.aclose()
 
+    # operationId = the route function name (create_map, transform, ...): what generated clients call
     app = FastAPI(title="featurehash", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
+                  generate_unique_id_function=lambda route: route.name,
                   description=DESCRIPTION)
     install_error_handlers(app, settings.retry_after_seconds)
     app.include_router(routes_maps.router)
