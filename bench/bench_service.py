@@ -317,7 +317,7 @@ def section_latency(http, client, clock: ServerClock, cases, inputs, count, warm
                 ("HTTP npy", npy_call(http, case.path), count)]
         if case.op == "transform":
             rows.append(("FeatureHashClient.transform (JSON)",
-                         lambda x, c=case: client.transform(c.spec["id"], x), count // 2))
+                         lambda x, c=case: client.transform(c.spec["id"], x, binary=False), count // 2))
         for label, fn, n in rows:
             results[(case.label, label)] = series(label, fn, X, n, "POST", case.route, local)
     return results

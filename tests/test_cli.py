@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 from featurehash import __version__
@@ -128,3 +129,58 @@ def test_progress_bar_counts_rows(tmp_path, capsys):
     result = stream(feature_map, str(tmp_path / "x.npy"), str(tmp_path / "z.npy"), chunk_rows=16, progress=True)
     err = capsys.readouterr().err
     assert result.rows == 64 and "100%" in err and "64.0/64.0" in err and "rows/s" in err
+
+
+# -- bad input: one line naming the file and the problem, exit code 2 -----------------------------------
+
+def _write_bad_inputs(tmp_path: Path) -> None:
+    np.save(tmp_path / "object.npy", np.array([{}, 1], dtype=object), allow_pickle=True)
+    np.savez(tmp_path / "dense.npz", x=np.ones((2, 8)))
+    np.savetxt(tmp_path / "data.csv", np.ones((2, 8)), delimiter=",")
+    np.save(tmp_path / "narrow.npy", np.ones((2, 3)))
+    np.save(tmp_path / "cube.npy", np.ones((2, 3, 8)))
+    (tmp_path / "empty.npy").write_bytes(b"")
+    (tmp_path / "notjson.json").write_text("{method: rff")
+
+
+BAD_INPUTS = {  # (spec, input, output): what stderr says after "featurehash: "
+    "missing input": ("rff_spec.json", "missing.npy", "o.npy", "{tmp}/missing.npy: no such file"),
+    "object npy": ("rff_spec.json", "object.npy", "o.npy", "{tmp}/object.npy: holds Python objects (dtype object)"),
+    "dense npz": ("rff_spec.json", "dense.npz", "o.npy", "{tmp}/dense.npz: holds no scipy sparse matrix"),
+    "csv": ("rff_spec.json", "data.csv", "o.npy",
+            "{tmp}/data.csv: not an .npy file (no NPY header: text such as CSV?)"),
+    "empty": ("rff_spec.json", "empty.npy", "o.npy", "{tmp}/empty.npy: empty file"),
+    "wrong dimension": ("rff_spec.json", "narrow.npy", "o.npy", "{tmp}/narrow.npy: vectors: wrong dimension"),
+    "3-D": ("rff_spec.json", "cube.npy", "o.npy", "{tmp}/cube.npy: vectors: expected a 2-D array (n, 8), got 3-D; "
+            "reshape it to (n, 8)"),
+    "spec not JSON": ("{tmp}/notjson.json", "{ex}/vectors.npy", "o.npy", "{tmp}/notjson.json: not valid JSON"),
+    "missing spec": ("{tmp}/nospec.json", "{ex}/vectors.npy", "o.npy", "{tmp}/nospec.json: no such file"),
+    "no output dir": ("rff_spec.json", "{ex}/vectors.npy", "nodir/o.npy",
+                      "{tmp}/nodir/o.npy: cannot be written: its directory does not exist"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_is_one_line_naming_the_file_with_exit_code_2(tmp_path, capsys, case):
+    _write_bad_inputs(tmp_path)
+    spec, given, output, message = (part.format(tmp=tmp_path, ex=EXAMPLES) for part in BAD_INPUTS[case])
+    spec = spec if "/" in spec else str(EXAMPLES / spec)
+    given = given if "/" in given else str(tmp_path / given)
+    assert main(["transform", "--spec", spec, "--input", given, "--output", str(tmp_path / output), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"featurehash: {message}") and err.count("\n") == 1, err
+    assert not list(tmp_path.glob("o.npy*"))
+
+
+def test_hash_with_a_dense_spec_names_the_spec(tmp_path, capsys):
+    spec = str(EXAMPLES / "rff_spec.json")
+    assert main(["hash", "--spec", spec, "--input", str(EXAMPLES / "vectors.npy"),
+                 "--output", str(tmp_path / "c.npy")]) == 2
+    assert capsys.readouterr().err == f"featurehash: {spec}: method: 'rff' maps have no discrete codes; use transform\n"
+
+
+def test_output_name_reported_is_the_file_written(tmp_path, capsys):
+    assert main(["transform", "--spec", str(EXAMPLES / "rff_spec.json"), "--input", str(EXAMPLES / "vectors.npy"),
+                 "--output", str(tmp_path / "out2"), "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["features"] == str(tmp_path / "out2.npy")
+    assert [path.name for path in tmp_path.iterdir()] == ["out2.npy"]

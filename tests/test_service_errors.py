@@ -126,7 +126,7 @@ CASES = {
     "bands_over_k": Case(H, 422, "bands", json={"vectors": [ROW], "bands": 32}),
     "bands_string": Case(H, 422, "bands", json={"vectors": [ROW], "bands": "4"}),
     "bands_bool": Case(H, 422, "bands", json={"vectors": [ROW], "bands": True}),
-    "hash_on_rff_map": Case("/v1/maps/{rff}/hash", 400, "method", json={"vectors": [ROW]}),
+    "hash_on_rff_map": Case("/v1/maps/{rff}/hash", 422, "method", json={"vectors": [ROW]}),
     # -- kernel ---------------------------------------------------------------------------------------------
     "kernel_missing_x": Case(K, 422, "x", json={"y": [ROW]}),
     "kernel_wrong_dimension_y": Case(K, 422, "y", json={"x": [ROW], "y": [ROW[:3]]}),

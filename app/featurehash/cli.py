@@ -6,6 +6,9 @@
     featurehash transform --spec SPEC.json --input X.npy --output Z.npy [--float64] [--chunk-rows N] [--quiet]
     featurehash hash --spec SPEC.json --input X.npy --output codes.npy [--chunk-rows N] [--quiet]
 
+Outputs are .npy files: a name without the suffix gets it (as with numpy.save), and the name written is
+reported. Bad input (a missing or unreadable file, text, pickled objects, a dense .npz, a wrong
+dimension, an invalid spec) is one line on stderr naming the file and the problem, exit code 2.
 `transform` writes dense features for dense maps; for one-hot maps (GCWS, binning) it writes the
 one-hot indices (int64, n x k) and prints `dim` and `scale` as JSON on stdout.
 Inputs may be a 2-D .npy array (memory-mapped: it may be larger than memory) or a scipy sparse
@@ -17,21 +20,49 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import orjson
 
 from . import __version__
-from .maps import FeatureHashError, create_map
+from .maps import FeatureHashError, InputError, UnsupportedOperation, create_map
 from .npy_stream import stream
+
+BAD_INPUT = 2  # as argparse exits for a bad command line
 
 
 def _load_spec(path: str) -> dict:
     try:
         return orjson.loads(Path(path).read_bytes())
+    except FileNotFoundError:
+        raise InputError(path, "no such file") from None
+    except IsADirectoryError:
+        raise InputError(path, "not a file") from None
     except orjson.JSONDecodeError as exc:
-        raise SystemExit(f"featurehash: {path} is not valid JSON: {exc}") from None
+        raise InputError(path, f"not valid JSON ({exc})") from None
+
+
+def _map_from(path: str):
+    with _naming(path):
+        return create_map(_load_spec(path))
+
+
+@contextmanager
+def _naming(path: str):
+    """A FeatureHashError about a file's content, with the file named in front of its field."""
+    try:
+        yield
+    except FeatureHashError as exc:
+        if exc.field == path:
+            raise
+        raise type(exc)(f"{path}: {exc.field}", exc.message) from None
+
+
+def _npy_name(path: str) -> str:
+    """Where the output goes: like numpy.save, a name without the .npy suffix gets it."""
+    return path if path.endswith(".npy") else f"{path}.npy"
 
 
 def _print_json(document) -> None:
@@ -39,14 +70,21 @@ def _print_json(document) -> None:
 
 
 def _cmd_spec(args) -> None:
-    _print_json(create_map(_load_spec(args.spec)).describe())
+    _print_json(_map_from(args.spec).describe())
 
 
 def _stream(args, *, codes: bool):
-    feature_map = create_map(_load_spec(args.spec))
+    feature_map = _map_from(args.spec)
     dtype = np.float64 if getattr(args, "float64", False) else None
-    result = stream(feature_map, args.input, args.output, codes=codes, dtype=dtype, chunk_rows=args.chunk_rows,
-                    progress=False if args.quiet else None)
+    if codes and not feature_map.has_hash:
+        raise UnsupportedOperation(f"{args.spec}: method", f"'{feature_map.method}' maps have no discrete codes; "
+                                   "use transform")
+    args.output = _npy_name(args.output)
+    if not Path(args.output).parent.is_dir():
+        raise InputError(args.output, "cannot be written: its directory does not exist")
+    with _naming(args.input):
+        result = stream(feature_map, args.input, args.output, codes=codes, dtype=dtype, chunk_rows=args.chunk_rows,
+                        progress=False if args.quiet else None)
     return feature_map, result
 
 
@@ -94,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
         command = commands.add_parser(name, help=f"write the {what} of the vectors in a .npy/.npz file")
         command.add_argument("--spec", required=True, help="spec JSON file")
         command.add_argument("--input", required=True, help="2-D .npy array or sparse .npz matrix")
-        command.add_argument("--output", required=True, help=".npy file to write")
+        command.add_argument("--output", required=True, help=".npy file to write (.npy is added when missing)")
         command.add_argument("--chunk-rows", dest="chunk_rows", type=int, default=None,
                              help="rows per chunk (default: about 32 MiB of input and output)")
         command.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -108,11 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.run(args)
-    except FeatureHashError as exc:
+    except FeatureHashError as exc:  # bad input: one line naming the file and the problem
         print(f"featurehash: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"featurehash: {exc}", file=sys.stderr)
+        return BAD_INPUT
+    except OSError as exc:  # e.g. the output cannot be written
+        print(f"featurehash: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     return 0
 

@@ -1,17 +1,28 @@
-"""A small Python client for the featurehash service (httpx), speaking JSON and .npy.
+"""Python clients for the featurehash service (httpx): `FeatureHashClient` and `AsyncFeatureHashClient`.
 
     with FeatureHashClient("http://127.0.0.1:8000") as client:
         spec = client.create_map("rff", input_dim=64, n_components=1024, params={"gamma": 0.1})
-        Z = client.transform(spec["id"], X, binary=True)
-        client.create_index(gcws_map_id, name="docs", threshold=0.7)    # LSH index in Redis
-        client.add_items("docs", ids, X); client.query_index("docs", Q, top_k=10)["results"]
+        Z = client.transform(spec["id"], X)                     # float32 ndarray, sent and read as .npy
+    async with AsyncFeatureHashClient("http://127.0.0.1:8000") as client:
+        Z = await client.transform(spec["id"], X)
+
+Both speak the same operations, written once as generators of requests (`_Operations`) that the two
+clients drive. Dense batches travel as .npy by default (`binary=False`: JSON); sparse ones as JSON
+sparse rows. Path segments are percent-encoded. A 503 (Redis unreachable) or a 409 with Retry-After
+(a concurrent write) is retried after Retry-After or an exponential backoff, whichever is longer; so
+is a connection error, for every call here is idempotent (creating a map or an index of a given
+spec, adding items by id) except that a retried delete may find the thing already gone (a 404).
 """
 
 from __future__ import annotations
 
+import asyncio
+import email.utils
 import io
 import json
-from typing import Any, Iterator
+import time
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Callable, Generator, Iterator, NamedTuple, TypedDict
 from urllib.parse import quote
 
 import httpx
@@ -25,6 +36,79 @@ NPY = "application/x-npy"
 ITEM_IDS_HEADER_BYTES = 8192  # ids of an .npy add travel in a header; servers cap headers near 16 KiB
 
 
+# -- typed results ---------------------------------------------------------------------------------
+
+class MapSpec(TypedDict):
+    id: str
+    method: str
+    input_dim: int
+    n_components: int
+    output_dim: int
+    seed: int
+    params: dict[str, Any]
+    format_version: int
+    features: str
+    has_hash: bool
+
+
+class MapPage(TypedDict):
+    maps: list[MapSpec]
+    next: str | None
+
+
+class IndexInfo(TypedDict):
+    id: str
+    name: str
+    map_id: str
+    method: str
+    n_codes: int
+    bands: int
+    rows: int
+    threshold: float
+    recall_at_threshold: float
+    bands_chosen_by: str
+    collision_probability_at_threshold: float
+    half_point: float
+    items: int
+    key_prefix: str
+
+
+class IndexPage(TypedDict):
+    indexes: list[IndexInfo]
+    next: str | None
+
+
+class AddedItems(TypedDict):
+    added: int
+    replaced: int
+    items: int
+
+
+class DeletedItems(TypedDict):
+    removed: int
+    missing: list[str]
+
+
+class Neighbour(TypedDict):
+    id: str
+    similarity: float
+
+
+class QueryAnswer(TypedDict):
+    results: list[list[Neighbour]]
+    candidates: list[int]
+
+
+class BandedCodes(NamedTuple):
+    codes: np.ndarray
+    band_keys: list[list[str]]
+
+
+class KernelAnswer(NamedTuple):
+    estimate: np.ndarray
+    exact: np.ndarray
+
+
 class FeatureHashAPIError(Exception):
     """A non-2xx answer: `status`, the offending `field` (when given) and the `detail`."""
 
@@ -36,10 +120,72 @@ class FeatureHashAPIError(Exception):
         self.retry_after = retry_after
 
 
+# -- requests as data ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Call:
+    method: str
+    path: str
+    content: bytes | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    params: dict[str, Any] | None = None
+
+
+Operation = Generator[_Call, httpx.Response, Any]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """`attempts` tries in all; waits `backoff * 2**n` seconds (at most `max_wait`), or Retry-After if longer."""
+
+    attempts: int = 4
+    backoff: float = 0.25
+    max_wait: float = 30.0
+
+    def wait(self, attempt: int, retry_after: str | None) -> float:
+        wait = self.backoff * 2**attempt
+        if retry_after:
+            wait = max(wait, _seconds(retry_after))
+        return min(wait, self.max_wait)
+
+
+def _seconds(retry_after: str) -> float:
+    """Retry-After as delay-seconds or an HTTP date."""
+    if retry_after.strip().isdigit():
+        return float(retry_after)
+    try:
+        return max(0.0, email.utils.parsedate_to_datetime(retry_after).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _retryable(response: httpx.Response) -> bool:
+    return response.status_code == 503 or (response.status_code == 409 and "Retry-After" in response.headers)
+
+
+def _raise_for_status(response: httpx.Response) -> httpx.Response:
+    if response.status_code >= 400:
+        try:
+            body = response.json()
+            detail, field_name = body.get("detail", response.text), body.get("field")
+        except ValueError:
+            detail, field_name = response.text, None
+        raise FeatureHashAPIError(response.status_code, str(detail), field_name, response.headers.get("Retry-After"))
+    return response
+
+
 def _npy_bytes(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
     return buffer.getvalue()
+
+
+def _load_npy(response: httpx.Response) -> np.ndarray:
+    return np.load(io.BytesIO(response.content), allow_pickle=False)
+
+
+def _is_npy(response: httpx.Response) -> bool:
+    return response.headers.get("content-type", "").startswith(NPY)
 
 
 def _segment(value: str) -> str:
@@ -59,90 +205,49 @@ def _rows_field(X, key: str) -> dict[str, Any]:
     return {key: np.asarray(X)}
 
 
-class FeatureHashClient:
-    def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 60.0,
-                 transport: httpx.BaseTransport | None = None):
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout, transport=transport)
+def _json_call(method: str, path: str, document: Any, params: dict | None = None,
+               headers: dict[str, str] | None = None) -> _Call:
+    return _Call(method, path, orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY),
+                 {"Content-Type": "application/json", **(headers or {})}, params)
 
-    def __enter__(self) -> "FeatureHashClient":
-        return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+def _vectors_call(path: str, X, key: str, binary: bool, params: dict | None = None, options: dict | None = None,
+                  headers: dict[str, str] | None = None) -> _Call:
+    """Dense rows as an .npy body (`options` then go in the query string), else JSON rows with `options`
+    in the body; `params` are query parameters either way."""
+    if binary and not sp.issparse(X):
+        return _Call("POST", path, _npy_bytes(np.asarray(X)), {"Content-Type": NPY, **(headers or {})},
+                     {**(params or {}), **(options or {})} or None)
+    return _json_call("POST", path, {**_rows_field(X, key), **(options or {})}, params=params, headers=headers)
 
-    def close(self) -> None:
-        self.http.close()
 
-    # -- plumbing ------------------------------------------------------------------
+def _page(limit: int, after: str | None) -> dict[str, Any]:
+    return {"limit": limit, **({"after": after} if after else {})}
 
-    def _request(self, method: str, path: str, *, json: Any = None, content: bytes | None = None,
-                 headers: dict[str, str] | None = None, params: dict[str, Any] | None = None) -> httpx.Response:
-        headers = dict(headers or {})
-        if json is not None:
-            content = orjson.dumps(json, option=orjson.OPT_SERIALIZE_NUMPY)
-            headers.setdefault("Content-Type", "application/json")
-        response = self.http.request(method, path, content=content, headers=headers, params=params)
-        if response.status_code >= 400:
-            try:
-                body = response.json()
-                detail, field = body.get("detail", response.text), body.get("field")
-            except ValueError:
-                detail, field = response.text, None
-            raise FeatureHashAPIError(response.status_code, str(detail), field, response.headers.get("Retry-After"))
-        return response
 
-    def _vectors_request(self, path: str, X, key: str, binary: bool, extra: dict | None = None,
-                         params: dict | None = None) -> httpx.Response:
-        if binary and not sp.issparse(X) and not extra:
-            return self._request("POST", path, content=_npy_bytes(np.asarray(X)), params=params,
-                                 headers={"Content-Type": NPY, "Accept": NPY})
-        headers = {"Accept": NPY} if binary else None
-        return self._request("POST", path, json={**_rows_field(X, key), **(extra or {})}, headers=headers,
-                             params=params)
-
-    @staticmethod
-    def _load_npy(response: httpx.Response) -> np.ndarray:
-        return np.load(io.BytesIO(response.content), allow_pickle=False)
-
-    # -- maps ----------------------------------------------------------------------
+class _Operations:
+    """Each operation: yields the requests it needs, receives their (2xx) answers, returns the result."""
 
     def create_map(self, method: str, input_dim: int, n_components: int, *, seed: int | None = None,
-                   params: dict[str, Any] | None = None) -> dict[str, Any]:
-        body = {"method": method, "input_dim": input_dim, "n_components": n_components}
-        if seed is not None:
-            body["seed"] = seed
-        if params is not None:
-            body["params"] = params
-        return self._request("POST", "/v1/maps", json=body).json()
+                   params: dict[str, Any] | None = None) -> Operation:
+        body = {"method": method, "input_dim": input_dim, "n_components": n_components,
+                **({"seed": seed} if seed is not None else {}), **({"params": params} if params is not None else {})}
+        return (yield _json_call("POST", "/v1/maps", body)).json()
 
-    def get_map(self, map_id: str) -> dict[str, Any]:
-        return self._request("GET", f"/v1/maps/{_segment(map_id)}").json()
+    def get_map(self, map_id: str) -> Operation:
+        return (yield _Call("GET", f"/v1/maps/{_segment(map_id)}")).json()
 
-    def list_maps(self, *, after: str | None = None, limit: int = 100) -> dict[str, Any]:
-        params = {"limit": limit, **({"after": after} if after else {})}
-        return self._request("GET", "/v1/maps", params=params).json()
+    def list_maps(self, *, after: str | None = None, limit: int = 100) -> Operation:
+        return (yield _Call("GET", "/v1/maps", params=_page(limit, after))).json()
 
-    def iter_maps(self, page_size: int = 100) -> Iterator[dict[str, Any]]:
-        after = None
-        while True:
-            page = self.list_maps(after=after, limit=page_size)
-            yield from page["maps"]
-            after = page["next"]
-            if after is None:
-                return
+    def delete_map(self, map_id: str, *, force: bool = False) -> Operation:
+        yield _Call("DELETE", f"/v1/maps/{_segment(map_id)}", params={"force": "true"} if force else None)
 
-    def delete_map(self, map_id: str) -> None:
-        self._request("DELETE", f"/v1/maps/{_segment(map_id)}")
-
-    # -- features ------------------------------------------------------------------
-
-    def transform(self, map_id: str, X, *, binary: bool = False, dtype: str = "float32"):
-        """Dense features as an ndarray, or OneHotFeatures for one-hot maps (GCWS)."""
-        response = self._vectors_request(f"/v1/maps/{_segment(map_id)}/transform", X, "vectors", binary,
-                                         params={"dtype": dtype})
-        if response.headers.get("content-type", "").startswith(NPY):
-            array = self._load_npy(response)
+    def transform(self, map_id: str, X, *, binary: bool = True, dtype: str = "float32") -> Operation:
+        response = yield _vectors_call(f"/v1/maps/{_segment(map_id)}/transform", X, "vectors", binary,
+                                       params={"dtype": dtype}, headers={"Accept": NPY} if binary else None)
+        if _is_npy(response):
+            array = _load_npy(response)
             if "X-Feature-Dim" in response.headers:
                 return OneHotFeatures(array, float(response.headers["X-Feature-Scale"]),
                                       int(response.headers["X-Feature-Dim"]))
@@ -152,49 +257,43 @@ class FeatureHashClient:
             return OneHotFeatures(np.asarray(body["indices"], dtype=np.int64), body["scale"], body["dim"])
         return np.asarray(body["features"], dtype=np.float64 if dtype == "float64" else np.float32)
 
-    def hash(self, map_id: str, X, *, bands: int | None = None, binary: bool = False):
-        """Codes (int64 n x k); with `bands`, a tuple (codes, band_keys)."""
-        extra = {"bands": bands} if bands is not None else None
-        response = self._vectors_request(f"/v1/maps/{_segment(map_id)}/hash", X, "vectors", binary, extra)
-        if response.headers.get("content-type", "").startswith(NPY):
-            return self._load_npy(response)
+    def hash(self, map_id: str, X, *, bands: int | None = None, binary: bool = True) -> Operation:
+        params = {"bands": bands} if bands is not None else None
+        response = yield _vectors_call(f"/v1/maps/{_segment(map_id)}/hash", X, "vectors", binary, options=params,
+                                       headers={"Accept": NPY} if binary else None)
+        if _is_npy(response):
+            return _load_npy(response)
         body = orjson.loads(response.content)
         codes = np.asarray(body["codes"], dtype=np.int64)
-        return (codes, body["band_keys"]) if bands is not None else codes
+        return BandedCodes(codes, body["band_keys"]) if bands is not None else codes
 
-    def kernel(self, map_id: str, X, Y=None) -> tuple[np.ndarray, np.ndarray]:
-        """(estimate, exact) kernel matrices between the rows of X and Y (Y defaults to X)."""
-        body = _rows_field(X, "x")
-        if Y is not None:
-            body.update(_rows_field(Y, "y"))
-        answer = self._request("POST", f"/v1/maps/{_segment(map_id)}/kernel", json=body).json()
-        return np.asarray(answer["estimate"]), np.asarray(answer["exact"])
-
-    # -- LSH indexes -----------------------------------------------------------------
+    def kernel(self, map_id: str, X, Y=None, *, binary: bool = True) -> Operation:
+        path = f"/v1/maps/{_segment(map_id)}/kernel"
+        if Y is None:
+            call = _vectors_call(path, X, "x", binary)
+        else:
+            call = _json_call("POST", path, {**_rows_field(X, "x"), **_rows_field(Y, "y")})
+        answer = (yield call).json()
+        return KernelAnswer(np.asarray(answer["estimate"]), np.asarray(answer["exact"]))
 
     def create_index(self, map_id: str, *, name: str | None = None, bands: int | None = None,
                      rows: int | None = None, threshold: float | None = None,
-                     recall_at_threshold: float | None = None) -> dict[str, Any]:
-        """The index (chosen bands and rows included); an existing one of that name if it matches."""
+                     recall_at_threshold: float | None = None) -> Operation:
         options = {"name": name, "bands": bands, "rows": rows, "threshold": threshold,
                    "recall_at_threshold": recall_at_threshold}
         body = {"map_id": map_id, **{key: value for key, value in options.items() if value is not None}}
-        return self._request("POST", "/v1/indexes", json=body).json()
+        return (yield _json_call("POST", "/v1/indexes", body)).json()
 
-    def get_index(self, index_id: str) -> dict[str, Any]:
-        return self._request("GET", f"/v1/indexes/{_segment(index_id)}").json()
+    def get_index(self, index_id: str) -> Operation:
+        return (yield _Call("GET", f"/v1/indexes/{_segment(index_id)}")).json()
 
-    def list_indexes(self, *, after: str | None = None, limit: int = 100) -> dict[str, Any]:
-        params = {"limit": limit, **({"after": after} if after else {})}
-        return self._request("GET", "/v1/indexes", params=params).json()
+    def list_indexes(self, *, after: str | None = None, limit: int = 100) -> Operation:
+        return (yield _Call("GET", "/v1/indexes", params=_page(limit, after))).json()
 
-    def delete_index(self, index_id: str) -> None:
-        self._request("DELETE", f"/v1/indexes/{_segment(index_id)}")
+    def delete_index(self, index_id: str) -> Operation:
+        yield _Call("DELETE", f"/v1/indexes/{_segment(index_id)}")
 
-    def add_items(self, index_id: str, ids: list[str], X, *, binary: bool = False,
-                  batch_rows: int = 1000) -> dict[str, int]:
-        """Add or replace items, `batch_rows` per request (fewer with binary, whose ids ride in a
-        header); returns the summed "added" and "replaced" and the final "items"."""
+    def add_items(self, index_id: str, ids: list[str], X, *, binary: bool = True, batch_rows: int = 1000) -> Operation:
         total = {"added": 0, "replaced": 0, "items": 0}
         path = f"/v1/indexes/{_segment(index_id)}/items"
         start = 0
@@ -205,41 +304,267 @@ class FeatureHashClient:
                 while len(header) > ITEM_IDS_HEADER_BYTES and stop - start > 1:
                     stop = start + (stop - start) // 2
                     header = json.dumps(ids[start:stop])
-                response = self._request("POST", path, content=_npy_bytes(np.asarray(X[start:stop])),
-                                         headers={"Content-Type": NPY, "X-Item-Ids": header})
+                call = _vectors_call(path, X[start:stop], "vectors", True, headers={"X-Item-Ids": header})
             else:
-                response = self._request("POST", path, json={"ids": ids[start:stop],
-                                                             **_rows_field(X[start:stop], "vectors")})
-            answer = response.json()
+                call = _json_call("POST", path, {"ids": ids[start:stop], **_rows_field(X[start:stop], "vectors")})
+            answer = (yield call).json()
             total = {"added": total["added"] + answer["added"], "replaced": total["replaced"] + answer["replaced"],
                      "items": answer["items"]}
             start = stop
         return total
 
-    def delete_item(self, index_id: str, item_id: str) -> None:
-        """Remove one item (FeatureHashAPIError 404 if it is not there)."""
-        self._request("DELETE", f"/v1/indexes/{_segment(index_id)}/items/{_segment(item_id)}")
+    def delete_item(self, index_id: str, item_id: str) -> Operation:
+        yield _Call("DELETE", f"/v1/indexes/{_segment(index_id)}/items/{_segment(item_id)}")
 
-    def delete_items(self, index_id: str, ids: list[str]) -> dict[str, Any]:
-        """Remove items by id, in the body (so any id works): {"removed": n, "missing": [ids not there]}."""
-        return self._request("POST", f"/v1/indexes/{_segment(index_id)}/items/delete", json={"ids": ids}).json()
+    def delete_items(self, index_id: str, ids: list[str]) -> Operation:
+        return (yield _json_call("POST", f"/v1/indexes/{_segment(index_id)}/items/delete", {"ids": ids})).json()
 
     def query_index(self, index_id: str, X, *, top_k: int = 10, min_similarity: float = 0.0,
-                    binary: bool = False) -> dict[str, Any]:
-        """{"results": [[{"id", "similarity"}, ...] per row of X], "candidates": [...]}."""
-        path = f"/v1/indexes/{_segment(index_id)}/query"
-        if binary and not sp.issparse(X):
-            response = self._request("POST", path, content=_npy_bytes(np.asarray(X)), headers={"Content-Type": NPY},
-                                     params={"top_k": top_k, "min_similarity": min_similarity})
-        else:
-            response = self._request("POST", path, json={**_rows_field(X, "vectors"), "top_k": top_k,
-                                                         "min_similarity": min_similarity})
+                    binary: bool = True) -> Operation:
+        options = {"top_k": top_k, "min_similarity": min_similarity}
+        response = yield _vectors_call(f"/v1/indexes/{_segment(index_id)}/query", X, "vectors", binary,
+                                       options=options)
         return orjson.loads(response.content)
 
-    # -- health --------------------------------------------------------------------
+    def healthz(self) -> Operation:
+        return (yield _Call("GET", "/healthz")).json()
+
+    def readyz(self) -> Operation:
+        return (yield _Call("GET", "/readyz")).json()
+
+
+_OPERATIONS = _Operations()
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+class FeatureHashClient:
+    """Blocking client. Every call raises FeatureHashAPIError for a 4xx/5xx that retries did not cure."""
+
+    def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 60.0,
+                 retry: RetryPolicy = RetryPolicy(), transport: httpx.BaseTransport | None = None,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.http = httpx.Client(base_url=base_url, headers=_headers(api_key), timeout=timeout, transport=transport)
+        self.retry, self._sleep = retry, sleep
+
+    def __enter__(self) -> "FeatureHashClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.http.close()
+
+    def _send(self, call: _Call) -> httpx.Response:
+        for attempt in range(self.retry.attempts):
+            last = attempt == self.retry.attempts - 1
+            try:
+                response = self.http.request(call.method, call.path, content=call.content, headers=call.headers,
+                                             params=call.params)
+            except httpx.TransportError:
+                if last:
+                    raise
+                self._sleep(self.retry.wait(attempt, None))
+                continue
+            if last or not _retryable(response):
+                return _raise_for_status(response)
+            self._sleep(self.retry.wait(attempt, response.headers.get("Retry-After")))
+        raise AssertionError("unreachable")
+
+    def _run(self, operation: Operation):
+        try:
+            call = next(operation)
+            while True:
+                call = operation.send(self._send(call))
+        except StopIteration as done:
+            return done.value
+
+    def create_map(self, method: str, input_dim: int, n_components: int, *, seed: int | None = None,
+                   params: dict[str, Any] | None = None) -> MapSpec:
+        """The resolved spec (the same id for the same spec, whoever creates it)."""
+        return self._run(_OPERATIONS.create_map(method, input_dim, n_components, seed=seed, params=params))
+
+    def get_map(self, map_id: str) -> MapSpec:
+        return self._run(_OPERATIONS.get_map(map_id))
+
+    def list_maps(self, *, after: str | None = None, limit: int = 100) -> MapPage:
+        return self._run(_OPERATIONS.list_maps(after=after, limit=limit))
+
+    def iter_maps(self, page_size: int = 100) -> Iterator[MapSpec]:
+        after = None
+        while True:
+            page = self.list_maps(after=after, limit=page_size)
+            yield from page["maps"]
+            if (after := page["next"]) is None:
+                return
+
+    def delete_map(self, map_id: str, *, force: bool = False) -> None:
+        """409 if indexes use the map, unless `force` (they keep answering from their copy of its spec)."""
+        self._run(_OPERATIONS.delete_map(map_id, force=force))
+
+    def transform(self, map_id: str, X, *, binary: bool = True, dtype: str = "float32") -> np.ndarray | OneHotFeatures:
+        """Dense features as an ndarray, or OneHotFeatures for one-hot maps (GCWS, binning)."""
+        return self._run(_OPERATIONS.transform(map_id, X, binary=binary, dtype=dtype))
+
+    def hash(self, map_id: str, X, *, bands: int | None = None, binary: bool = True) -> np.ndarray | BandedCodes:
+        """Codes (int64 n x k); with `bands`, BandedCodes(codes, band_keys)."""
+        return self._run(_OPERATIONS.hash(map_id, X, bands=bands, binary=binary))
+
+    def kernel(self, map_id: str, X, Y=None, *, binary: bool = True) -> KernelAnswer:
+        """(estimate, exact) kernel matrices between the rows of X and Y (Y defaults to X)."""
+        return self._run(_OPERATIONS.kernel(map_id, X, Y, binary=binary))
+
+    def create_index(self, map_id: str, *, name: str | None = None, bands: int | None = None, rows: int | None = None,
+                     threshold: float | None = None, recall_at_threshold: float | None = None) -> IndexInfo:
+        """The index (chosen bands and rows included); an existing one of that name if it matches."""
+        return self._run(_OPERATIONS.create_index(map_id, name=name, bands=bands, rows=rows, threshold=threshold,
+                                                  recall_at_threshold=recall_at_threshold))
+
+    def get_index(self, index_id: str) -> IndexInfo:
+        return self._run(_OPERATIONS.get_index(index_id))
+
+    def list_indexes(self, *, after: str | None = None, limit: int = 100) -> IndexPage:
+        return self._run(_OPERATIONS.list_indexes(after=after, limit=limit))
+
+    def delete_index(self, index_id: str) -> None:
+        self._run(_OPERATIONS.delete_index(index_id))
+
+    def add_items(self, index_id: str, ids: list[str], X, *, binary: bool = True, batch_rows: int = 1000) -> AddedItems:
+        """Add or replace items, `batch_rows` per request (fewer with binary, whose ids ride in a
+        header); the summed "added" and "replaced" and the final "items"."""
+        return self._run(_OPERATIONS.add_items(index_id, ids, X, binary=binary, batch_rows=batch_rows))
+
+    def delete_item(self, index_id: str, item_id: str) -> None:
+        """Remove one item (FeatureHashAPIError 404 if it is not there)."""
+        self._run(_OPERATIONS.delete_item(index_id, item_id))
+
+    def delete_items(self, index_id: str, ids: list[str]) -> DeletedItems:
+        """Remove items by id, in the body (so any id works); the ids that were not there come back."""
+        return self._run(_OPERATIONS.delete_items(index_id, ids))
+
+    def query_index(self, index_id: str, X, *, top_k: int = 10, min_similarity: float = 0.0,
+                    binary: bool = True) -> QueryAnswer:
+        """Per row of X its neighbours, best first, and the number of candidates re-ranked."""
+        return self._run(_OPERATIONS.query_index(index_id, X, top_k=top_k, min_similarity=min_similarity,
+                                                 binary=binary))
 
     def healthz(self) -> dict[str, Any]:
-        return self._request("GET", "/healthz").json()
+        return self._run(_OPERATIONS.healthz())
 
     def readyz(self) -> dict[str, Any]:
-        return self._request("GET", "/readyz").json()
+        return self._run(_OPERATIONS.readyz())
+
+
+class AsyncFeatureHashClient:
+    """The same calls over httpx.AsyncClient, each a coroutine."""
+
+    def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 60.0,
+                 retry: RetryPolicy = RetryPolicy(), transport: httpx.AsyncBaseTransport | None = None,
+                 sleep: Callable[[float], Any] = asyncio.sleep):
+        self.http = httpx.AsyncClient(base_url=base_url, headers=_headers(api_key), timeout=timeout,
+                                      transport=transport)
+        self.retry, self._sleep = retry, sleep
+
+    async def __aenter__(self) -> "AsyncFeatureHashClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def _send(self, call: _Call) -> httpx.Response:
+        for attempt in range(self.retry.attempts):
+            last = attempt == self.retry.attempts - 1
+            try:
+                response = await self.http.request(call.method, call.path, content=call.content,
+                                                   headers=call.headers, params=call.params)
+            except httpx.TransportError:
+                if last:
+                    raise
+                await self._sleep(self.retry.wait(attempt, None))
+                continue
+            if last or not _retryable(response):
+                return _raise_for_status(response)
+            await self._sleep(self.retry.wait(attempt, response.headers.get("Retry-After")))
+        raise AssertionError("unreachable")
+
+    async def _run(self, operation: Operation):
+        try:
+            call = next(operation)
+            while True:
+                call = operation.send(await self._send(call))
+        except StopIteration as done:
+            return done.value
+
+    async def create_map(self, method: str, input_dim: int, n_components: int, *, seed: int | None = None,
+                         params: dict[str, Any] | None = None) -> MapSpec:
+        return await self._run(_OPERATIONS.create_map(method, input_dim, n_components, seed=seed, params=params))
+
+    async def get_map(self, map_id: str) -> MapSpec:
+        return await self._run(_OPERATIONS.get_map(map_id))
+
+    async def list_maps(self, *, after: str | None = None, limit: int = 100) -> MapPage:
+        return await self._run(_OPERATIONS.list_maps(after=after, limit=limit))
+
+    async def iter_maps(self, page_size: int = 100) -> AsyncIterator[MapSpec]:
+        after = None
+        while True:
+            page = await self.list_maps(after=after, limit=page_size)
+            for spec in page["maps"]:
+                yield spec
+            if (after := page["next"]) is None:
+                return
+
+    async def delete_map(self, map_id: str, *, force: bool = False) -> None:
+        await self._run(_OPERATIONS.delete_map(map_id, force=force))
+
+    async def transform(self, map_id: str, X, *, binary: bool = True,
+                        dtype: str = "float32") -> np.ndarray | OneHotFeatures:
+        return await self._run(_OPERATIONS.transform(map_id, X, binary=binary, dtype=dtype))
+
+    async def hash(self, map_id: str, X, *, bands: int | None = None, binary: bool = True) -> np.ndarray | BandedCodes:
+        return await self._run(_OPERATIONS.hash(map_id, X, bands=bands, binary=binary))
+
+    async def kernel(self, map_id: str, X, Y=None, *, binary: bool = True) -> KernelAnswer:
+        return await self._run(_OPERATIONS.kernel(map_id, X, Y, binary=binary))
+
+    async def create_index(self, map_id: str, *, name: str | None = None, bands: int | None = None,
+                           rows: int | None = None, threshold: float | None = None,
+                           recall_at_threshold: float | None = None) -> IndexInfo:
+        return await self._run(_OPERATIONS.create_index(map_id, name=name, bands=bands, rows=rows,
+                                                        threshold=threshold, recall_at_threshold=recall_at_threshold))
+
+    async def get_index(self, index_id: str) -> IndexInfo:
+        return await self._run(_OPERATIONS.get_index(index_id))
+
+    async def list_indexes(self, *, after: str | None = None, limit: int = 100) -> IndexPage:
+        return await self._run(_OPERATIONS.list_indexes(after=after, limit=limit))
+
+    async def delete_index(self, index_id: str) -> None:
+        await self._run(_OPERATIONS.delete_index(index_id))
+
+    async def add_items(self, index_id: str, ids: list[str], X, *, binary: bool = True,
+                        batch_rows: int = 1000) -> AddedItems:
+        return await self._run(_OPERATIONS.add_items(index_id, ids, X, binary=binary, batch_rows=batch_rows))
+
+    async def delete_item(self, index_id: str, item_id: str) -> None:
+        await self._run(_OPERATIONS.delete_item(index_id, item_id))
+
+    async def delete_items(self, index_id: str, ids: list[str]) -> DeletedItems:
+        return await self._run(_OPERATIONS.delete_items(index_id, ids))
+
+    async def query_index(self, index_id: str, X, *, top_k: int = 10, min_similarity: float = 0.0,
+                          binary: bool = True) -> QueryAnswer:
+        return await self._run(_OPERATIONS.query_index(index_id, X, top_k=top_k, min_similarity=min_similarity,
+                                                       binary=binary))
+
+    async def healthz(self) -> dict[str, Any]:
+        return await self._run(_OPERATIONS.healthz())
+
+    async def readyz(self) -> dict[str, Any]:
+        return await self._run(_OPERATIONS.readyz())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -37,6 +38,9 @@ class Settings(BaseSettings):
     max_kernel_entries: int = Field(default=2**21, ge=1)
     # rows x output width of one transform or hash answer (bounds its time; 2^28 float32 = 1 GiB as npy).
     max_output_elements: int = Field(default=2**28, ge=1)
+
+    # JSON lines on stderr (method, route template, status, duration, request id); 5xx at "warning".
+    access_log_level: Literal["debug", "info", "warning", "off"] = "info"
 
     redis_timeout_seconds: float = Field(default=2.0, gt=0)
     retry_after_seconds: int = Field(default=1, ge=1)

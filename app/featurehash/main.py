@@ -12,11 +12,19 @@ from . import __version__
 from .api import routes_compute, routes_health, routes_indexes, routes_maps
 from .api.deps import ServiceState
 from .api.errors import install_error_handlers
-from .api.middleware import BodyLimitAndMetrics
+from .api.middleware import BodyLimit, RequestRecorder, configure_access_log
+from .api.openapi import install_openapi
 from .config import Settings, get_settings
 from .map_cache import MapCache
 from .store import SpecStore
 from .store.lsh_indexes import AsyncLSHIndexes
+
+
+DESCRIPTION = """Seeded kernel feature maps: create a map once, transform and hash anywhere.
+
+Vectors travel as JSON (`vectors` rows or `sparse_vectors`) or as one 2-D `application/x-npy` array;
+answers are .npy with `Accept: application/x-npy`. Every 4xx/5xx body is `{"detail", "field"}`.
+A request id is taken from `X-Request-ID` (or made) and echoed in that header and in the access log."""
 
 
 def _redis_client(settings: Settings) -> Redis:
@@ -41,12 +49,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             await redis.aclose()
 
-    app = FastAPI(title="featurehash", version=__version__, lifespan=lifespan,
-                  description="Seeded kernel feature maps: create a map once, transform and hash anywhere.")
+    # operationId = the route function name (create_map, transform, ...): what generated clients call
+    app = FastAPI(title="featurehash", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
+                  generate_unique_id_function=lambda route: route.name,
+                  description=DESCRIPTION)
     install_error_handlers(app, settings.retry_after_seconds)
     app.include_router(routes_maps.router)
     app.include_router(routes_compute.router)
     app.include_router(routes_indexes.router)
     app.include_router(routes_health.router)
-    app.add_middleware(BodyLimitAndMetrics, max_body_bytes=settings.max_body_bytes)
+    install_openapi(app)
+    app.add_middleware(BodyLimit, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestRecorder)  # added last: outermost, so it sees every answer, 413s included
+    configure_access_log(settings.access_log_level)
     return app

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .maps import FeatureMap, OneHotFeatures
+from .maps import FeatureMap, InputError, OneHotFeatures
 
 # Input and output bytes of one chunk when --chunk-rows is not given.
 DEFAULT_CHUNK_BYTES = 32 * 2**20
@@ -33,10 +33,41 @@ class StreamResult:
 
 
 def open_rows(path: str):
-    """A memory-mapped 2-D .npy array, or a scipy sparse .npz matrix as CSR."""
+    """A memory-mapped 2-D .npy array, or a scipy sparse .npz matrix as CSR; InputError (naming the file)
+    for a missing file and for anything else (text, pickled objects, a numpy .npz of arrays)."""
+    if not os.path.isfile(path):
+        raise InputError(path, "no such file" if not os.path.exists(path) else "not a file")
+    with open(path, "rb") as file:
+        magic = file.read(6)
+    if not magic:
+        raise InputError(path, "empty file")
     if path.endswith(".npz"):
+        if not magic.startswith(b"PK"):
+            raise InputError(path, "not an .npz file (not a zip archive); save a sparse matrix with "
+                             "scipy.sparse.save_npz")
+        return _open_sparse(path)
+    if magic != b"\x93NUMPY":
+        what = "a zip archive (.npz?)" if magic.startswith(b"PK") else "no NPY header: text such as CSV?"
+        raise InputError(path, f"not an .npy file ({what}); save a 2-D numeric array with numpy.save")
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except ValueError as exc:
+        if "object" in str(exc).lower():
+            raise InputError(path, "holds Python objects (dtype object), not numbers; save a numeric array "
+                             "(e.g. X.astype(numpy.float32))") from None
+        raise InputError(path, f"not a readable .npy array ({exc})") from None
+    except EOFError:
+        raise InputError(path, "truncated .npy file (no data after the header)") from None
+
+
+def _open_sparse(path: str) -> sp.csr_matrix:
+    try:
         return sp.csr_matrix(sp.load_npz(path))
-    return np.load(path, mmap_mode="r", allow_pickle=False)
+    except ValueError:
+        raise InputError(path, "holds no scipy sparse matrix (a numpy archive of arrays?); save one with "
+                         "scipy.sparse.save_npz, or a dense array with numpy.save as .npy") from None
+    except (OSError, EOFError, KeyError) as exc:
+        raise InputError(path, f"not a readable .npz file ({type(exc).__name__})") from None
 
 
 def stream(feature_map: FeatureMap, input_path: str, output_path: str, *, codes: bool = False, dtype=None,

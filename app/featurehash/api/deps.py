@@ -6,12 +6,13 @@ import hmac
 from dataclasses import dataclass
 
 from fastapi import Depends, Request
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from ..config import Settings
 from ..map_cache import MapCache
-from ..maps import FeatureMap, create_map
+from ..maps import FeatureMap, InputError, create_map
 from ..store import SpecStore
 from ..store.lsh_indexes import AsyncLSHIndexes
 from .errors import MapNotFound, Unauthorized
@@ -52,6 +53,31 @@ def get_state(request: Request) -> ServiceState:
     return request.app.state.service
 
 
+def refuse_unknown_query(request: Request) -> None:
+    """A query parameter the route does not read is a 422 naming it, never silently ignored."""
+    unknown = sorted(set(request.query_params) - _query_names(request.scope["route"]))
+    if unknown:
+        raise InputError(unknown[0], f"this route takes no query parameter {unknown[0]!r}")
+
+
+def _query_names(route: APIRoute) -> frozenset[str]:
+    """What the route declares: FastAPI's query parameters and those its openapi_extra documents."""
+    names = _QUERY_NAMES.get(id(route))  # routes live as long as the app
+    if names is None:
+        documented = (route.openapi_extra or {}).get("parameters", [])
+        names = frozenset(_declared_query(route.dependant) + [p["name"] for p in documented if p.get("in") == "query"])
+        _QUERY_NAMES[id(route)] = names
+    return names
+
+
+def _declared_query(dependant) -> list[str]:
+    names = [field.alias for field in dependant.query_params]
+    for sub in dependant.dependencies:
+        names += _declared_query(sub)
+    return names
+
+
+_QUERY_NAMES: dict[int, frozenset[str]] = {}
 _bearer = HTTPBearer(auto_error=False)
 
 

@@ -1,6 +1,7 @@
 """Error responses: every client mistake is a 4xx naming the field, Redis trouble a 503.
 
-Body: {"detail": "<field>: <message>", "field": "<field>"}.
+Body (schemas.ErrorResponse): {"detail": "<field>: <message>", "field": "<field>"}. An operation a map
+does not offer (hash on a dense map) is a 422 naming "method", like every other unusable input.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ..maps import FeatureHashError, UnsupportedOperation
+from ..maps import FeatureHashError
 from ..store.lsh_index import IndexConflict, IndexNotFound, ItemNotFound
 from ..store.redis_steps import TransactionConflict
 from .codecs import UnsupportedMediaType, json_response
@@ -20,6 +21,12 @@ class MapNotFound(Exception):
     def __init__(self, map_id: str):
         super().__init__(map_id)
         self.map_id = map_id
+
+
+class MapInUse(Exception):
+    def __init__(self, map_id: str, index_ids: list[str]):
+        super().__init__(map_id)
+        self.map_id, self.index_ids = map_id, index_ids
 
 
 class Unauthorized(Exception):
@@ -39,8 +46,7 @@ def error_response(status: int, field: str, message: str, headers: dict[str, str
 def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
     @app.exception_handler(FeatureHashError)
     async def feature_hash_error(request: Request, exc: FeatureHashError):
-        status = 400 if isinstance(exc, UnsupportedOperation) else 422
-        return error_response(status, exc.field, exc.message)
+        return error_response(422, exc.field, exc.message)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError):
@@ -53,6 +59,13 @@ def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
     @app.exception_handler(MapNotFound)
     async def map_not_found(request: Request, exc: MapNotFound):
         return error_response(404, "map_id", f"no map with id {exc.map_id!r}")
+
+    @app.exception_handler(MapInUse)
+    async def map_in_use(request: Request, exc: MapInUse):
+        shown = ", ".join(repr(index_id) for index_id in exc.index_ids[:5])
+        more = f" and {len(exc.index_ids) - 5} more" if len(exc.index_ids) > 5 else ""
+        return error_response(409, "map_id", f"indexes {shown}{more} use map {exc.map_id!r}; delete them first, or "
+                              "pass ?force=true (they keep answering from their own copy of the spec)")
 
     @app.exception_handler(IndexNotFound)
     async def index_not_found(request: Request, exc: IndexNotFound):

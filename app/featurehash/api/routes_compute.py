@@ -18,14 +18,19 @@ from ..maps import FeatureMap, InputError
 from ..maps.base import DenseFeatureMap
 from ..maps.lsh import band_keys
 from .codecs import json_response, parse_body, vectors_from, wants_npy
-from .deps import ServiceState, get_state, require_api_key
+from .deps import ServiceState, get_state, refuse_unknown_query, require_api_key
 from .metrics import BATCH_ROWS
-from .schemas import (ERROR_RESPONSES, DenseFeatures, HashRequest, HashResponse, KernelRequest, KernelResponse,
-                      OneHotFeaturesResponse, VectorsRequest, body_doc)
+from .schemas import (NPY_CONTENT, DenseFeatures, HashRequest, HashResponse, KernelRequest, KernelResponse,
+                      OneHotFeaturesResponse, VectorsRequest, body_doc, errors)
 from .streams import RowResult, json_answer, npy_answer
 
-router = APIRouter(prefix="/v1/maps/{map_id}", tags=["features"], dependencies=[Depends(require_api_key)],
-                   responses=ERROR_RESPONSES)
+router = APIRouter(prefix="/v1/maps/{map_id}", tags=["features"],
+                   dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)],
+                   responses=errors(401, 404, 413, 415, 422, 503))
+ONE_HOT_HEADERS = {"X-Feature-Dim": {"description": "one-hot maps with an .npy answer: the feature dimension",
+                                     "schema": {"type": "integer"}},
+                   "X-Feature-Scale": {"description": "one-hot maps with an .npy answer: the value of each one",
+                                       "schema": {"type": "number"}}}
 
 
 def _checked_rows(X, feature_map: FeatureMap, field: str, max_rows: int):
@@ -70,8 +75,10 @@ def _one_hot_features(feature_map: FeatureMap, X, npy: bool, chunk_bytes: int) -
 
 
 @router.post("/transform", openapi_extra=body_doc(VectorsRequest),
-             responses={200: {"model": DenseFeatures | OneHotFeaturesResponse,
-                              "content": {"application/x-npy": {}}}})
+             responses={200: {"model": DenseFeatures | OneHotFeaturesResponse, "content": NPY_CONTENT,
+                              "headers": ONE_HOT_HEADERS,
+                              "description": "dense features, or a one-hot map's indices; .npy with Accept: "
+                                             "application/x-npy"}})
 async def transform(map_id: str, request: Request,
                     dtype: Literal["float32", "float64"] = Query(default="float32"),
                     state: ServiceState = Depends(get_state)):
@@ -94,15 +101,20 @@ async def transform(map_id: str, request: Request,
 
 
 @router.post("/hash", openapi_extra=body_doc(HashRequest),
-             responses={200: {"model": HashResponse, "content": {"application/x-npy": {}}}})
-async def hash_vectors(map_id: str, request: Request, state: ServiceState = Depends(get_state)):
+             responses={200: {"model": HashResponse, "content": NPY_CONTENT,
+                              "description": "codes; .npy with Accept: application/x-npy (JSON whenever bands "
+                                             "are asked for: codes and band keys)"}})
+async def hash_vectors(map_id: str, request: Request,
+                       bands: int | None = Query(default=None, description="LSH bands, for any body type (a JSON "
+                                                 "body may carry it instead)"),
+                       state: ServiceState = Depends(get_state)):
     raw, feature_map = await _prepare(request, map_id, state)
     content_type, accept = request.headers.get("content-type"), request.headers.get("accept")
-    settings = state.settings
+    settings, query_bands = state.settings, bands
 
     def work():
         body = parse_body(raw, content_type)
-        bands = None if isinstance(body, np.ndarray) else body.get("bands")
+        bands = _bands(body, query_bands)
         if bands is not None and (not isinstance(bands, int) or isinstance(bands, bool)):
             raise InputError("bands", "expected an integer")
         X = _checked_rows(vectors_from(body, "vectors", feature_map.input_dim), feature_map, "vectors",
@@ -125,6 +137,13 @@ async def hash_vectors(map_id: str, request: Request, state: ServiceState = Depe
         return json_answer({}, "codes", codes, tail=keys)
 
     return await run_in_threadpool(work)
+
+
+def _bands(body, query_bands: int | None):
+    in_body = None if isinstance(body, np.ndarray) else body.get("bands")
+    if in_body is not None and query_bands is not None:
+        raise InputError("bands", "given both in the body and as ?bands=; send one")
+    return query_bands if in_body is None else in_body
 
 
 @router.post("/kernel", openapi_extra=body_doc(KernelRequest),

@@ -8,27 +8,31 @@ from redis.exceptions import RedisError
 
 from .codecs import json_response
 from .deps import ServiceState, get_state
+from .errors import error_response
 from .metrics import render
+from .schemas import HealthResponse, ReadyResponse, errors
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz")
+@router.get("/healthz", response_model=HealthResponse)
 async def healthz():
     return json_response({"status": "ok"})
 
 
-@router.get("/readyz", responses={503: {"description": "Redis does not answer (Retry-After says when to ask again)"}})
+@router.get("/readyz", response_model=ReadyResponse, responses=errors(503))
 async def readyz(state: ServiceState = Depends(get_state)):
     try:
         await state.store.ping()
     except (RedisError, OSError) as exc:
-        return json_response({"status": "unavailable", "detail": f"Redis: {type(exc).__name__}"}, status_code=503,
-                             headers={"Retry-After": str(state.settings.retry_after_seconds)})
+        return error_response(503, "store", f"Redis does not answer ({type(exc).__name__}); retry shortly",
+                              headers={"Retry-After": str(state.settings.retry_after_seconds)})
     return json_response({"status": "ready", "maps_cached": len(state.cache), "cache_bytes": state.cache.nbytes})
 
 
-@router.get("/metrics", response_class=PlainTextResponse)
+@router.get("/metrics", response_class=PlainTextResponse,
+            responses={200: {"description": "Prometheus text exposition format",
+                             "content": {"text/plain": {"schema": {"type": "string"}}}}})
 async def metrics():
     content, media_type = render()
     return Response(content, media_type=media_type)

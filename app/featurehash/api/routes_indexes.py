@@ -19,14 +19,23 @@ from ..maps import InputError
 from ..store.lsh_index import AsyncLSHIndex, ItemNotFound, QueryResult
 from ..store.lsh_layout import check_item_ids, is_path_segment
 from .codecs import json_response, parse_body, parse_model, vectors_from
-from .deps import ServiceState, get_state, require_api_key
+from .deps import ServiceState, get_state, refuse_unknown_query, require_api_key
 from .metrics import BATCH_ROWS
-from .schemas import (ERROR_RESPONSES, AddItemsRequest, AddItemsResponse, CreateIndexRequest, DeleteItemsRequest,
+from .schemas import (LOCATION, AddItemsRequest, AddItemsResponse, CreateIndexRequest, DeleteItemsRequest,
                       DeleteItemsResponse, IndexListResponse, IndexQueryRequest, IndexQueryResponse, IndexResponse,
-                      body_doc)
+                      body_doc, errors)
 
-router = APIRouter(prefix="/v1/indexes", tags=["indexes"], dependencies=[Depends(require_api_key)],
-                   responses=ERROR_RESPONSES)
+router = APIRouter(prefix="/v1/indexes", tags=["indexes"],
+                   dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)],
+                   responses=errors(401, 422, 503))
+BODY_ERRORS = errors(404, 409, 413, 415, 422)
+# Query parameters the routes read themselves (documented, so that .npy bodies can carry them).
+ITEM_IDS_QUERY = {"name": "ids", "description": "with an .npy body: one id per row (or the X-Item-Ids header)",
+                  "schema": {"type": "array", "items": {"type": "string"}}, "style": "form", "explode": True}
+QUERY_OPTIONS = ({"name": "top_k", "description": "with an .npy body: neighbours per query vector",
+                  "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 10}},
+                 {"name": "min_similarity", "description": "with an .npy body: drop estimates below it",
+                  "schema": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.0}})
 
 MAX_TOP_K = 1000
 ITEM_IDS_HEADER = "x-item-ids"
@@ -104,17 +113,20 @@ def _results_document(result: QueryResult) -> Response:
 # -- the index resource ----------------------------------------------------------------------------
 
 @router.post("", status_code=201, response_model=IndexResponse, openapi_extra=body_doc(CreateIndexRequest, npy=False),
-             responses={200: {"model": IndexResponse, "description": "an index of that name, map and banding existed"},
-                        409: {"description": "the name is taken by another configuration, or being deleted"}})
+             responses={201: {"description": "created", "headers": LOCATION},
+                        200: {"model": IndexResponse, "description": "an index of that name, map and banding existed",
+                              "headers": LOCATION}, **errors(404, 409, 413, 415, 422)})
 async def create_index(request: Request, state: ServiceState = Depends(get_state)):
     fields = parse_model(await request.body(), request.headers.get("content-type"), CreateIndexRequest)
     feature_map = await state.load_map(fields.map_id)
     index = await state.indexes.create(feature_map, name=fields.name, bands=fields.bands, rows=fields.rows,
                                        threshold=fields.threshold, recall_at_threshold=fields.recall_at_threshold)
-    return json_response(await index.describe(), status_code=201 if index.created else 200)
+    described = await index.describe()
+    return json_response(described, status_code=201 if index.created else 200,
+                         headers={"Location": f"/v1/indexes/{described['id']}"})
 
 
-@router.get("", response_model=IndexListResponse)
+@router.get("", response_model=IndexListResponse, responses=errors(422))
 async def list_indexes(after: str | None = Query(default=None, description="cursor from the previous page"),
                        limit: int = Query(default=100, ge=1, le=1000),
                        state: ServiceState = Depends(get_state)):
@@ -122,12 +134,12 @@ async def list_indexes(after: str | None = Query(default=None, description="curs
     return json_response({"indexes": described, "next": cursor})
 
 
-@router.get("/{index_id}", response_model=IndexResponse)
+@router.get("/{index_id}", response_model=IndexResponse, responses=errors(404))
 async def get_index(index_id: str, state: ServiceState = Depends(get_state)):
     return json_response(await state.indexes.describe(index_id))
 
 
-@router.delete("/{index_id}", status_code=204)
+@router.delete("/{index_id}", status_code=204, responses={204: {"description": "deleted"}, **errors(404, 409)})
 async def delete_index(index_id: str, state: ServiceState = Depends(get_state)):
     """Forgets the index at once, then removes its keys (SCAN + UNLINK) before answering."""
     await state.indexes.delete(index_id)
@@ -136,7 +148,8 @@ async def delete_index(index_id: str, state: ServiceState = Depends(get_state)):
 
 # -- items and queries -----------------------------------------------------------------------------
 
-@router.post("/{index_id}/items", response_model=AddItemsResponse, openapi_extra=body_doc(AddItemsRequest))
+@router.post("/{index_id}/items", response_model=AddItemsResponse, responses=BODY_ERRORS,
+             openapi_extra=body_doc(AddItemsRequest, query=(ITEM_IDS_QUERY,)))
 async def add_items(index_id: str, request: Request, state: ServiceState = Depends(get_state)):
     """Adds or replaces items, written in pipelined transactions of a few hundred items."""
     raw = await request.body()
@@ -154,7 +167,8 @@ async def add_items(index_id: str, request: Request, state: ServiceState = Depen
     return json_response(await index.add(ids, X))
 
 
-@router.delete("/{index_id}/items/{item_id}", status_code=204)
+@router.delete("/{index_id}/items/{item_id}", status_code=204,
+               responses={204: {"description": "deleted"}, **errors(404, 409, 422)})
 async def delete_item(index_id: str, item_id: str, state: ServiceState = Depends(get_state)):
     """One item; an id that is not one path segment is refused (send it to .../items/delete)."""
     if not is_path_segment(item_id):
@@ -166,7 +180,7 @@ async def delete_item(index_id: str, item_id: str, state: ServiceState = Depends
     return Response(status_code=204)
 
 
-@router.post("/{index_id}/items/delete", response_model=DeleteItemsResponse,
+@router.post("/{index_id}/items/delete", response_model=DeleteItemsResponse, responses=BODY_ERRORS,
              openapi_extra=body_doc(DeleteItemsRequest, npy=False))
 async def delete_items(index_id: str, request: Request, state: ServiceState = Depends(get_state)):
     """Removes the items with these ids (any stored id, whatever its characters); the ids that were
@@ -180,7 +194,8 @@ async def delete_items(index_id: str, request: Request, state: ServiceState = De
                                                                if i not in removed]})
 
 
-@router.post("/{index_id}/query", response_model=IndexQueryResponse, openapi_extra=body_doc(IndexQueryRequest))
+@router.post("/{index_id}/query", response_model=IndexQueryResponse, responses=BODY_ERRORS,
+             openapi_extra=body_doc(IndexQueryRequest, query=QUERY_OPTIONS))
 async def query_index(index_id: str, request: Request, state: ServiceState = Depends(get_state)):
     """Candidates from the query's band buckets (one pipelined round trip for the batch), re-ranked
     by the match fraction of all k codes."""

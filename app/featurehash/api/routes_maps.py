@@ -1,4 +1,8 @@
-"""/v1/maps: create (idempotent), get, list, delete."""
+"""/v1/maps: create (idempotent), get, list, delete.
+
+Deleting a map that LSH indexes use is a 409 naming them, unless ?force=true: the indexes then keep
+answering from the copy of the spec each keeps (posting the same spec again re-creates the same id).
+"""
 
 from __future__ import annotations
 
@@ -8,16 +12,20 @@ from starlette.concurrency import run_in_threadpool
 from ..maps import SpecError
 
 from .codecs import json_response, parse_model
-from .deps import ServiceState, get_state, require_api_key
-from .errors import MapNotFound
-from .schemas import ERROR_RESPONSES, CreateMapRequest, MapListResponse, MapSpecResponse, body_doc
+from .deps import ServiceState, get_state, refuse_unknown_query, require_api_key
+from .errors import MapInUse, MapNotFound
+from .schemas import LOCATION, CreateMapRequest, MapListResponse, MapSpecResponse, body_doc, errors
 
-router = APIRouter(prefix="/v1/maps", tags=["maps"], dependencies=[Depends(require_api_key)],
-                   responses=ERROR_RESPONSES)
+router = APIRouter(prefix="/v1/maps", tags=["maps"],
+                   dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)],
+                   responses=errors(401, 422, 503))
+INDEX_PAGE = 1000
 
 
 @router.post("", status_code=201, response_model=MapSpecResponse, openapi_extra=body_doc(CreateMapRequest, npy=False),
-             responses={200: {"model": MapSpecResponse, "description": "the map already existed"}})
+             responses={201: {"description": "created", "headers": LOCATION},
+                        200: {"model": MapSpecResponse, "description": "the map already existed",
+                              "headers": LOCATION}, **errors(413, 415, 422)})
 async def create_map(request: Request, state: ServiceState = Depends(get_state)):
     fields = parse_model(await request.body(), request.headers.get("content-type"), CreateMapRequest, SpecError)
     spec = fields.model_dump(exclude_none=True)
@@ -25,10 +33,11 @@ async def create_map(request: Request, state: ServiceState = Depends(get_state))
     document = feature_map.describe()
     created = await state.store.create(document)
     state.cache.put(feature_map)
-    return json_response(document, status_code=201 if created else 200)
+    return json_response(document, status_code=201 if created else 200,
+                         headers={"Location": f"/v1/maps/{document['id']}"})
 
 
-@router.get("", response_model=MapListResponse)
+@router.get("", response_model=MapListResponse, responses=errors(422))
 async def list_maps(after: str | None = Query(default=None, description="cursor from the previous page"),
                     limit: int = Query(default=100, ge=1, le=1000),
                     state: ServiceState = Depends(get_state)):
@@ -36,7 +45,7 @@ async def list_maps(after: str | None = Query(default=None, description="cursor 
     return json_response({"maps": specs, "next": cursor})
 
 
-@router.get("/{map_id}", response_model=MapSpecResponse)
+@router.get("/{map_id}", response_model=MapSpecResponse, responses=errors(404))
 async def get_map(map_id: str, state: ServiceState = Depends(get_state)):
     spec = await state.store.get(map_id)
     if spec is None:
@@ -44,9 +53,26 @@ async def get_map(map_id: str, state: ServiceState = Depends(get_state)):
     return json_response(spec)
 
 
-@router.delete("/{map_id}", status_code=204)
-async def delete_map(map_id: str, state: ServiceState = Depends(get_state)):
+@router.delete("/{map_id}", status_code=204, responses={204: {"description": "deleted"}, **errors(404, 409, 422)})
+async def delete_map(map_id: str, force: bool = Query(default=False, description="delete it even if indexes use "
+                                                      "it (they keep answering from their copy of its spec)"),
+                     state: ServiceState = Depends(get_state)):
+    if not force:
+        if await state.store.get(map_id) is None:
+            raise MapNotFound(map_id)
+        users = await _indexes_using(state, map_id)
+        if users:
+            raise MapInUse(map_id, users)
     if not await state.store.delete(map_id):
         raise MapNotFound(map_id)
     state.cache.discard(map_id)
     return Response(status_code=204)
+
+
+async def _indexes_using(state: ServiceState, map_id: str) -> list[str]:
+    users, after = [], None
+    while True:
+        page, after = await state.indexes.list(after=after, limit=INDEX_PAGE)
+        users += [index["id"] for index in page if index["map_id"] == map_id]
+        if after is None:
+            return users

@@ -5,10 +5,11 @@ Vector bodies are read raw (JSON or .npy) for speed; their models here document 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..maps import METHODS
 from ..maps.spec import MAX_COMPONENTS, MAX_INPUT_DIM, MAX_SEED
 from ..store.lsh_indexes import DEFAULT_RECALL_AT_THRESHOLD, DEFAULT_THRESHOLD
 from ..store.lsh_layout import MAX_ITEM_ID_BYTES
@@ -18,7 +19,7 @@ class CreateMapRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
         {"method": "rff", "input_dim": 64, "n_components": 1024, "seed": 1, "params": {"gamma": 0.05}}]})
 
-    method: str = Field(description="rff, nrff, gcws, srf, random_maclaurin, tensorsketch, ssf (see GET /docs)")
+    method: str = Field(description=f"one of: {', '.join(sorted(METHODS))}")
     input_dim: int = Field(strict=True, ge=1, le=MAX_INPUT_DIM)
     n_components: int = Field(strict=True, ge=1, le=MAX_COMPONENTS,
                               description="output dimension (dense maps) or number of samples k (GCWS)")
@@ -171,40 +172,51 @@ class IndexQueryResponse(BaseModel):
 
 
 class ErrorResponse(BaseModel):
+    """The body of every 4xx and 5xx answer."""
+
     detail: str = Field(description="'<field>: <what is wrong>'")
     field: str = Field(description="the request field at fault (e.g. 'vectors', 'params.gamma', 'body', 'store')")
 
 
-# Every client mistake is a 4xx with this body; Redis trouble a 503 (with Retry-After).
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorResponse, "description": description} for status, description in (
-        (400, "operation not offered by this map"), (401, "API key missing or wrong"), (404, "no such resource"),
-        (409, "conflicting index configuration or concurrent write"), (413, "body over the size limit"),
-        (415, "content type not accepted"), (422, "invalid input, naming the field"),
-        (503, "Redis unreachable; retry after Retry-After seconds"))}
+class HealthResponse(BaseModel):
+    status: Literal["ok"]
 
 
-def _inline_defs(schema: dict[str, Any]) -> dict[str, Any]:
-    """A model's JSON schema with its "$defs" inlined: refs to "#/$defs/..." would not resolve inside the
-    OpenAPI document, whose root is not the model's schema (the models here are not recursive)."""
-    defs = schema.pop("$defs", {})
-
-    def resolve(node):
-        if isinstance(node, dict):
-            ref = node.get("$ref", "")
-            if ref.startswith("#/$defs/"):
-                return resolve(defs[ref.removeprefix("#/$defs/")])
-            return {key: resolve(value) for key, value in node.items()}
-        if isinstance(node, list):
-            return [resolve(item) for item in node]
-        return node
-
-    return resolve(schema)
+class ReadyResponse(BaseModel):
+    status: Literal["ready"]
+    maps_cached: int = Field(description="maps held built in this worker's cache")
+    cache_bytes: int = Field(description="bytes those maps hold")
 
 
-def body_doc(model: type[BaseModel], npy: bool = True) -> dict[str, Any]:
-    """openapi_extra documenting a raw-read body as JSON (and .npy where accepted)."""
-    content: dict[str, Any] = {"application/json": {"schema": _inline_defs(model.model_json_schema())}}
+ERROR_DESCRIPTIONS: dict[int, str] = {
+    401: "API key missing or wrong (when the service has one)", 404: "no such map, index or item",
+    409: "conflicting index configuration, a concurrent write (retry after Retry-After), or a map that "
+         "indexes use (see DELETE /v1/maps/{map_id})",
+    413: "body over the size limit", 415: "content type not accepted",
+    422: "invalid input, naming the field; also an operation the map does not offer (hash on a dense map)",
+    503: "Redis unreachable; retry after Retry-After seconds"}
+BINARY = {"schema": {"type": "string", "format": "binary"}}
+NPY_CONTENT = {"application/x-npy": BINARY}
+LOCATION = {"Location": {"description": "the URL of the created resource", "schema": {"type": "string"}}}
+
+
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The error answers a route gives, each with the one error body."""
+    return {status: {"model": ErrorResponse, "description": ERROR_DESCRIPTIONS[status]} for status in statuses}
+
+
+# The raw-read bodies' models: added under components by featurehash.api.openapi.
+BODY_MODELS: dict[str, type[BaseModel]] = {}
+
+
+def body_doc(model: type[BaseModel], npy: bool = True, query: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
+    """openapi_extra documenting a raw-read body as JSON (and .npy where accepted) by reference to its
+    model's schema, and the query parameters the route reads itself."""
+    BODY_MODELS[model.__name__] = model
+    content: dict[str, Any] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}
     if npy:
-        content["application/x-npy"] = {"schema": {"type": "string", "format": "binary"}}
-    return {"requestBody": {"required": True, "content": content}}
+        content.update(NPY_CONTENT)
+    extra: dict[str, Any] = {"requestBody": {"required": True, "content": content}}
+    if query:
+        extra["parameters"] = [{"in": "query", "required": False, **parameter} for parameter in query]
+    return extra

@@ -30,8 +30,8 @@ def check_input(X, input_dim: int, *, field: str = "vectors"):
     if X.dtype.kind not in "fiub":
         raise InputError(field, f"expected numbers, got dtype {X.dtype}")
     if X.ndim != 2:
-        raise InputError(field, f"expected a 2-D array (n, {input_dim}), got {X.ndim}-D; "
-                         "wrap a single vector as [vector]")
+        hint = "wrap a single vector as [vector]" if X.ndim < 2 else f"reshape it to (n, {input_dim})"
+        raise InputError(field, f"expected a 2-D array (n, {input_dim}), got {X.ndim}-D; {hint}")
     _check_shape(X.shape, input_dim, field)
     X = X.astype(_float_dtype(X.dtype), copy=False)
     if not np.isfinite(X).all():
