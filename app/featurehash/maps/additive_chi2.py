@@ -84,37 +84,40 @@ class AdditiveChi2Map(DenseFeatureMap):
         reject_negative(X, field, self.method)
         return X
 
-    def _blocks(self, values: np.ndarray) -> list[np.ndarray]:
-        """The feature values of nonzero entries `values`, one array per output block."""
+    def _blocks(self, values: np.ndarray, outs: list[np.ndarray] | None = None) -> list[np.ndarray]:
+        """The features of `values` (nonnegative; a zero gives zeros), one array per output block,
+        written into `outs` if given."""
         interval, dtype = self.params.sample_interval, values.dtype.type
-        blocks = [np.sqrt(values * dtype(interval))]
-        log_step = np.log(values) * dtype(interval)
-        step = values * dtype(2.0 * interval)
-        for j in range(1, self.params.sample_steps):
-            factor = np.sqrt(step / dtype(np.cosh(np.pi * j * interval)))
-            angle = log_step * dtype(j)
-            blocks += [factor * np.cos(angle), factor * np.sin(angle)]
-        return blocks
+        outs = outs or [np.empty_like(values) for _ in range(2 * self.params.sample_steps - 1)]
+        np.sqrt(values * dtype(interval), out=outs[0])
+        if self.params.sample_steps > 1:
+            log_step = np.log(np.where(values > 0, values, dtype(1.0))) * dtype(interval)
+            step = values * dtype(2.0 * interval)
+            for j in range(1, self.params.sample_steps):
+                factor = np.sqrt(step / dtype(np.cosh(np.pi * j * interval)))
+                angle = log_step * dtype(j)
+                np.multiply(factor, np.cos(angle), out=outs[2 * j - 1])
+                np.multiply(factor, np.sin(angle), out=outs[2 * j])
+        return outs
 
     def _features_into(self, X, out: np.ndarray) -> None:
         d = self.input_dim
-        out[...] = 0
         if sp.issparse(X):
+            out[...] = 0
             rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
-            nonzero = X.data != 0
-            rows, columns, values = rows[nonzero], X.indices[nonzero], X.data[nonzero]
-        else:
-            rows, columns = np.nonzero(X)
-            values = X[rows, columns]
-        for block, features in enumerate(self._blocks(values)):
-            out[rows, block * d + columns] = features
+            for block, features in enumerate(self._blocks(X.data)):
+                out[rows, block * d + X.indices] = features
+        else:  # the nonzeros only (histograms are mostly zeros), scattered by a boolean mask
+            out[...] = 0
+            nonzero = X != 0
+            for block, features in enumerate(self._blocks(X[nonzero])):
+                out[:, block * d:(block + 1) * d][nonzero] = features
 
     def transform_sparse(self, X, *, dtype=None) -> sp.csr_matrix:
         """The features as CSR with the nonzero pattern of X repeated per block (O(nnz))."""
         X = self.check(X)
         dtype = output_dtype(dtype)
         X = self._working_copy(sp.csr_matrix(X), dtype)
-        X.eliminate_zeros()
         pattern = (X.indices, X.indptr)
         return sp.hstack([sp.csr_matrix((block, *pattern), shape=X.shape) for block in self._blocks(X.data)],
                          format="csr")

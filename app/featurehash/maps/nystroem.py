@@ -108,6 +108,7 @@ class NystroemMap(DenseFeatureMap):
         for i, row in enumerate(self.params.normalization):
             inverse[i, :i + 1] = row
         self._normalization_t = np.ascontiguousarray(inverse.T)
+        self._landmark_squares = np.einsum("ij,ij->i", self._landmarks, self._landmarks)
 
     @property
     def planned_nbytes(self) -> int:
@@ -130,12 +131,17 @@ class NystroemMap(DenseFeatureMap):
         """K(X, S) in float64: X against the stored landmarks."""
         p, S = self.params, self._landmarks
         if p.kernel in ("gaussian", "polynomial"):
-            products = np.asarray(X @ S.T)
+            block = np.asarray(X @ S.T)
             if p.kernel == "polynomial":
-                return (p.gamma * products + p.coef0) ** p.degree
+                return (p.gamma * block + p.coef0) ** p.degree
             x_squares = np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X) else np.einsum("ij,ij->i", X, X)
-            squares = x_squares[:, None] + np.einsum("ij,ij->i", S, S)[None, :] - 2.0 * products
-            return np.exp(-p.gamma * np.maximum(squares, 0.0))
+            # exp(-gamma (|x|^2 + |s|^2 - 2 <x, s>)), in place: the block is the only n x k temporary.
+            block *= -2.0
+            block += x_squares[:, None]
+            block += self._landmark_squares
+            np.maximum(block, 0.0, out=block)
+            block *= -p.gamma
+            return np.exp(block, out=block)
         X = to_dense(X)
         if p.kernel == "laplacian":
             return kernels.laplacian(X, S, p.gamma)
@@ -147,6 +153,9 @@ class NystroemMap(DenseFeatureMap):
 
     def _features_into(self, X, out: np.ndarray) -> None:
         k = self._landmarks.shape[0]
+        if k == out.shape[1] and out.dtype == np.float64:
+            np.matmul(self.landmark_kernel(X), self._normalization_t, out=out)
+            return
         out[:, :k] = self.landmark_kernel(X) @ self._normalization_t
         out[:, k:] = 0
 
