@@ -96,7 +96,8 @@ def fingerprint() -> dict[str, np.ndarray | str]:
         m = create_map({**request, "input_dim": dim, "n_components": width, "seed": 7})
         if name in fitted:  # the fit of a 500-row sample: compared bit for bit like the codes
             for field in ("landmarks", "normalization"):
-                out[f"codes/fit/{name}/{field}"] = np.concatenate([np.asarray(row) for row in m.params.model_dump()[field]])
+                rows = getattr(m.params, field)
+                out[f"codes/fit/{name}/{field}"] = np.concatenate([np.asarray(row) for row in rows])
         for dtype in (np.float32, np.float64):
             tag = np.dtype(dtype).name
             out[f"dense/{name}/{tag}/whole"] = m.transform(X, dtype=dtype)

@@ -37,9 +37,9 @@ from sklearn.utils.validation import check_is_fitted, check_non_negative, valida
 
 from .maps import OneHotFeatures, SpecError, create_map
 
-__all__ = ["ESTIMATORS", "AdditiveChi2Features", "GCWSFeatures", "NystroemFeatures", "SkewedChi2Features", "NormalizedRandomFourierFeatures", "QuadratureFeatures",
-           "RandomBinningFeatures", "RandomFourierFeatures", "RandomMaclaurinFeatures", "SphericalRandomFeatures",
-           "SphericalStructuredFeatures", "TensorSketchFeatures"]
+__all__ = ["ESTIMATORS", "AdditiveChi2Features", "GCWSFeatures", "NormalizedRandomFourierFeatures", "NystroemFeatures",
+           "QuadratureFeatures", "RandomBinningFeatures", "RandomFourierFeatures", "RandomMaclaurinFeatures",
+           "SkewedChi2Features", "SphericalRandomFeatures", "SphericalStructuredFeatures", "TensorSketchFeatures"]
 
 FLOAT_DTYPES = (np.float64, np.float32)
 _SEED_RANGE = np.iinfo(np.int64).max

@@ -33,7 +33,6 @@ from . import randomness
 
 RELATIVE_FLOOR = 1e-8
 _ATAN_TERMS = [(-1.0) ** n / (2 * n + 1) for n in range(14)]  # |t| <= tan(pi/16): next term < 1e-20
-_GAMMA_KERNELS = ("gaussian", "laplacian", "chi2")
 
 
 def _atan_unit(t: np.ndarray) -> np.ndarray:

@@ -28,8 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .. import kernels
 from .base import DenseFeatureMap, require
-from .errors import InputError, SpecError
-from .inputs import output_dtype
+from .errors import SpecError
+from .inputs import output_dtype, reject_negative
 from .spec import MapSpec
 
 DEFAULT_INTERVALS = {1: 0.8, 2: 0.5, 3: 0.4}
@@ -41,13 +41,6 @@ class AdditiveChi2Params(BaseModel):
 
     sample_steps: int = Field(default=2, ge=1, le=MAX_SAMPLE_STEPS, strict=True)
     sample_interval: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-
-
-def reject_negative(X, field: str, method: str) -> None:
-    values = X.data if sp.issparse(X) else X
-    if values.size and values.min() < 0:
-        raise InputError(field, f"Negative values in data passed to {method}: the chi-squared kernels are "
-                         "defined on nonnegative entries (histograms)")
 
 
 class AdditiveChi2Map(DenseFeatureMap):

@@ -39,10 +39,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .. import kernels
 from . import _nystroem_fit as fit
-from .additive_chi2 import reject_negative
 from .base import DenseFeatureMap
 from .errors import SpecError
-from .inputs import to_dense
+from .inputs import reject_negative, to_dense
 
 MAX_STORED_NUMBERS = 2**20
 MAX_FIT_ROWS = 20_000
