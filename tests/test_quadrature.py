@@ -19,8 +19,14 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
+import platform
+import re
+import subprocess
+import sys
 from pathlib import Path
 
+import numba
 import numpy as np
 import orjson
 import pytest
@@ -31,6 +37,10 @@ import featurehash.maps.base as base_module
 import featurehash.maps.quadrature as quadrature_module
 from featurehash import kernels
 from featurehash.maps import InputError, SpecError, create_map, resolve_spec
+from featurehash.maps import _active_set_nnls as active_set
+from featurehash.maps import _portable_math as portable_math
+from featurehash.maps import _portable_numba as portable_numba
+from featurehash.maps import _quadrature_design as quadrature_design
 from featurehash.maps import _quadrature_rules as rules
 from featurehash.maps.quadrature import QuadratureMap, QuadratureParams
 
@@ -344,6 +354,201 @@ def test_reweighted_anova_fits_per_subset_points():
 
 
 # ---------------------------------------------------------------------------------------
+# (c') the reweighted fit is the same on every machine (issue 10)
+# ---------------------------------------------------------------------------------------
+
+FUSED_MULTIPLY_ADD = re.compile(r"\bv?f(n?m(add|sub)|mla|mls)\w*", re.IGNORECASE)  # x86 FMA3/FMA4, ARM
+
+
+def test_compiled_cos_and_exp_are_the_portable_math_bits():
+    """The numba scalars repeat `_portable_math`'s operations exactly: no fused multiply-add, no
+    reassociation (else some of these 5 million values would differ in the last bit)."""
+    rng = np.random.default_rng(10)
+    angles = np.concatenate([rng.standard_normal(10**6) * scale for scale in (0.1, 1.0, 10.0, 100.0, 1e4)])
+    exponents = -np.abs(np.concatenate([rng.standard_normal(10**6) * scale for scale in (0.01, 1, 10, 100, 400)]))
+
+    @numba.njit
+    def both(x, y):
+        cosines, exps = np.empty_like(x), np.empty_like(y)
+        for i in range(x.size):
+            cosines[i] = portable_numba.cos(x[i])
+            exps[i] = portable_numba.exp(y[i])
+        return cosines, exps
+
+    cosines, exps = both(angles, exponents)
+    np.testing.assert_array_equal(cosines.view(np.int64), portable_math.cos(angles).view(np.int64))
+    np.testing.assert_array_equal(exps.view(np.int64), portable_math.exp(exponents).view(np.int64))
+
+
+def test_fit_kernels_compile_without_fused_multiply_add():
+    """Compiled afresh for this CPU (not from the cache), the fit's kernels contain no FMA instruction."""
+    kernels_to_check = [quadrature_design._design_rows, active_set._active_set]
+    rng = np.random.default_rng(0)
+    sample = rng.standard_normal((10, 3))
+    for kernel in kernels_to_check:
+        fresh = numba.njit(kernel.py_func)
+        if kernel is quadrature_design._design_rows:
+            empty = np.zeros(0, np.int64)
+            fresh(sample, np.arange(4), np.arange(4) + 1, np.ones((3, 5)), empty, empty, np.zeros(0),
+                  np.array([0, 3]), np.arange(3), 0.5, np.empty((4, 5)), np.empty(4), np.zeros(5), np.zeros(1))
+        else:
+            fresh(np.eye(4) + 0.1, np.ones(4), 1e-12, 100)
+        assembly = "\n".join(fresh.inspect_asm().values())
+        assert "ret" in assembly and not FUSED_MULTIPLY_ADD.search(assembly), kernel.__name__
+
+
+def test_gram_is_exact_whatever_the_summation_order():
+    """The split design H + L has integer products below 2^53 on its grids, so H^T H and H^T L come out of
+    any summation order exactly: BLAS, numpy's einsum loops and a reversed row order give the same bits."""
+    rng = np.random.default_rng(3)
+    sample = np.round(rng.standard_normal((60, 5)), 3)
+    frequencies = rng.standard_normal((5, 40))
+    first, second = quadrature_module.fit_pair_indices(60, 1700, 0)
+    gram, moment, _, rows = quadrature_design.gram_moments(sample, first, second, frequencies, [list(range(5))],
+                                                           0.4, quadrature_design.MAX_CHUNK_ROWS)
+    design = np.cos((sample[first] - sample[second]) @ frequencies)  # within 1e-15 of the kernel's cosines
+    np.testing.assert_allclose(gram, design.T @ design / rows, rtol=0, atol=1e-12)
+    # Recompute G from the kernel's own design, summing in other orders.
+    block = np.empty((rows, 40))
+    quadrature_design._design_rows(sample, first, second, frequencies, np.zeros(0, np.int64), np.zeros(0, np.int64),
+                                   np.zeros(0), np.array([0, 5]), np.arange(5), 0.4, block, np.empty(rows),
+                                   np.zeros(40), np.zeros(1))
+    scale = 2.0**quadrature_design.SPLIT_BITS
+    high = np.rint(block * scale) / scale
+    low = np.rint((block - high) * scale**2) / scale**2
+    for square, cross in [(np.einsum("ri,rj->ij", high, high), np.einsum("ri,rj->ij", high, low)),
+                          (high[::-1].T @ high[::-1], high[::-1].T @ low[::-1])]:
+        np.testing.assert_array_equal((square + (cross + cross.T)) / rows, gram)
+    with pytest.raises(ValueError):
+        quadrature_design.gram_moments(sample, first, second, frequencies, [list(range(5))], 0.4,
+                                       quadrature_design.MAX_CHUNK_ROWS + 1)
+
+
+@pytest.mark.parametrize("size, rows", [(6, 30), (120, 400), (400, 900)])
+def test_active_set_nnls_is_the_optimum(size, rows):
+    """The compiled active set meets the optimality (KKT) conditions and agrees with scipy's NNLS."""
+    from scipy.optimize import nnls
+
+    rng = np.random.default_rng(size)
+    A = np.cos(rng.standard_normal((rows, size)) * 2.0)
+    b = np.exp(-rng.random(rows))
+    gram = A.T @ A / rows + 1e-10 * np.eye(size)
+    moment = A.T @ b / rows
+    a = active_set.nonnegative_least_squares(gram, moment)
+    gradient = moment - gram @ a
+    assert a.min() >= 0 and np.abs(gradient[a > 0]).max() < 1e-12 and gradient[a == 0].max(initial=0.0) < 1e-11
+    factor = np.linalg.cholesky(gram).T
+    reference, _ = nnls(factor, np.linalg.solve(factor.T, moment), maxiter=50 * size)
+    assert np.count_nonzero(a) == np.count_nonzero(reference)
+    objective = lambda x: 0.5 * x @ gram @ x - moment @ x  # noqa: E731
+    assert abs(objective(a) - objective(reference)) < 1e-14
+
+
+def test_active_set_nnls_skips_dependent_columns():
+    """Two identical candidates (a singular Gram matrix without ridge): the first enters, the copy is in
+    its span and stays at 0; ties go to the lowest index."""
+    rng = np.random.default_rng(1)
+    A = np.abs(rng.standard_normal((50, 4)))
+    copy = [0, 1, 2, 3, 1]
+    gram, moment = (A.T @ A)[np.ix_(copy, copy)], (A.T @ (A[:, 1] + 0.5 * A[:, 3]))[copy]
+    a = active_set.nonnegative_least_squares(gram, moment)
+    np.testing.assert_allclose(a, [0, 1, 0, 0.5, 0], atol=1e-9)
+    assert a[4] == 0.0
+
+
+@pytest.mark.parametrize("points", [2, 3, 10, 11, 40, 100])
+def test_hermite_rule_is_numpys_rule_to_rounding(points):
+    nodes, weights = np.polynomial.hermite_e.hermegauss(points)
+    weights = weights / np.sqrt(2.0 * np.pi)
+    portable_nodes, portable_weights = rules.hermite_rule(points)
+    np.testing.assert_allclose(portable_nodes, nodes, rtol=0, atol=4e-16 * np.abs(nodes).max())
+    np.testing.assert_allclose(portable_weights, weights, rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(portable_nodes, -portable_nodes[::-1])
+    assert abs(portable_weights.sum() - 1.0) < 1e-15
+
+
+FIT_PROBE = r'''
+import hashlib, json, sys
+import numpy as np
+from threadpoolctl import threadpool_info
+from featurehash.maps import create_map
+from featurehash.maps import _quadrature_rules as rules
+
+def fingerprints(requests):
+    """Each request's resolved spec, and a hash of its unrounded fit (G, h, b^T b, weights, selection)."""
+    seen, original = [], rules.fit_weights
+
+    def recording(gram, moment, target_square, count, penalty):
+        fit = original(gram, moment, target_square, count, penalty)
+        parts = (gram, moment, np.float64(target_square), fit.weights, fit.selected)
+        seen.append(hashlib.sha256(b"".join(np.ascontiguousarray(x).tobytes() for x in parts)).hexdigest())
+        return fit
+
+    rules.fit_weights = recording
+    try:
+        specs = [create_map(request).describe() for request in requests]
+    finally:
+        rules.fit_weights = original
+    blas = [pool.get("architecture") for pool in threadpool_info() if pool.get("internal_api") == "openblas"]
+    return {"specs": specs, "fits": seen, "blas": blas}
+
+if __name__ == "__main__":
+    print(json.dumps(fingerprints(json.loads(sys.stdin.read()))))
+'''
+
+
+def is_reweighted(case: dict) -> bool:
+    return case["request"].get("params", {}).get("grid") == "reweighted"
+
+
+def reweighted_requests() -> list[dict]:
+    """The golden reweighted requests, and one with 3 chunks of pairs and a 21-step l1 path."""
+    golden = [case["request"] for case in GOLDEN["cases"].values() if is_reweighted(case)]
+    sample = np.round(np.random.default_rng(11).standard_normal((150, 10)) * 0.7, 3).tolist()
+    return golden + [{"method": "quadrature", "input_dim": 10, "n_components": 96, "seed": 12,
+                      "params": {"grid": "reweighted", "gamma": 0.08, "fit_pairs": 2500, "fit_sample": sample}}]
+
+
+def test_reweighted_fit_is_bit_identical_under_other_blas_kernels_simd_paths_and_threads():
+    """Issue 10: the same request gives the same fit, bit for bit, whatever BLAS kernel (OpenBLAS
+    coretypes Prescott and Sandybridge), numpy SIMD path (every dispatch target off), numba code
+    generation (generic x86-64: no AVX) and thread counts (BLAS and numba, 1 and 2). The variants run
+    as subprocesses, two at a time; the reference is this process (default kernels, one BLAS thread)."""
+    from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+
+    requests = reweighted_requests()
+    namespace: dict = {}
+    exec(FIT_PROBE, namespace)
+    expected = namespace["fingerprints"](requests)
+    simd_off = ",".join(feature for feature in __cpu_dispatch__ if __cpu_features__.get(feature))
+    variants = [
+        {"OPENBLAS_CORETYPE": "Prescott", "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"},
+        {"OPENBLAS_CORETYPE": "Sandybridge", "OPENBLAS_NUM_THREADS": "2", "NUMBA_NUM_THREADS": "2"},
+        {"NPY_DISABLE_CPU_FEATURES": simd_off, "NUMBA_CPU_NAME": "generic", "OPENBLAS_NUM_THREADS": "2"},
+        {"OPENBLAS_NUM_THREADS": "2", "NUMBA_NUM_THREADS": "1"},
+    ]
+    x86 = platform.machine().lower() in ("x86_64", "amd64")
+    if not x86:  # the coretype names and the generic CPU name are x86 ones
+        variants = [{k: v for k, v in variant.items() if k not in ("OPENBLAS_CORETYPE", "NUMBA_CPU_NAME")}
+                    for variant in variants]
+    for pair in (variants[:2], variants[2:]):
+        processes = [subprocess.Popen([sys.executable, "-c", FIT_PROBE], env={**os.environ, **variant},
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                     for variant in pair]
+        for variant, process in zip(pair, processes):
+            out, err = process.communicate(json.dumps(requests), timeout=600)
+            assert process.returncode == 0, err[-2000:]
+            result = json.loads(out)
+            if "OPENBLAS_CORETYPE" in variant and result["blas"]:  # the variant took effect (Prescott reads Katmai)
+                assert result["blas"] != expected["blas"], (variant, result["blas"])
+            assert result["fits"] == expected["fits"], variant
+            assert result["specs"] == expected["specs"], variant
+    # The golden requests still resolve to their stored specs (also checked in test_golden_vectors).
+    golden = [case["spec"] for case in GOLDEN["cases"].values() if is_reweighted(case)]
+    assert expected["specs"][:len(golden)] == golden
+
+
+# ---------------------------------------------------------------------------------------
 # (d) sparse ANOVA kernels
 # ---------------------------------------------------------------------------------------
 
@@ -357,7 +562,7 @@ def test_exact_anova_kernel_is_the_sum_of_products():
     np.testing.assert_allclose(kernels.gaussian_anova(X, X, 0.3, subsets).diagonal(), len(subsets))
     windows = make_map(6, 2 * 4 * rules.dense_grid_size(2, 3), grid="dense", points_per_dim=2, gamma=0.3,
                        anova={"window": 3})
-    assert windows.subsets == [[0, 1, 2], [1, 2, 3], [2, 3, 4], [3, 4, 5]]
+    assert [list(subset) for subset in windows.subsets] == [[0, 1, 2], [1, 2, 3], [2, 3, 4], [3, 4, 5]]
     np.testing.assert_allclose(windows.exact_kernel(X, Y), kernels.gaussian_anova(X, Y, 0.3, windows.subsets))
 
 
@@ -645,6 +850,6 @@ def test_golden_vectors(name):
     if m.is_feature_map:
         np.testing.assert_allclose(m.transform(X, dtype=np.float64), expected["transform_float64"], **FLOAT)
         np.testing.assert_allclose(m.transform(X).astype(np.float64), expected["transform_float32"], **FLOAT)
-    # ... and the request resolves to that spec (for the reweighted grid: refits to the same numbers here;
-    # another platform's BLAS may steer NNLS to other last digits, see app/featurehash/maps/quadrature.py).
+    # ... and the request resolves to that spec (for the reweighted grid: refits to the same numbers, bit for
+    # bit on any machine; test_reweighted_fit_is_bit_identical_... runs it under other BLAS and SIMD paths).
     assert create_map(case["request"]).spec.id == stored["id"]

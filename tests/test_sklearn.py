@@ -38,6 +38,8 @@ CHECKED = [
 # These checks transform standardised data (entries down to about -1.5): below -skewedness at the default 1.
 BELOW_MINUS_SKEWEDNESS_CHECKS = ("check_transformer_data_not_an_array", "check_transformer_general",
                                  "check_transformer_preserve_dtypes")
+# check_array_api_input too (its data reach -2.6): run for every estimator but the default SkewedChi2Features.
+ARRAY_API_CHECKED = [e for e in CHECKED if not (isinstance(e, SkewedChi2Features) and e.skewedness <= 1.5)]
 
 # These checks set n_components = 1 (hard-coded in scikit-learn), a size some maps do not have.
 SIZE_ONE_CHECKS = ("check_dont_overwrite_parameters", "check_fit2d_predict1d", "check_methods_subset_invariance",
@@ -105,16 +107,16 @@ def test_array_api_checks_in_a_fresh_process():
         import sys
         sys.path.insert(0, sys.argv[1])
         from sklearn.utils.estimator_checks import check_array_api_input
-        from test_sklearn import CHECKED
-        for estimator in CHECKED:
+        from test_sklearn import ARRAY_API_CHECKED
+        for estimator in ARRAY_API_CHECKED:
             check_array_api_input(type(estimator).__name__, estimator, array_namespace="numpy",
                                   expect_only_array_outputs=False)
-        print("ok", len(CHECKED))
+        print("ok", len(ARRAY_API_CHECKED))
     """)
     done = subprocess.run([sys.executable, "-c", script, os.path.dirname(__file__)],
                           env={**os.environ, "SCIPY_ARRAY_API": "1"}, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["ok", str(len(CHECKED))]
+    assert done.stdout.split() == ["ok", str(len(ARRAY_API_CHECKED))]
 
 
 # -- conventions ---------------------------------------------------------------------------
@@ -123,12 +125,12 @@ def test_every_method_has_an_estimator_whose_defaults_are_the_specs():
     assert set(ESTIMATORS) == set(METHODS)
     for method, cls in ESTIMATORS.items():
         estimator_defaults = cls().get_params()
-        spec_defaults = METHODS[method].Params().model_dump()
+        spec_defaults = METHODS[method].Params()  # attributes: the dump leaves out keys at their default
         if cls is not AdditiveChi2Features:  # its width follows from n_features; it has no randomness
             assert estimator_defaults["n_components"] == 100
             assert estimator_defaults["random_state"] is None
         for name in cls._spec_params:
-            assert estimator_defaults[name] == spec_defaults[name], (method, name)
+            assert estimator_defaults[name] == getattr(spec_defaults, name), (method, name)
 
 
 def _data(n=40, d=6, seed=0):

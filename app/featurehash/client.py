@@ -42,6 +42,14 @@ def _npy_bytes(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
+def _segment(value: str) -> str:
+    """`value` as exactly one URL path segment: percent-encoded, and never a dot segment, which HTTP
+    clients and proxies remove together with the segment before it (".../items/.." is the index)."""
+    if value in ("", ".", ".."):
+        raise ValueError(f"{value!r} cannot be a URL path segment")
+    return quote(value, safe="")
+
+
 def _rows_field(X, key: str) -> dict[str, Any]:
     if sp.issparse(X):
         X = sp.csr_matrix(X)
@@ -109,7 +117,7 @@ class FeatureHashClient:
         return self._request("POST", "/v1/maps", json=body).json()
 
     def get_map(self, map_id: str) -> dict[str, Any]:
-        return self._request("GET", f"/v1/maps/{map_id}").json()
+        return self._request("GET", f"/v1/maps/{_segment(map_id)}").json()
 
     def list_maps(self, *, after: str | None = None, limit: int = 100) -> dict[str, Any]:
         params = {"limit": limit, **({"after": after} if after else {})}
@@ -125,13 +133,13 @@ class FeatureHashClient:
                 return
 
     def delete_map(self, map_id: str) -> None:
-        self._request("DELETE", f"/v1/maps/{map_id}")
+        self._request("DELETE", f"/v1/maps/{_segment(map_id)}")
 
     # -- features ------------------------------------------------------------------
 
     def transform(self, map_id: str, X, *, binary: bool = False, dtype: str = "float32"):
         """Dense features as an ndarray, or OneHotFeatures for one-hot maps (GCWS)."""
-        response = self._vectors_request(f"/v1/maps/{map_id}/transform", X, "vectors", binary,
+        response = self._vectors_request(f"/v1/maps/{_segment(map_id)}/transform", X, "vectors", binary,
                                          params={"dtype": dtype})
         if response.headers.get("content-type", "").startswith(NPY):
             array = self._load_npy(response)
@@ -147,7 +155,7 @@ class FeatureHashClient:
     def hash(self, map_id: str, X, *, bands: int | None = None, binary: bool = False):
         """Codes (int64 n x k); with `bands`, a tuple (codes, band_keys)."""
         extra = {"bands": bands} if bands is not None else None
-        response = self._vectors_request(f"/v1/maps/{map_id}/hash", X, "vectors", binary, extra)
+        response = self._vectors_request(f"/v1/maps/{_segment(map_id)}/hash", X, "vectors", binary, extra)
         if response.headers.get("content-type", "").startswith(NPY):
             return self._load_npy(response)
         body = orjson.loads(response.content)
@@ -159,7 +167,7 @@ class FeatureHashClient:
         body = _rows_field(X, "x")
         if Y is not None:
             body.update(_rows_field(Y, "y"))
-        answer = self._request("POST", f"/v1/maps/{map_id}/kernel", json=body).json()
+        answer = self._request("POST", f"/v1/maps/{_segment(map_id)}/kernel", json=body).json()
         return np.asarray(answer["estimate"]), np.asarray(answer["exact"])
 
     # -- LSH indexes -----------------------------------------------------------------
@@ -174,21 +182,21 @@ class FeatureHashClient:
         return self._request("POST", "/v1/indexes", json=body).json()
 
     def get_index(self, index_id: str) -> dict[str, Any]:
-        return self._request("GET", f"/v1/indexes/{index_id}").json()
+        return self._request("GET", f"/v1/indexes/{_segment(index_id)}").json()
 
     def list_indexes(self, *, after: str | None = None, limit: int = 100) -> dict[str, Any]:
         params = {"limit": limit, **({"after": after} if after else {})}
         return self._request("GET", "/v1/indexes", params=params).json()
 
     def delete_index(self, index_id: str) -> None:
-        self._request("DELETE", f"/v1/indexes/{index_id}")
+        self._request("DELETE", f"/v1/indexes/{_segment(index_id)}")
 
     def add_items(self, index_id: str, ids: list[str], X, *, binary: bool = False,
                   batch_rows: int = 1000) -> dict[str, int]:
         """Add or replace items, `batch_rows` per request (fewer with binary, whose ids ride in a
         header); returns the summed "added" and "replaced" and the final "items"."""
         total = {"added": 0, "replaced": 0, "items": 0}
-        path = f"/v1/indexes/{index_id}/items"
+        path = f"/v1/indexes/{_segment(index_id)}/items"
         start = 0
         while start < len(ids):
             stop = min(len(ids), start + batch_rows)
@@ -209,12 +217,17 @@ class FeatureHashClient:
         return total
 
     def delete_item(self, index_id: str, item_id: str) -> None:
-        self._request("DELETE", f"/v1/indexes/{index_id}/items/{quote(item_id, safe='')}")
+        """Remove one item (FeatureHashAPIError 404 if it is not there)."""
+        self._request("DELETE", f"/v1/indexes/{_segment(index_id)}/items/{_segment(item_id)}")
+
+    def delete_items(self, index_id: str, ids: list[str]) -> dict[str, Any]:
+        """Remove items by id, in the body (so any id works): {"removed": n, "missing": [ids not there]}."""
+        return self._request("POST", f"/v1/indexes/{_segment(index_id)}/items/delete", json={"ids": ids}).json()
 
     def query_index(self, index_id: str, X, *, top_k: int = 10, min_similarity: float = 0.0,
                     binary: bool = False) -> dict[str, Any]:
         """{"results": [[{"id", "similarity"}, ...] per row of X], "candidates": [...]}."""
-        path = f"/v1/indexes/{index_id}/query"
+        path = f"/v1/indexes/{_segment(index_id)}/query"
         if binary and not sp.issparse(X):
             response = self._request("POST", path, content=_npy_bytes(np.asarray(X)), headers={"Content-Type": NPY},
                                      params={"top_k": top_k, "min_similarity": min_similarity})

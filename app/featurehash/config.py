@@ -30,6 +30,14 @@ class Settings(BaseSettings):
     # GCWS and binning: per-map table of random constants; past it they are made on demand.
     table_budget_bytes: int = Field(default=256 * MIB, ge=0)
 
+    # What one request may hold besides its body: streamed responses are computed and encoded this many
+    # array bytes at a time; /kernel's feature and input matrices must fit the work budget.
+    stream_chunk_bytes: int = Field(default=2 * MIB, ge=4096)
+    request_work_bytes: int = Field(default=256 * MIB, ge=MIB)
+    max_kernel_entries: int = Field(default=2**21, ge=1)
+    # rows x output width of one transform or hash answer (bounds its time; 2^28 float32 = 1 GiB as npy).
+    max_output_elements: int = Field(default=2**28, ge=1)
+
     redis_timeout_seconds: float = Field(default=2.0, gt=0)
     retry_after_seconds: int = Field(default=1, ge=1)
 

@@ -3,7 +3,10 @@
 The launcher owns both children. It starts the embedded Redis once (never one per
 worker), waits for PING, then runs uvicorn with REDIS_URL pointing at the server's unix
 socket. On SIGTERM/SIGINT it forwards the signal to uvicorn (which drains its workers),
-waits for it to exit, and only then stops Redis, so no acknowledged write is lost.
+waits for it to exit, and only then stops Redis, so no acknowledged write is lost. It
+supervises the embedded Redis: a server that dies is restarted on its append-only file
+(with backoff), and one that cannot be restarted makes the launcher stop the web tier and
+exit with code 4, so that an orchestrator restarts the whole service.
 """
 
 from __future__ import annotations
@@ -13,9 +16,16 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 from .config import Settings
-from .store.embedded import EmbeddedRedis, die_with_parent
+from .store.embedded import EmbeddedRedis, EmbeddedRedisError, die_with_parent
+
+REDIS_LOST = 4  # exit code: the embedded Redis died and could not be restarted
+SUPERVISE_INTERVAL = 0.05
+RESTART_BACKOFF = (0.0, 0.1, 0.3, 1.0, 3.0)  # seconds before each restart attempt
+MAX_RESTARTS = 5
+RESTART_WINDOW = 60.0
 
 
 def _metrics_dir(settings: Settings) -> str:
@@ -48,9 +58,56 @@ def serve(settings: Settings) -> int:
 
         signal.signal(signal.SIGTERM, forward)
         signal.signal(signal.SIGINT, forward)
-        code = web.wait()
+        supervisor = RedisSupervisor(embedded, lambda: stopping) if embedded is not None else None
+        while (code := web.poll()) is None:
+            if supervisor is not None and not supervisor.keep_alive():
+                web.send_signal(signal.SIGTERM)  # Redis is gone for good: stop, so an orchestrator restarts us
+                web.wait()
+                return REDIS_LOST
+            time.sleep(SUPERVISE_INTERVAL)
         # uvicorn re-raises the signal it shut down on; that is a clean stop we asked for.
         return 0 if stopping and code in (0, -signal.SIGTERM) else code
     finally:
         if embedded is not None:
             embedded.stop()
+
+
+class RedisSupervisor:
+    """Restarts a dead embedded Redis from its append-only file, with backoff.
+
+    Every write Redis acknowledged was in the file (written before the reply), so a restart loses
+    none. A server that cannot be started again, or dies more than MAX_RESTARTS times within
+    RESTART_WINDOW seconds, is given up: `keep_alive` returns False and the launcher exits non-zero.
+    """
+
+    def __init__(self, redis: EmbeddedRedis, stopping):
+        self.redis = redis
+        self.stopping = stopping
+        self.restarts: list[float] = []
+
+    def keep_alive(self) -> bool:
+        if self.redis.running() or self.stopping():
+            return True
+        now = time.monotonic()
+        self.restarts = [t for t in self.restarts if now - t < RESTART_WINDOW] + [now]
+        if len(self.restarts) > MAX_RESTARTS:
+            _say(f"embedded Redis died {len(self.restarts)} times within {RESTART_WINDOW:.0f} s; giving up")
+            return False
+        _say(f"embedded Redis exited with code {self.redis.returncode}; restarting it from its append-only file")
+        for delay in RESTART_BACKOFF:
+            if self.stopping():
+                return True
+            time.sleep(delay)
+            try:
+                self.redis.restart()
+            except EmbeddedRedisError as exc:
+                _say(f"restart failed: {exc}")
+                continue
+            _say("embedded Redis is back")
+            return True
+        _say(f"embedded Redis could not be restarted; see {self.redis.data_dir / 'redis.log'}")
+        return False
+
+
+def _say(message: str) -> None:
+    print(f"featurehash: {message}", file=sys.stderr, flush=True)

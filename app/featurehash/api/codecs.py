@@ -46,6 +46,8 @@ def _parse_lenient_json(raw: bytes) -> Any:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InputError("body", f"invalid JSON ({exc})") from None
+    except RecursionError:
+        raise InputError("body", "invalid JSON: nested too deeply") from None
 
 
 def _parse_npy(raw: bytes) -> np.ndarray:
@@ -114,7 +116,7 @@ def _numbers(values: list, field: str, message: str, kinds: str = "fiub") -> np.
     nulls and integers too large for a float come out as non-numeric dtypes."""
     try:
         array = np.array(values)
-    except (TypeError, ValueError, OverflowError):
+    except (TypeError, ValueError, OverflowError, RecursionError):
         raise InputError(field, message) from None
     if array.size and array.dtype.kind not in kinds:
         raise InputError(field, message)
@@ -150,12 +152,6 @@ def _sparse_rows(rows: Any, field: str, input_dim: int) -> sp.csr_matrix:
 
 def wants_npy(accept: str | None) -> bool:
     return bool(accept) and NPY in accept
-
-
-def npy_response(array: np.ndarray, headers: dict[str, str] | None = None) -> Response:
-    buffer = io.BytesIO()
-    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
-    return Response(buffer.getvalue(), media_type=NPY, headers=headers)
 
 
 def json_response(document: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:

@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ..config import Settings
 from ..map_cache import MapCache
-from ..maps import FeatureMap, SpecError, create_map
+from ..maps import FeatureMap, create_map
 from ..store import SpecStore
 from ..store.lsh_indexes import AsyncLSHIndexes
 from .errors import MapNotFound, Unauthorized
@@ -28,12 +28,8 @@ class ServiceState:
         # Maps with per-(sample, coordinate) randomness cache it in a table up to this budget.
         options = ({"table_budget_bytes": self.settings.table_budget_bytes}
                    if spec.get("method") in ("gcws", "binning") else {})
-        feature_map = create_map(spec, **options)
-        limit = self.settings.max_map_bytes
-        if feature_map.planned_nbytes > limit:
-            raise SpecError("n_components", f"the map would hold {feature_map.planned_nbytes} bytes of parameters, "
-                            f"over this service's limit of {limit} (FEATUREHASH_MAX_MAP_BYTES)")
-        return feature_map.materialize()
+        # Sized before anything grows with it (a fit, a subset family, the parameters): at once.
+        return create_map(spec, max_nbytes=self.settings.max_map_bytes, **options).materialize()
 
     async def load_map(self, map_id: str) -> FeatureMap:
         """The map if the store still has it (asked every time, so deletes reach all replicas)."""

@@ -2,7 +2,8 @@
 
 Each request flows one way: raw body -> decode -> validate -> map (cached) -> numpy ->
 encode. Everything after reading the body runs in the thread pool, so the event loop
-(and /healthz) stays responsive while large batches are computed.
+(and /healthz) stays responsive while large batches are computed; answers are computed
+and encoded chunk by chunk (`streams`), so their size never sets a request's memory.
 """
 
 from __future__ import annotations
@@ -10,18 +11,21 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from ..maps import FeatureMap, InputError, OneHotFeatures
+from ..maps import FeatureMap, InputError
+from ..maps.base import DenseFeatureMap
 from ..maps.lsh import band_keys
-from .codecs import json_response, npy_response, parse_body, vectors_from, wants_npy
+from .codecs import json_response, parse_body, vectors_from, wants_npy
 from .deps import ServiceState, get_state, require_api_key
 from .metrics import BATCH_ROWS
-from .schemas import (DenseFeatures, HashRequest, HashResponse, KernelRequest, KernelResponse,
+from .schemas import (ERROR_RESPONSES, DenseFeatures, HashRequest, HashResponse, KernelRequest, KernelResponse,
                       OneHotFeaturesResponse, VectorsRequest, body_doc)
+from .streams import RowResult, json_answer, npy_answer
 
-router = APIRouter(prefix="/v1/maps/{map_id}", tags=["features"], dependencies=[Depends(require_api_key)])
+router = APIRouter(prefix="/v1/maps/{map_id}", tags=["features"], dependencies=[Depends(require_api_key)],
+                   responses=ERROR_RESPONSES)
 
 
 def _checked_rows(X, feature_map: FeatureMap, field: str, max_rows: int):
@@ -31,10 +35,38 @@ def _checked_rows(X, feature_map: FeatureMap, field: str, max_rows: int):
     return X
 
 
+def _check_output_size(rows: int, width: int, limit: int) -> None:
+    if rows * width > limit:
+        raise InputError("vectors", f"{rows} rows x {width} outputs exceed this service's limit of {limit} numbers "
+                         "per answer (FEATUREHASH_MAX_OUTPUT_ELEMENTS); split the batch")
+
+
 async def _prepare(request: Request, map_id: str, state: ServiceState):
     raw = await request.body()
     feature_map = await state.load_map(map_id)
     return raw, feature_map
+
+
+def _dense_features(feature_map: DenseFeatureMap, X, dtype: np.dtype, npy: bool, chunk_bytes: int) -> Response:
+    feature_map.require_features()
+    feature_map.refuse_overflow(X, dtype=dtype)  # before any byte is sent: a bad row is a 422, not a cut stream
+
+    def compute(rows: slice) -> np.ndarray:
+        out = np.empty((rows.stop - rows.start, feature_map.output_dim), dtype=dtype)
+        feature_map.features_into(X[rows], out, first_row=rows.start)
+        return out
+
+    result = RowResult(X.shape[0], feature_map.output_dim, dtype, compute, chunk_bytes)
+    return npy_answer(result) if npy else json_answer({}, "features", result)
+
+
+def _one_hot_features(feature_map: FeatureMap, X, npy: bool, chunk_bytes: int) -> Response:
+    first = feature_map.transform(X[:1])  # dim and scale lead the answer
+    result = RowResult(X.shape[0], first.indices.shape[1], np.dtype(np.int64),
+                       lambda rows: feature_map.transform(X[rows]).indices, chunk_bytes)
+    if npy:
+        return npy_answer(result, headers={"X-Feature-Dim": str(first.dim), "X-Feature-Scale": repr(first.scale)})
+    return json_answer({"dim": first.dim, "scale": first.scale}, "indices", result)
 
 
 @router.post("/transform", openapi_extra=body_doc(VectorsRequest),
@@ -45,19 +77,18 @@ async def transform(map_id: str, request: Request,
                     state: ServiceState = Depends(get_state)):
     raw, feature_map = await _prepare(request, map_id, state)
     content_type, accept = request.headers.get("content-type"), request.headers.get("accept")
-    max_rows = state.settings.max_batch_rows
+    settings = state.settings
 
     def work():
         body = parse_body(raw, content_type)
-        X = _checked_rows(vectors_from(body, "vectors", feature_map.input_dim), feature_map, "vectors", max_rows)
+        X = _checked_rows(vectors_from(body, "vectors", feature_map.input_dim), feature_map, "vectors",
+                          settings.max_batch_rows)
         BATCH_ROWS.labels("transform").observe(X.shape[0])
-        features = feature_map.transform(X, dtype=np.dtype(dtype))
-        if isinstance(features, OneHotFeatures):
-            if wants_npy(accept):
-                return npy_response(features.indices, headers={
-                    "X-Feature-Dim": str(features.dim), "X-Feature-Scale": repr(features.scale)})
-            return json_response({"dim": features.dim, "scale": features.scale, "indices": features.indices})
-        return npy_response(features) if wants_npy(accept) else json_response({"features": features})
+        width = feature_map.spec.n_components if feature_map.one_hot else feature_map.output_dim
+        _check_output_size(X.shape[0], width, settings.max_output_elements)
+        if feature_map.one_hot:
+            return _one_hot_features(feature_map, X, wants_npy(accept), settings.stream_chunk_bytes)
+        return _dense_features(feature_map, X, np.dtype(dtype), wants_npy(accept), settings.stream_chunk_bytes)
 
     return await run_in_threadpool(work)
 
@@ -67,22 +98,31 @@ async def transform(map_id: str, request: Request,
 async def hash_vectors(map_id: str, request: Request, state: ServiceState = Depends(get_state)):
     raw, feature_map = await _prepare(request, map_id, state)
     content_type, accept = request.headers.get("content-type"), request.headers.get("accept")
-    max_rows = state.settings.max_batch_rows
+    settings = state.settings
 
     def work():
         body = parse_body(raw, content_type)
         bands = None if isinstance(body, np.ndarray) else body.get("bands")
         if bands is not None and (not isinstance(bands, int) or isinstance(bands, bool)):
             raise InputError("bands", "expected an integer")
-        X = _checked_rows(vectors_from(body, "vectors", feature_map.input_dim), feature_map, "vectors", max_rows)
+        X = _checked_rows(vectors_from(body, "vectors", feature_map.input_dim), feature_map, "vectors",
+                          settings.max_batch_rows)
         BATCH_ROWS.labels("hash").observe(X.shape[0])
-        codes = feature_map.hash(X)
-        if wants_npy(accept) and bands is None:
-            return npy_response(codes)
-        document = {"codes": codes}
-        if bands is not None:
-            document["band_keys"] = band_keys(codes, bands)
-        return json_response(document)
+        k = feature_map.spec.n_components
+        _check_output_size(X.shape[0], k, settings.max_output_elements)
+        feature_map.hash(X[:1])  # a map without codes says so here
+        codes = RowResult(X.shape[0], k, np.dtype(np.int64), lambda rows: feature_map.hash(X[rows]),
+                          settings.stream_chunk_bytes)
+        if bands is None:
+            return npy_answer(codes) if wants_npy(accept) else json_answer({}, "codes", codes)
+        band_keys(np.zeros((1, k), dtype=np.int64), bands)  # a bad band count is refused before streaming
+
+        def keys():  # computed again after the codes: the answer never holds all of them
+            yield "band_keys", RowResult(X.shape[0], bands, np.dtype(np.int64),
+                                         lambda rows: band_keys(feature_map.hash(X[rows]), bands),
+                                         settings.stream_chunk_bytes)
+
+        return json_answer({}, "codes", codes, tail=keys)
 
     return await run_in_threadpool(work)
 
@@ -92,16 +132,36 @@ async def hash_vectors(map_id: str, request: Request, state: ServiceState = Depe
 async def kernel(map_id: str, request: Request, state: ServiceState = Depends(get_state)):
     raw, feature_map = await _prepare(request, map_id, state)
     content_type = request.headers.get("content-type")
-    max_rows = state.settings.max_batch_rows
+    settings = state.settings
 
     def work():
         body = parse_body(raw, content_type)
-        X = _checked_rows(vectors_from(body, "x", feature_map.input_dim), feature_map, "x", max_rows)
+        X = _checked_rows(vectors_from(body, "x", feature_map.input_dim), feature_map, "x", settings.max_batch_rows)
         Y = X
         if not isinstance(body, np.ndarray):
             given = vectors_from(body, "y", feature_map.input_dim, required=False)
-            Y = X if given is None else _checked_rows(given, feature_map, "y", max_rows)
+            Y = X if given is None else _checked_rows(given, feature_map, "y", settings.max_batch_rows)
         BATCH_ROWS.labels("kernel").observe(X.shape[0])
-        return json_response({"estimate": feature_map.kernel(X, Y), "exact": feature_map.exact_kernel(X, Y)})
+        _check_kernel_size(feature_map, X.shape[0], None if Y is X else Y.shape[0], settings)
+        estimate, exact = feature_map.kernel(X, Y), feature_map.exact_kernel(X, Y)
+        if not (np.isfinite(estimate).all() and np.isfinite(exact).all()):
+            raise InputError("x", "the kernel is not finite for these vectors (they overflow the map's "
+                             "arithmetic); rescale them")
+        return json_response({"estimate": estimate, "exact": exact})
 
     return await run_in_threadpool(work)
+
+
+def _check_kernel_size(feature_map: FeatureMap, x_rows: int, y_rows: int | None, settings) -> None:
+    """rows(x) x rows(y) answers within max_kernel_entries; their features (or codes) and dense copies
+    of the inputs within the request work budget."""
+    field = "x" if y_rows is None else "y"
+    pairs = x_rows * (x_rows if y_rows is None else y_rows)
+    if pairs > settings.max_kernel_entries:
+        raise InputError(field, f"{pairs} kernel entries exceed this service's limit of {settings.max_kernel_entries} "
+                         "(FEATUREHASH_MAX_KERNEL_ENTRIES); send fewer rows")
+    width = feature_map.spec.n_components if feature_map.one_hot else feature_map.output_dim
+    needed = 8 * (x_rows + (y_rows or 0)) * max(width, feature_map.input_dim) + 16 * pairs
+    if needed > settings.request_work_bytes:
+        raise InputError(field, f"this kernel needs about {needed} bytes of work arrays, over this service's "
+                         f"limit of {settings.request_work_bytes} (FEATUREHASH_REQUEST_WORK_BYTES); send fewer rows")

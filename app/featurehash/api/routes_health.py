@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Response
+from fastapi.responses import PlainTextResponse
 from redis.exceptions import RedisError
 
 from .codecs import json_response
@@ -17,7 +18,7 @@ async def healthz():
     return json_response({"status": "ok"})
 
 
-@router.get("/readyz")
+@router.get("/readyz", responses={503: {"description": "Redis does not answer (Retry-After says when to ask again)"}})
 async def readyz(state: ServiceState = Depends(get_state)):
     try:
         await state.store.ping()
@@ -27,7 +28,7 @@ async def readyz(state: ServiceState = Depends(get_state)):
     return json_response({"status": "ready", "maps_cached": len(state.cache), "cache_bytes": state.cache.nbytes})
 
 
-@router.get("/metrics")
+@router.get("/metrics", response_class=PlainTextResponse)
 async def metrics():
     content, media_type = render()
     return Response(content, media_type=media_type)

@@ -1,6 +1,6 @@
 """/v1/indexes: LSH near-neighbour indexes over GCWS and binning codes, kept in Redis.
 
-Create (idempotent by name), get, list, delete; add or replace items, remove one, query.
+Create (idempotent by name), get, list, delete; add or replace items, remove one or a batch, query.
 The index itself is featurehash.store.lsh_index, the same code batch jobs run through the library;
 the routes decode and validate, then hand over. Body decoding runs in the thread pool,
 and so do the index's CPU steps (hashing, building write batches, re-ranking), except work
@@ -17,14 +17,16 @@ from starlette.concurrency import run_in_threadpool
 
 from ..maps import InputError
 from ..store.lsh_index import AsyncLSHIndex, ItemNotFound, QueryResult
-from ..store.lsh_layout import check_item_ids
+from ..store.lsh_layout import check_item_ids, is_path_segment
 from .codecs import json_response, parse_body, parse_model, vectors_from
 from .deps import ServiceState, get_state, require_api_key
 from .metrics import BATCH_ROWS
-from .schemas import (AddItemsRequest, AddItemsResponse, CreateIndexRequest, IndexListResponse, IndexQueryRequest,
-                      IndexQueryResponse, IndexResponse, body_doc)
+from .schemas import (ERROR_RESPONSES, AddItemsRequest, AddItemsResponse, CreateIndexRequest, DeleteItemsRequest,
+                      DeleteItemsResponse, IndexListResponse, IndexQueryRequest, IndexQueryResponse, IndexResponse,
+                      body_doc)
 
-router = APIRouter(prefix="/v1/indexes", tags=["indexes"], dependencies=[Depends(require_api_key)])
+router = APIRouter(prefix="/v1/indexes", tags=["indexes"], dependencies=[Depends(require_api_key)],
+                   responses=ERROR_RESPONSES)
 
 MAX_TOP_K = 1000
 ITEM_IDS_HEADER = "x-item-ids"
@@ -152,12 +154,30 @@ async def add_items(index_id: str, request: Request, state: ServiceState = Depen
     return json_response(await index.add(ids, X))
 
 
-@router.delete("/{index_id}/items/{item_id:path}", status_code=204)
+@router.delete("/{index_id}/items/{item_id}", status_code=204)
 async def delete_item(index_id: str, item_id: str, state: ServiceState = Depends(get_state)):
+    """One item; an id that is not one path segment is refused (send it to .../items/delete)."""
+    if not is_path_segment(item_id):
+        raise InputError("item_id", f"{item_id!r} is not an item id that a URL path can carry; "
+                         "remove it with POST .../items/delete {\"ids\": [...]}")
     index = await _open(state, index_id)
     if not await index.remove([item_id]):
         raise ItemNotFound(item_id)
     return Response(status_code=204)
+
+
+@router.post("/{index_id}/items/delete", response_model=DeleteItemsResponse,
+             openapi_extra=body_doc(DeleteItemsRequest, npy=False))
+async def delete_items(index_id: str, request: Request, state: ServiceState = Depends(get_state)):
+    """Removes the items with these ids (any stored id, whatever its characters); the ids that were
+    not in the index come back as "missing"."""
+    fields = parse_model(await request.body(), request.headers.get("content-type"), DeleteItemsRequest)
+    if len(fields.ids) > state.settings.max_batch_rows:
+        raise InputError("ids", f"{len(fields.ids)} ids exceed the batch limit of {state.settings.max_batch_rows}")
+    index = await _open(state, index_id)
+    removed = set(await index.remove(list(dict.fromkeys(fields.ids))))
+    return json_response({"removed": len(removed), "missing": [i for i in dict.fromkeys(fields.ids)
+                                                               if i not in removed]})
 
 
 @router.post("/{index_id}/query", response_model=IndexQueryResponse, openapi_extra=body_doc(IndexQueryRequest))

@@ -10,9 +10,10 @@ from ..maps import SpecError
 from .codecs import json_response, parse_model
 from .deps import ServiceState, get_state, require_api_key
 from .errors import MapNotFound
-from .schemas import CreateMapRequest, MapListResponse, MapSpecResponse, body_doc
+from .schemas import ERROR_RESPONSES, CreateMapRequest, MapListResponse, MapSpecResponse, body_doc
 
-router = APIRouter(prefix="/v1/maps", tags=["maps"], dependencies=[Depends(require_api_key)])
+router = APIRouter(prefix="/v1/maps", tags=["maps"], dependencies=[Depends(require_api_key)],
+                   responses=ERROR_RESPONSES)
 
 
 @router.post("", status_code=201, response_model=MapSpecResponse, openapi_extra=body_doc(CreateMapRequest, npy=False),

@@ -5,11 +5,13 @@ Vector bodies are read raw (JSON or .npy) for speed; their models here document 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..maps.spec import MAX_COMPONENTS, MAX_INPUT_DIM, MAX_SEED
 from ..store.lsh_indexes import DEFAULT_RECALL_AT_THRESHOLD, DEFAULT_THRESHOLD
+from ..store.lsh_layout import MAX_ITEM_ID_BYTES
 
 
 class CreateMapRequest(BaseModel):
@@ -17,9 +19,10 @@ class CreateMapRequest(BaseModel):
         {"method": "rff", "input_dim": 64, "n_components": 1024, "seed": 1, "params": {"gamma": 0.05}}]})
 
     method: str = Field(description="rff, nrff, gcws, srf, random_maclaurin, tensorsketch, ssf (see GET /docs)")
-    input_dim: int
-    n_components: int = Field(description="output dimension (dense maps) or number of samples k (GCWS)")
-    seed: int | None = None
+    input_dim: int = Field(strict=True, ge=1, le=MAX_INPUT_DIM)
+    n_components: int = Field(strict=True, ge=1, le=MAX_COMPONENTS,
+                              description="output dimension (dense maps) or number of samples k (GCWS)")
+    seed: int | None = Field(default=None, strict=True, ge=0, le=MAX_SEED)
     params: dict[str, Any] | None = None
     # A resolved spec may be posted back as it was returned; these are derived and checked.
     id: str | None = None
@@ -140,6 +143,18 @@ class AddItemsResponse(BaseModel):
     items: int = Field(description="items in the index afterwards")
 
 
+class DeleteItemsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    ids: list[Annotated[str, Field(min_length=1, max_length=MAX_ITEM_ID_BYTES)]] = Field(
+        min_length=1, description="ids to remove; unknown ones are reported, not an error")
+
+
+class DeleteItemsResponse(BaseModel):
+    removed: int
+    missing: list[str] = Field(description="the ids that were not in the index")
+
+
 class IndexQueryRequest(VectorsRequest):
     top_k: int = Field(default=10, ge=1, description="neighbours per query vector (query parameter with .npy)")
     min_similarity: float = Field(default=0.0, ge=0, le=1, description="drop estimates below it")
@@ -155,9 +170,41 @@ class IndexQueryResponse(BaseModel):
     candidates: list[int] = Field(description="per query vector, the distinct items re-ranked")
 
 
+class ErrorResponse(BaseModel):
+    detail: str = Field(description="'<field>: <what is wrong>'")
+    field: str = Field(description="the request field at fault (e.g. 'vectors', 'params.gamma', 'body', 'store')")
+
+
+# Every client mistake is a 4xx with this body; Redis trouble a 503 (with Retry-After).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse, "description": description} for status, description in (
+        (400, "operation not offered by this map"), (401, "API key missing or wrong"), (404, "no such resource"),
+        (409, "conflicting index configuration or concurrent write"), (413, "body over the size limit"),
+        (415, "content type not accepted"), (422, "invalid input, naming the field"),
+        (503, "Redis unreachable; retry after Retry-After seconds"))}
+
+
+def _inline_defs(schema: dict[str, Any]) -> dict[str, Any]:
+    """A model's JSON schema with its "$defs" inlined: refs to "#/$defs/..." would not resolve inside the
+    OpenAPI document, whose root is not the model's schema (the models here are not recursive)."""
+    defs = schema.pop("$defs", {})
+
+    def resolve(node):
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            if ref.startswith("#/$defs/"):
+                return resolve(defs[ref.removeprefix("#/$defs/")])
+            return {key: resolve(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [resolve(item) for item in node]
+        return node
+
+    return resolve(schema)
+
+
 def body_doc(model: type[BaseModel], npy: bool = True) -> dict[str, Any]:
     """openapi_extra documenting a raw-read body as JSON (and .npy where accepted)."""
-    content: dict[str, Any] = {"application/json": {"schema": model.model_json_schema()}}
+    content: dict[str, Any] = {"application/json": {"schema": _inline_defs(model.model_json_schema())}}
     if npy:
         content["application/x-npy"] = {"schema": {"type": "string", "format": "binary"}}
     return {"requestBody": {"required": True, "content": content}}

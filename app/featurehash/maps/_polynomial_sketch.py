@@ -17,7 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .. import kernels
 from .base import DenseFeatureMap
-from .errors import InputError
 from .spec import MapSpec
 
 # The estimates' variance grows geometrically with p (the point of SRF); past this they are useless.
@@ -40,6 +39,7 @@ class PolynomialSketchMap(DenseFeatureMap):
     """A dense map for (q + <x, y>)^p; subclasses fill `_features_into` and the parameters."""
 
     Params = PolynomialParams
+    overflow_hint = "(coef0 + <x, x>)^degree is too large for it"
 
     def __init__(self, spec: MapSpec):
         super().__init__(spec)
@@ -58,11 +58,12 @@ class PolynomialSketchMap(DenseFeatureMap):
         return self
 
     def _features_into(self, X, out: np.ndarray) -> None:
-        with np.errstate(over="ignore", invalid="ignore"):  # overflow is detected just below
-            self._sketch_into(X, out)
-        if not np.isfinite(out).all():
-            raise InputError("vectors", f"features overflow {out.dtype.name}: (coef0 + <x, x>)^degree is too "
-                             "large for it; rescale the input or ask for float64 features (dtype=float64)")
+        self._sketch_into(X, out)  # a row whose features overflow is refused by the caller
+
+    def _magnitude_bound(self, l1: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """Each of the p factors (a signed sum, a count sketch or its spectrum) is at most
+        ||x'||_1 = sqrt(q) + ||x||_1 in magnitude, D times that for an unnormalised transform."""
+        return (self.output_dim * (np.sqrt(self.params.coef0) + l1)) ** self.params.degree
 
     def _sketch_into(self, X, out: np.ndarray) -> None:
         raise NotImplementedError

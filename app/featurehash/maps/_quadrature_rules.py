@@ -18,7 +18,9 @@ the same estimate from half the features. A self-antipodal point (the origin) ke
   A = 2). Its weights can be negative.
 - `subsample(...)`: points of the dense grid drawn with probability = weight, coordinate by
   coordinate (the grid's weights are a product), from caller-supplied uniforms.
-- `fit_weights(...)`: the reweighted grid's NNLS fit with an l1 path (bisection on lambda).
+- `fit_weights(...)`: the reweighted grid's NNLS fit with an l1 path (bisection on lambda), from the
+  Gram form of the problem (`_quadrature_design.gram_moments`), solved by the compiled active set of
+  `_active_set_nnls`: the same bits on every machine.
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
-from numpy.polynomial.hermite_e import hermegauss
-from scipy.optimize import nnls
+from numpy.polynomial.hermite_e import _normed_hermite_e_n
+
+from ._active_set_nnls import nonnegative_least_squares
+from ._portable_math import ordered_sum
 
 # A weight within this fraction of the rule's largest weight of zero is rounding noise (the Smolyak
 # combination cancels terms of size ~C(r-1, A)): it is set to 0, so a rule whose only "negative"
@@ -43,17 +46,54 @@ WEIGHT_NOISE = 1e-12
 # one dimension
 # -------------------------------------------------------------------------------------------
 
+# Bisection steps per node: from the Gershgorin interval (width < 5 sqrt(L) <= 50) to adjacent floats.
+_STURM_STEPS = 80
+
+
+def _sturm_count(x: np.ndarray, points: int) -> np.ndarray:
+    """How many eigenvalues of the Jacobi matrix of He_L (zero diagonal, off-diagonals sqrt(k)) lie
+    below each x: the negative terms of its Sturm sequence q_0 = -x, q_k = -x - k / q_{k-1} (a term
+    that is 0 counts as negative: LAPACK's dstebz replaces it by -pivmin, as here)."""
+    pivmin = np.finfo(np.float64).tiny * points
+    q = np.where(np.abs(-x) < pivmin, -pivmin, -x)
+    count = (q < 0).astype(np.int64)
+    for k in range(1, points):
+        q = -x - k / q
+        q = np.where(np.abs(q) < pivmin, -pivmin, q)
+        count += q < 0
+    return count
+
+
 @functools.lru_cache(maxsize=256)
 def _hermite_rule_cached(points: int) -> tuple[np.ndarray, np.ndarray]:
-    nodes, weights = hermegauss(points)
+    # The eigenvalues by bisection on Sturm counts (elementwise +, -, /, compare: the same bits on every
+    # machine, unlike LAPACK's), then numpy's own polishing: one Newton step, weights from He_{L-1}.
+    rank = np.arange(points)
+    bound = 2.0 * math.sqrt(points) + 1.0
+    low, high = np.full(points, -bound), np.full(points, bound)
+    for _ in range(_STURM_STEPS):
+        middle = 0.5 * (low + high)
+        above = _sturm_count(middle, points) > rank  # the rank-th eigenvalue is below middle
+        high = np.where(above, middle, high)
+        low = np.where(above, low, middle)
+    nodes = 0.5 * (low + high)
+    nodes -= _normed_hermite_e_n(nodes, points) / (_normed_hermite_e_n(nodes, points - 1) * math.sqrt(points))
+    values = _normed_hermite_e_n(nodes, points - 1)
+    values /= np.abs(values).max()
+    weights = 1.0 / (values * values)
+    weights = (weights + weights[::-1]) / 2.0
+    nodes = (nodes - nodes[::-1]) / 2.0
+    weights /= ordered_sum(weights)
     nodes.setflags(write=False)
-    weights = weights / math.sqrt(2.0 * math.pi)  # hermegauss integrates against exp(-x^2/2)
     weights.setflags(write=False)
     return nodes, weights
 
 
 def hermite_rule(points: int) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes (ascending, symmetric) and weights of the `points`-point Gauss-Hermite rule for N(0, 1)."""
+    """Nodes (ascending, symmetric) and weights of the `points`-point Gauss-Hermite rule for N(0, 1),
+    computed from IEEE basic operations in a fixed order only: the same bits on every machine (within a
+    few ulp of numpy's hermegauss, which rests on LAPACK's eigvalsh and can differ in the last bits
+    across CPUs). Subsampled grids draw with its weights and the reweighted fit evaluates with it."""
     return _hermite_rule_cached(int(points))
 
 
@@ -248,21 +288,19 @@ class WeightFit:
 
 
 class _GramProblem:
-    """min_a (1/n) ||M a - b||^2 + lambda 1^T a, a >= 0, in Gram form: with G = M^T M / n = R^T R and
-    h = M^T b / n it is min ||R a - R^{-T} (h - lambda/2)||^2 + const, an NNLS problem of size
-    candidates x candidates whatever the number of pairs n."""
+    """min_a (1/n) ||M a - b||^2 + lambda 1^T a, a >= 0, in Gram form: with G = M^T M / n and h = M^T b / n
+    it is min 1/2 a^T G a - (h - lambda/2)^T a (halved, constants dropped), an NNLS problem of size
+    candidates x candidates whatever the number of pairs n. A ridge (GRAM_RIDGE of the mean diagonal)
+    makes G positive definite, so the optimum is unique."""
 
     def __init__(self, gram: np.ndarray, moment: np.ndarray, target_square: float):
         self.gram, self.moment, self.target_square = gram, moment, target_square
-        ridge = GRAM_RIDGE * max(float(np.trace(gram)) / max(1, gram.shape[0]), 1e-300)
-        self.factor = scipy.linalg.cholesky(gram + ridge * np.eye(gram.shape[0]), lower=False)
+        self.regularised = _with_ridge(gram)
 
     def solve(self, penalty: float, columns: np.ndarray | None = None) -> np.ndarray:
-        factor = self.factor if columns is None else _cholesky_of(self.gram, columns)
+        gram = self.regularised if columns is None else _with_ridge(self.gram[np.ix_(columns, columns)])
         moment = self.moment if columns is None else self.moment[columns]
-        rhs = scipy.linalg.solve_triangular(factor, moment - penalty / 2.0, trans="T")
-        weights, _ = nnls(factor, rhs, maxiter=50 * factor.shape[0])
-        return weights
+        return nonnegative_least_squares(gram, moment - penalty / 2.0)
 
     def mean_square_error(self, weights: np.ndarray, columns: np.ndarray) -> float:
         gram = self.gram[np.ix_(columns, columns)]
@@ -270,24 +308,12 @@ class _GramProblem:
         return max(float(value), 0.0)
 
 
-def _cholesky_of(gram: np.ndarray, columns: np.ndarray) -> np.ndarray:
-    sub = gram[np.ix_(columns, columns)]
-    ridge = GRAM_RIDGE * max(float(np.trace(sub)) / max(1, columns.size), 1e-300)
-    return scipy.linalg.cholesky(sub + ridge * np.eye(columns.size), lower=False)
-
-
-def gram_moments(design_chunks, candidates: int) -> tuple[np.ndarray, np.ndarray, float, int]:
-    """Accumulate G = M^T M / n, h = M^T b / n, b^T b / n from chunks (M_rows, b_rows) of the design."""
-    gram = np.zeros((candidates, candidates))
-    moment = np.zeros(candidates)
-    target_square = 0.0
-    rows = 0
-    for block, target in design_chunks:
-        gram += block.T @ block
-        moment += block.T @ target
-        target_square += float(target @ target)
-        rows += target.size
-    return gram / rows, moment / rows, target_square / rows, rows
+def _with_ridge(gram: np.ndarray) -> np.ndarray:
+    size = gram.shape[0]
+    ridge = GRAM_RIDGE * max(float(ordered_sum(np.diagonal(gram))) / max(1, size), 1e-300)
+    regularised = np.array(gram, dtype=np.float64)
+    regularised.flat[::size + 1] += ridge
+    return regularised
 
 
 def fit_weights(gram: np.ndarray, moment: np.ndarray, target_square: float, count: int,

@@ -12,7 +12,7 @@ contributes Omega_d(r z) = E_v[cos(r z v_1)] = hyp0f1(d/2, -(r z)^2/4) to K^. So
 fixed radii r_j = j * delta (j = 1..RADIAL_NODES) and masses m_j >= 0,
     K^(z) = sum_j m_j Omega_d(r_j z),          mass = K^(0) = sum_j m_j,
 and eq. 5 becomes a nonnegative least-squares problem in m: convex, and with a small ridge strictly
-convex, so it has exactly one optimum, which `_portable_nnls` finds with the same operations in the
+convex, so it has exactly one optimum, which `_active_set_nnls` finds with the same operations in the
 same order everywhere. Its feasible set contains (up to the radial grid) every clipped mixture, so
 its L is at or below the paper's N = 10 fit (measured in bench/bench_srf.py and tests/test_srf.py).
 The optimum puts the mass on a few shells (two adjacent radii in every case measured).
@@ -35,7 +35,7 @@ from functools import lru_cache
 import numpy as np
 
 from . import _portable_math as pm
-from ._portable_nnls import nonnegative_least_squares
+from ._active_set_nnls import nonnegative_least_squares
 from ._spherical_mixture import Z_MAX, sphere_cosine_mean
 
 RADIAL_NODES = 256
@@ -138,7 +138,7 @@ def fit_shells(bias: float, degree: int, dim: int) -> FittedShells:
     gram = pm.ordered_sum(weighted[:, :, None] * omega[:, None, :], axis=0)
     moment = pm.ordered_sum(weighted * target[:, None], axis=0)
     ridge = RIDGE * float(np.max(np.diag(gram)))
-    masses = nonnegative_least_squares(gram, moment, ridge)
+    masses = nonnegative_least_squares(gram + ridge * np.eye(gram.shape[0]), moment, additions_per_variable=40)
     keep = np.flatnonzero(masses > 0)
     stored_masses = [_round(float(m), STORED_DIGITS) for m in masses[keep]]
     scale = math.sqrt(dim / fit_dim)

@@ -97,6 +97,13 @@ class FeatureMap(ABC):
     def planned_nbytes(self) -> int:
         """Bytes `materialize` will hold (float32 parameters), known before computing them."""
 
+    @classmethod
+    def planned_nbytes_bound(cls, spec: MapSpec, **options) -> int:
+        """An upper bound of `planned_nbytes` for a spec whose derived params (fits, index sets)
+        are not filled in yet: `resolve_spec` checks it before fitting or allocating anything.
+        Maps whose constructor grows with the spec's sizes override it with arithmetic."""
+        return cls(spec, **options).planned_nbytes
+
     def check(self, X, field: str = "vectors"):
         return check_input(X, self.spec.input_dim, field=field)
 
@@ -153,17 +160,74 @@ class DenseFeatureMap(FeatureMap):
     """A map whose features are a dense matrix: its kernel estimate is Z(X) Z(Y)^T.
 
     `transform` validates, then fills the output in row chunks: each chunk is turned into
-    the working precision by `_working_copy` and written by `_features_into`.
+    the working precision by `_working_copy` and written by `_features_into`. Features that
+    leave the floating-point range are refused (InputError naming the row), never returned.
     """
 
+    # Said after "its features overflow <dtype>" (e.g. which formula grows).
+    overflow_hint: ClassVar[str] = "its projections leave the floating-point range"
+
     def transform(self, X, *, dtype=None) -> np.ndarray:
+        self.require_features()
         X = self.check(X)
         dtype = output_dtype(dtype)
         out = np.empty((X.shape[0], self.output_dim), dtype=dtype)
-        rows = max(1, CHUNK_ELEMENTS // self.output_dim)
-        for start in range(0, X.shape[0], rows):
-            self._features_into(self._working_copy(X[start:start + rows], dtype), out[start:start + rows])
+        for rows in self.row_chunks(X.shape[0]):
+            self.features_into(X[rows], out[rows], first_row=rows.start)
         return out
+
+    def require_features(self) -> None:
+        """Raise SpecError if this map only estimates its kernel and has no features (e.g. a sparse
+        quadrature grid with negative weights); `transform` and streaming callers ask first."""
+
+    def row_chunks(self, n_rows: int, elements: int = CHUNK_ELEMENTS) -> list[slice]:
+        """Row slices whose features hold about `elements` numbers each (at least one row)."""
+        rows = max(1, elements // self.output_dim)
+        return [slice(start, min(n_rows, start + rows)) for start in range(0, n_rows, rows)]
+
+    def features_into(self, X, out: np.ndarray, *, first_row: int = 0) -> None:
+        """The features of rows X (already checked) into `out`, whose dtype is the working precision;
+        InputError naming the first row (numbered from `first_row`) whose features are not finite."""
+        bad = self._nonfinite_row(X, out)
+        if bad is not None:
+            raise self._overflow_error(first_row + bad, out.dtype)
+
+    def _nonfinite_row(self, X, out: np.ndarray) -> int | None:
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is detected just below
+            self._features_into(self._working_copy(X, out.dtype), out)
+        if np.isfinite(out).all():
+            return None
+        return int(np.argmin(np.isfinite(out).all(axis=1)))
+
+    def _overflow_error(self, row: int, dtype: np.dtype) -> InputError:
+        advice = "rescale the input" + (" or ask for float64 features (dtype=float64)" if dtype == np.float32 else "")
+        return InputError("vectors", f"row {row}: its features overflow {dtype.name} ({self.overflow_hint}); {advice}")
+
+    def refuse_overflow(self, X, *, dtype=None) -> None:
+        """Raise the InputError `transform(X, dtype=dtype)` would raise for a row whose features are not
+        finite, computing only the rows that `_magnitude_bound` cannot clear (normally none): so a
+        caller can refuse a batch before it streams any of its features. X must be checked."""
+        dtype = output_dtype(dtype)
+        with np.errstate(over="ignore", invalid="ignore"):
+            bound = self._magnitude_bound(self._row_l1(X), dtype)
+        suspects = np.arange(X.shape[0]) if bound is None else \
+            np.flatnonzero(~(bound < np.finfo(dtype).max / 16))
+        for chunk in self.row_chunks(suspects.size):
+            rows = suspects[chunk]
+            bad = self._nonfinite_row(X[rows], np.empty((rows.size, self.output_dim), dtype=dtype))
+            if bad is not None:
+                raise self._overflow_error(int(rows[bad]), dtype)
+
+    def _row_l1(self, X) -> np.ndarray:
+        """||x||_1 of each row, in float64 (inf where it overflows)."""
+        if sp.issparse(X):
+            return np.asarray(abs(X).sum(axis=1, dtype=np.float64)).ravel()
+        return np.abs(X).sum(axis=1, dtype=np.float64)
+
+    def _magnitude_bound(self, l1: np.ndarray, dtype: np.dtype) -> np.ndarray | None:
+        """An upper bound of every intermediate and feature magnitude for rows of these l1 norms (float64,
+        inf allowed), or None when the map has no such bound (then `refuse_overflow` computes every row)."""
+        return None
 
     def _working_copy(self, X, dtype: np.dtype):
         """X in the working precision; refuses values that float32 cannot hold."""
@@ -182,6 +246,16 @@ class DenseFeatureMap(FeatureMap):
         ZX = self.transform(self.check(X, "x"), dtype=np.float64)
         ZY = ZX if Y is None else self.transform(self.check(Y, "y"), dtype=np.float64)
         return ZX @ ZY.T
+
+
+def largest_magnitude(values: np.ndarray, field: str) -> float:
+    """max |v| of a parameter array (no temporary copy); SpecError naming `field` if it is not finite,
+    e.g. a bandwidth so large that its frequencies overflow."""
+    values = values.data if sp.issparse(values) else values
+    largest = float(max(values.max(), -values.min())) if values.size else 0.0
+    if not np.isfinite(largest):
+        raise SpecError(field, f"too large: the map's random parameters overflow {values.dtype.name}")
+    return largest
 
 
 def require(condition: bool, field: str, message: str) -> None:

@@ -51,7 +51,7 @@ class BinningParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     gamma: float = Field(default=1.0, gt=0, allow_inf_nan=False)
-    bits: int = Field(default=8, ge=1, le=24)
+    bits: int = Field(default=8, ge=1, le=24, strict=True)
 
 
 class BinningMap(DiscreteCodeMap):

@@ -59,7 +59,7 @@ class GCWSParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     power: float = Field(default=1.0, gt=0, allow_inf_nan=False)
-    bits: int = Field(default=8, ge=1, le=24)
+    bits: int = Field(default=8, ge=1, le=24, strict=True)
     zero_bit: bool = False
     sampler: Literal["icws", "dart"] = "icws"
 

@@ -15,7 +15,8 @@ FLOAT_TYPES = (np.float32, np.float64)
 
 
 def _float_dtype(dtype: np.dtype) -> np.dtype:
-    return dtype if dtype.type in FLOAT_TYPES else np.dtype(np.float64)
+    """float32 or float64 in native byte order (compiled kernels read native numbers only)."""
+    return np.dtype(dtype.type) if dtype.type in FLOAT_TYPES else np.dtype(np.float64)
 
 
 def check_input(X, input_dim: int, *, field: str = "vectors"):

@@ -109,9 +109,14 @@ class NystroemMap(DenseFeatureMap):
         self._normalization_t = np.ascontiguousarray(inverse.T)
         self._landmark_squares = np.einsum("ij,ij->i", self._landmarks, self._landmarks)
 
+    @classmethod
+    def planned_nbytes_bound(cls, spec, **options) -> int:
+        """m landmarks of input_dim and the m x m normalisation, in float64 (before the fit)."""
+        return 8 * spec.n_components * (spec.input_dim + spec.n_components + 1)
+
     @property
     def planned_nbytes(self) -> int:
-        return self._landmarks.nbytes + self._normalization_t.nbytes
+        return self._landmarks.nbytes + self._normalization_t.nbytes + self._landmark_squares.nbytes
 
     @property
     def nbytes(self) -> int:

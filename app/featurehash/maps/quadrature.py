@@ -32,7 +32,7 @@ Grids and n_components (D = n_components = 2 P, P the number of points):
 - "reweighted": a data-dependent rule (section 3.5), fitted when the spec is resolved, from
   `fit_sample` (rows of the user's data): `candidates` points of the subsampled L-grid (folded,
   deduplicated), `fit_pairs` random pairs of sample rows, weights a >= 0 by NNLS
-  (scipy.optimize.nnls) and an l1 path with bisection on lambda to keep exactly P = D / 2 points,
+  (`_active_set_nnls`) and an l1 path with bisection on lambda to keep exactly P = D / 2 points,
   then a debiasing NNLS on those (`_quadrature_rules.fit_weights`; `penalty` "adaptive_l1"
   (default) or the paper's plain "l1"). Beyond the paper, the fit also asks k~(x, x) = k(0)
   (`diagonal_weight`, the weight of that one equation against all sample pairs together; default
@@ -42,13 +42,25 @@ Grids and n_components (D = n_components = 2 P, P the number of points):
   sample: `points` (node indices into the L-point rule, one per coordinate of the point's subset),
   `weights` (rounded to 8 significant digits), and with anova `point_subsets`; fit_sample
   becomes null. So the id covers the fit, and a stored spec is rebuilt without data and without
-  refitting. BLAS threading moves the fit's last bits (measured 1e-15 relative), which the
-  rounding absorbs, so replicas fitting the same request agree on the id; another platform can
-  still land elsewhere in rare cases: the stored spec is the reference. If the unpenalised NNLS
-  already keeps fewer than P points, the remaining points keep weight 0 (silent features).
-  Cost: about pairs * candidates^2 flops for the Gram matrix plus one NNLS of size candidates
-  per bisection step: measured 0.1-0.5 s for D <= 256 (d = 10), ~1.5 s for D = 512 and ~13 s
-  for D = 1024 (d = 64), on 2 cores.
+  refitting. If the unpenalised NNLS already keeps fewer than P points, the remaining points keep
+  weight 0 (silent features).
+  Same request, same fit, on every machine (issue 10): the fit uses no operation whose result
+  depends on the CPU, the BLAS kernel, the SIMD path or the thread count, so its unrounded numbers,
+  not only the rounded ones, are bit-identical everywhere (tests/test_quadrature.py runs it under
+  other OpenBLAS coretypes, numpy SIMD targets, numba code generation and thread counts):
+  candidates drawn and evaluated with `_quadrature_rules.hermite_rule` (Sturm bisection,
+  not LAPACK); the design cos(w . delta) and target in numba with `_portable_numba` cos/exp;
+  the Gram matrix exact whatever BLAS does (error-free splitting, `_quadrature_design`); the NNLS,
+  l1 path and debiasing by a compiled active set in a fixed order (`_active_set_nnls`). The
+  formulation is unchanged, so a refit of a request made before this change gives the same spec
+  in the cases checked (the golden requests; diabetes and digits at D = 64 and 256): the rounding
+  absorbed the old last-bit noise there. Where it did not (a weight at a rounding edge, or a
+  support decided by noise), the refit is the new, portable answer under a new id, while the
+  stored spec keeps its id and transforms as before (its points and weights are in it).
+  Cost: about 1.5 pairs * candidates^2 flops for the Gram matrix (two exact BLAS products) plus
+  active-set NNLS solves of ~candidates * support^2 flops. Measured on digits (d = 64, 200 rows,
+  2 cores, same run): 0.05 / 0.5 / 0.9 / 7.7 s for D = 64 / 256 / 512 / 1024, against 0.09 / 0.4 /
+  2.4 / 20.9 s with BLAS and scipy's NNLS; a new process first loads the compiled kernels (~0.5 s).
 Randomness (subsampled points, candidates, fit pairs) comes from `randomness.raw_words` blocks
 "quadrature.points", "quadrature.candidates", "quadrature.fit_pairs"; dense and sparse grids are
 deterministic (the seed does not matter).
@@ -67,9 +79,10 @@ import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .. import kernels
+from . import _quadrature_design as design
 from . import _quadrature_rules as rules
 from . import randomness
-from .base import DenseFeatureMap
+from .base import DenseFeatureMap, largest_magnitude
 from .errors import SpecError
 from .spec import MAX_COMPONENTS, MapSpec
 
@@ -146,17 +159,29 @@ class QuadratureParams(BaseModel):
 # spec resolution
 # -------------------------------------------------------------------------------------------
 
-def anova_subsets(anova: AnovaFamily | None, input_dim: int) -> list[list[int]]:
-    """The family of coordinate subsets: one subset of all coordinates without anova."""
+def family_sizes(anova: AnovaFamily | None, input_dim: int) -> list[int]:
+    """The sizes of the family's subsets, found without enumerating them (so a huge input_dim costs
+    nothing before the map is sized); refuses a family over the limits."""
     if anova is None:
-        return [list(range(input_dim))]
+        return [input_dim]
     if anova.window is not None:
         if anova.window > input_dim:
             raise SpecError("params.anova.window", f"a window of {anova.window} does not fit in input_dim {input_dim}")
         count = input_dim - anova.window + 1
         if count > MAX_SUBSETS:
             raise SpecError("params.anova.window", f"{count} windows exceed the limit of {MAX_SUBSETS} subsets")
-        return [list(range(start, start + anova.window)) for start in range(count)]
+        return [anova.window] * count
+    return [len(subset) for subset in anova.subsets]
+
+
+def anova_subsets(anova: AnovaFamily | None, input_dim: int) -> list[range | list[int]]:
+    """The family of coordinate subsets: one subset of all coordinates without anova. Contiguous
+    subsets are ranges, which cost nothing whatever their length."""
+    sizes = family_sizes(anova, input_dim)
+    if anova is None:
+        return [range(input_dim)]
+    if anova.window is not None:
+        return [range(start, start + anova.window) for start in range(len(sizes))]
     for position, subset in enumerate(anova.subsets):
         field = f"params.anova.subsets.{position}"
         if not subset:
@@ -216,7 +241,7 @@ class QuadratureMap(DenseFeatureMap):
     def complete_params(cls, params: QuadratureParams, *, input_dim: int, n_components: int,
                         seed: int) -> QuadratureParams:
         subsets = anova_subsets(params.anova, input_dim)
-        subset_sizes = [len(subset) for subset in subsets]
+        subset_sizes = family_sizes(params.anova, input_dim)
         grid, updates = params.grid, {}
         fit_names = ("fit_sample", "fit_pairs", "candidates", "penalty", "diagonal_weight", *FITTED_FIELDS)
         if grid != "reweighted":
@@ -250,6 +275,7 @@ class QuadratureMap(DenseFeatureMap):
         self.n_points = spec.n_components // 2
         self._parameters: dict[np.dtype, tuple[np.ndarray | sp.csr_matrix, np.ndarray]] = {}
         self._weights: np.ndarray | None = None
+        self._largest_frequency: dict[np.dtype, float] = {}
 
     def unit_rule(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Per subset: points for N(0, I_r) (P_S, r) and their weights (P_S,), in feature order."""
@@ -294,11 +320,46 @@ class QuadratureMap(DenseFeatureMap):
     def _parameters_for(self, dtype: np.dtype) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray]:
         """(W, sqrt(max(a, 0))) in the working precision; the float64 weights are kept for `kernel`."""
         if dtype not in self._parameters:
-            W, weights = self.rule()
+            sizes = {len(subset) for subset in self.subsets}
+            if self.params.grid == "subsampled" and len(sizes) == 1:
+                W, weights = self._subsampled_frequencies(dtype, sizes.pop())
+            else:
+                W, weights = self.rule()
+                W = W.astype(dtype, copy=False)
             if self._weights is None:
                 self._weights = weights
-            self._parameters[dtype] = (W.astype(dtype), np.sqrt(np.maximum(weights, 0.0)).astype(dtype))
+            self._largest_frequency[dtype] = largest_magnitude(W, "params.gamma")
+            self._parameters[dtype] = (W, np.sqrt(np.maximum(weights, 0.0)).astype(dtype))
         return self._parameters[dtype]
+
+    def _subsampled_frequencies(self, dtype: np.dtype, size: int) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray]:
+        """`rule()` of a subsampled grid whose subsets all have `size` coordinates (no anova, or windows),
+        made straight in `dtype` in blocks of points (the same numbers: the draw is point by point), so
+        creating a large map holds little besides W: dense without anova, CSR with it."""
+        L, P = self.params.points_per_dim, self.n_points
+        nodes, scale = rules.hermite_rule(L)[0], math.sqrt(2.0 * self.params.gamma)
+        counts = shares(P, len(self.subsets))
+        weights = np.concatenate([np.full(count, 1.0 / count) for count in counts])
+        if self.params.anova is None:
+            W = np.empty((P, size), dtype=dtype)
+        else:
+            owners = np.repeat(np.arange(len(self.subsets)), counts)
+            columns = np.empty((len(self.subsets), size), dtype=np.int32)
+            for position, subset in enumerate(self.subsets):
+                columns[position] = subset
+            W = sp.csr_matrix((np.empty(P * size, dtype=dtype), np.empty(P * size, dtype=np.int32),
+                               np.arange(0, P * size + 1, size, dtype=np.int32)), shape=(P, self.input_dim))
+        for rows, words in randomness.row_blocks(self.spec.seed, "quadrature.points", P, size):
+            indices = rules.subsample(L, rows.stop - rows.start, size, randomness.uniform_open(words))
+            if self.params.anova is None:
+                W[rows] = nodes[indices] * scale
+            else:
+                entries = slice(rows.start * size, rows.stop * size)
+                W.data[entries] = (nodes[indices] * scale).ravel()
+                W.indices[entries] = columns[owners[rows]].ravel()
+        if sp.issparse(W):
+            W.sort_indices()
+        return W, weights
 
     @property
     def weights(self) -> np.ndarray:
@@ -334,13 +395,24 @@ class QuadratureMap(DenseFeatureMap):
             return self.n_points * self.input_dim
         return sum(count * len(subset) for count, subset in zip(self.points_per_subset(), self.subsets))
 
-    @property
-    def planned_nbytes(self) -> int:
-        entries = self._coordinates_held()
+    @staticmethod
+    def _parameter_bytes(entries: int, n_points: int, anova: bool) -> int:
         # float32 W (CSR: values + int32 column indices + int32 row pointers), float32 sqrt weights,
         # float64 weights.
-        matrix = 4 * entries if self.params.anova is None else 8 * entries + 4 * (self.n_points + 1)
-        return matrix + 4 * self.n_points + 8 * self.n_points
+        matrix = 8 * entries + 4 * (n_points + 1) if anova else 4 * entries
+        return matrix + 4 * n_points + 8 * n_points
+
+    @property
+    def planned_nbytes(self) -> int:
+        return self._parameter_bytes(self._coordinates_held(), self.n_points, self.params.anova is not None)
+
+    @classmethod
+    def planned_nbytes_bound(cls, spec: MapSpec, **options) -> int:
+        """At most P points of the largest subset each, from the subset sizes alone."""
+        params = cls.Params(**spec.params)
+        n_points = spec.n_components // 2
+        largest = max(family_sizes(params.anova, spec.input_dim))
+        return cls._parameter_bytes(n_points * largest, n_points, params.anova is not None)
 
     @property
     def nbytes(self) -> int:
@@ -360,7 +432,7 @@ class QuadratureMap(DenseFeatureMap):
             return product.toarray() if sp.issparse(product) else np.asarray(product)
         return np.asarray(X @ W.T)
 
-    def _require_feature_map(self) -> None:
+    def require_features(self) -> None:
         if not self.is_feature_map:
             negative = int(np.count_nonzero(self.weights < 0))
             raise SpecError("params.grid", (
@@ -368,9 +440,10 @@ class QuadratureMap(DenseFeatureMap):
                 "no real features sqrt(a_i) [cos, sin]: it only estimates the kernel (kernel / POST .../kernel). "
                 "For features use grid 'dense', 'subsampled' or 'reweighted'"))
 
-    def transform(self, X, *, dtype=None) -> np.ndarray:
-        self._require_feature_map()
-        return super().transform(X, dtype=dtype)
+    def _magnitude_bound(self, l1: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """|w . x| <= ||x||_1 max|w|; then cos, sin and the weights keep the features finite."""
+        self._parameters_for(dtype)
+        return l1 * self._largest_frequency[dtype]
 
     def _features_into(self, X, out: np.ndarray) -> None:
         W, sqrt_weights = self._parameters_for(out.dtype)
@@ -486,22 +559,15 @@ def fit_reweighted(sample: np.ndarray, subsets: list[list[int]], n_points: int, 
                         f"{L}-point grid) for {n_points} points: lower n_components, or raise points_per_dim or "
                         "candidates")
     nodes = rules.hermite_rule(L)[0] * math.sqrt(2.0 * gamma)
-    # Frequencies of the candidates as a d-column matrix (sparse with anova).
+    # Frequencies of the candidates as a d x candidates matrix (sparse with anova).
     rows = np.repeat(np.arange(distinct), [sizes[s] for s in owners])
     columns = np.concatenate([np.tile(subsets[s], len(block)) for s, block in enumerate(blocks)])
     values = np.concatenate([nodes[block].ravel() for block in blocks])
-    frequencies = sp.csr_matrix((values, (rows, columns)), shape=(distinct, input_dim))
+    frequencies = sp.csr_matrix((values, (columns, rows)), shape=(input_dim, distinct))
     frequencies = frequencies if with_anova else frequencies.toarray()
     first, second = fit_pair_indices(sample.shape[0], fit_pairs, seed)
-
-    def design():
-        for start in range(0, first.size, FIT_CHUNK_PAIRS):
-            delta = sample[first[start:start + FIT_CHUNK_PAIRS]] - sample[second[start:start + FIT_CHUNK_PAIRS]]
-            projection = QuadratureMap._project(delta, frequencies)
-            target = sum(np.exp(-gamma * np.einsum("ij,ij->i", delta[:, s], delta[:, s])) for s in subsets)
-            yield np.cos(projection), target
-
-    gram, moment, target_square, _ = rules.gram_moments(design(), distinct)
+    gram, moment, target_square, _ = design.gram_moments(sample, first, second, frequencies, subsets, gamma,
+                                                          FIT_CHUNK_PAIRS)
     # The pair (x, x): its design row is all ones (cos 0) and its target k(0) = number of subsets.
     origin = float(len(subsets))
     gram += diagonal_weight
@@ -513,9 +579,8 @@ def fit_reweighted(sample: np.ndarray, subsets: list[list[int]], n_points: int, 
         raise SpecError("params.fit_sample", f"the weight fit failed ({exc}); try another seed, fewer candidates "
                         "or a larger sample") from None
     candidate_rows = [row for block in blocks for row in block.tolist()]
-    # Rounded: BLAS threading and platforms move the fit's last bits (measured: 1e-15 relative), which
-    # must not make the same request give another id; 8 digits keep the chance of a rounding-boundary
-    # flip per weight near 1e-7 and change the estimate by < 1e-8.
+    # Rounded to keep specs short (8 digits change the estimate by < 1e-8); the unrounded weights are
+    # already the same bits on every machine, so the rounding is no longer what makes ids agree.
     weights = [float(f"{a:.{WEIGHT_DIGITS}g}") for a in fit.weights]
     return {"points": [candidate_rows[k] for k in fit.selected], "weights": weights,
             "point_subsets": [int(owners[k]) for k in fit.selected] if with_anova else None}

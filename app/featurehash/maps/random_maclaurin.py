@@ -38,10 +38,14 @@ class RandomMaclaurinMap(PolynomialSketchMap):
         constants = np.empty((p, D), dtype=dtype)
         root_q = np.sqrt(self.params.coef0)
         for k in range(p):
-            words = randomness.raw_words(self.spec.seed, f"{self.method}.signs.{k}", (d + 1) * D)
-            signs = random_signs(words).reshape(d + 1, D)
-            constants[k] = root_q * signs[0]
-            projections[k] = signs[1:]
+            # Row 0 of the (d + 1) x D signs is the constant coordinate's; made in row blocks, so the
+            # temporaries are one block, not the matrix.
+            for rows, words in randomness.row_blocks(self.spec.seed, f"{self.method}.signs.{k}", d + 1, D):
+                signs = random_signs(words).reshape(-1, D)
+                if rows.start == 0:
+                    constants[k] = root_q * signs[0]
+                    signs = signs[1:]
+                projections[k, max(rows.start - 1, 0):rows.stop - 1] = signs
         return projections, constants
 
     @property

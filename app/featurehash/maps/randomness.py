@@ -14,6 +14,7 @@ index space, `counter_key` gives a 64-bit key for a counter-based mixer (see
 from __future__ import annotations
 
 import hashlib
+from typing import Iterator
 
 import numpy as np
 from scipy.special import ndtri
@@ -25,10 +26,29 @@ def _tag_word(tag: str) -> int:
     return int.from_bytes(hashlib.sha256(tag.encode("utf-8")).digest()[:8], "little")
 
 
+# Words per block when a large parameter matrix is filled block by block: the float64 temporaries
+# of a block stay a few MiB, whatever the size of the matrix.
+BLOCK_WORDS = 2**19
+
+
+def _stream(seed: int, tag: str) -> np.random.PCG64:
+    return np.random.PCG64(np.random.SeedSequence([seed, _tag_word(tag)]))
+
+
 def raw_words(seed: int, tag: str, count: int) -> np.ndarray:
     """`count` raw uint64 words of the stream named by (seed, tag)."""
-    bit_generator = np.random.PCG64(np.random.SeedSequence([seed, _tag_word(tag)]))
-    return np.asarray(bit_generator.random_raw(count), dtype=np.uint64)
+    return np.asarray(_stream(seed, tag).random_raw(count), dtype=np.uint64)
+
+
+def row_blocks(seed: int, tag: str, rows: int, width: int) -> Iterator[tuple[slice, np.ndarray]]:
+    """The words of `raw_words(seed, tag, rows * width)`, as (row slice, words of those rows) blocks of
+    about BLOCK_WORDS words: a (rows, width) parameter matrix is filled block by block straight into its
+    final dtype, with the same numbers as from all the words at once (every formula here is elementwise)."""
+    stream = _stream(seed, tag)
+    step = max(1, BLOCK_WORDS // max(width, 1))
+    for start in range(0, rows, step):
+        stop = min(rows, start + step)
+        yield slice(start, stop), np.asarray(stream.random_raw((stop - start) * width), dtype=np.uint64)
 
 
 def uniform_open(words: np.ndarray) -> np.ndarray:

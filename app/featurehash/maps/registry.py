@@ -38,11 +38,13 @@ def _spec_error(exc: ValidationError, prefix: str = "") -> SpecError:
     return SpecError(_field_name(first, prefix), first["msg"])
 
 
-def resolve_spec(raw: Mapping[str, Any] | MapSpec) -> MapSpec:
+def resolve_spec(raw: Mapping[str, Any] | MapSpec, *, max_nbytes: int | None = None, **options: Any) -> MapSpec:
     """Validate a spec and fill in every default; raise SpecError naming the bad field.
 
     Accepts a resolved spec dict too (as stored or returned): derived keys are checked,
     so a spec whose id no longer matches its content is refused rather than reused.
+    With `max_nbytes`, a map whose parameters would exceed it is refused before anything
+    that grows with its size is fitted, enumerated or allocated (`options` as for the map class).
     """
     if isinstance(raw, MapSpec):
         raw = raw.model_dump(exclude={"id"})
@@ -61,6 +63,8 @@ def resolve_spec(raw: Mapping[str, Any] | MapSpec) -> MapSpec:
         spec = MapSpec(**{**document, "params": checked_params.model_dump(mode="json")})
     except ValidationError as exc:
         raise _spec_error(exc, "params." if exc.title == cls.Params.__name__ else "") from None
+    if max_nbytes is not None:
+        check_size(cls.planned_nbytes_bound(spec, **options), spec, max_nbytes)
     completed = cls.complete_params(checked_params, input_dim=spec.input_dim, n_components=spec.n_components,
                                     seed=spec.seed)
     if completed is not checked_params:
@@ -79,10 +83,24 @@ def _check_derived(raw: Mapping[str, Any], spec: MapSpec, cls: type[FeatureMap])
             raise SpecError(key, f"{claimed!r} does not match the spec's content (expected {value!r})")
 
 
-def create_map(spec: Mapping[str, Any] | MapSpec, **options: Any) -> FeatureMap:
-    """Build the feature map of a spec (dict or MapSpec); options go to the map class."""
-    resolved = resolve_spec(spec)
-    return METHODS[resolved.method](resolved, **options)
+def check_size(nbytes: int, spec: MapSpec, max_nbytes: int) -> None:
+    """Refuse a map of `nbytes` parameter bytes over `max_nbytes`, naming the larger of its two sizes."""
+    if nbytes > max_nbytes:
+        field = "input_dim" if spec.input_dim > spec.n_components else "n_components"
+        raise SpecError(field, f"the map would hold {nbytes} bytes of parameters (input_dim {spec.input_dim}, "
+                        f"n_components {spec.n_components}), over the limit of {max_nbytes}")
+
+
+def create_map(spec: Mapping[str, Any] | MapSpec, *, max_nbytes: int | None = None, **options: Any) -> FeatureMap:
+    """Build the feature map of a spec (dict or MapSpec); options go to the map class.
+
+    With `max_nbytes`, a spec whose parameters would exceed it raises SpecError before any work
+    that grows with its size (see `resolve_spec`)."""
+    resolved = resolve_spec(spec, max_nbytes=max_nbytes, **options)
+    feature_map = METHODS[resolved.method](resolved, **options)
+    if max_nbytes is not None:
+        check_size(feature_map.planned_nbytes, resolved, max_nbytes)
+    return feature_map
 
 
 def output_dim(spec: MapSpec) -> int:

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .. import kernels
 from . import randomness
-from .base import DenseFeatureMap, require
+from .base import DenseFeatureMap, largest_magnitude, require
 from .inputs import reject_zero_rows, unit_rows
 from .spec import MapSpec
 
@@ -39,11 +39,14 @@ class RFFParams(BaseModel):
 class RFFMap(DenseFeatureMap):
     method = "rff"
     Params = RFFParams
+    # The parameter that scales the frequencies (named when they overflow).
+    scale_field = "params.gamma"
 
     def __init__(self, spec: MapSpec):
         super().__init__(spec)
         self._n_frequencies = self._frequency_count(spec, self.params.variant)
         self._parameters: dict[np.dtype, tuple[np.ndarray, np.ndarray | None]] = {}
+        self._largest_frequency: dict[np.dtype, float] = {}
 
     @staticmethod
     def _frequency_count(spec: MapSpec, variant: str) -> int:
@@ -59,8 +62,16 @@ class RFFMap(DenseFeatureMap):
 
     def _unit_frequencies(self, count: int) -> np.ndarray:
         """Frequencies before scaling by gamma, shape (count, d): one row per frequency."""
-        words = randomness.raw_words(self.spec.seed, f"{self.method}.frequencies", count * self.input_dim)
-        return self._unit_law()(words).reshape(count, self.input_dim)
+        out = np.empty((count, self.input_dim))
+        self._fill_frequencies(out, 1.0)
+        return out
+
+    def _fill_frequencies(self, out: np.ndarray, scale: float) -> None:
+        """out (count, d) = the frequencies times `scale`, in out's dtype, made in row blocks (the
+        float64 temporaries are one block, not the matrix)."""
+        d, law = self.input_dim, self._unit_law()
+        for rows, words in randomness.row_blocks(self.spec.seed, f"{self.method}.frequencies", out.shape[0], d):
+            out[rows] = law(words).reshape(-1, d) * scale
 
     def _unit_law(self):
         return randomness.cauchy if self.params.kernel == "laplacian" else randomness.normal
@@ -72,7 +83,9 @@ class RFFMap(DenseFeatureMap):
     def _parameters_for(self, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
         if dtype not in self._parameters:
             m = self._n_frequencies
-            frequencies = (self._unit_frequencies(m) * self._frequency_scale()).astype(dtype)
+            frequencies = np.empty((m, self.input_dim), dtype=dtype)
+            self._fill_frequencies(frequencies, self._frequency_scale())
+            self._largest_frequency[dtype] = largest_magnitude(frequencies, self.scale_field)
             offsets = None
             if self.params.variant == "phase":
                 words = randomness.raw_words(self.spec.seed, f"{self.method}.offsets", m)
@@ -94,6 +107,11 @@ class RFFMap(DenseFeatureMap):
         return sum(a.nbytes for pair in self._parameters.values() for a in pair if a is not None)
 
     # -- features ------------------------------------------------------------------
+
+    def _magnitude_bound(self, l1: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """|w . x + b| <= ||x||_1 max|w| + 2 pi; cos and sin of a finite number are finite."""
+        self._parameters_for(dtype)
+        return l1 * self._largest_frequency[dtype] + 2.0 * np.pi
 
     def _features_into(self, X, out: np.ndarray) -> None:
         self._fourier_into(X, out)
@@ -136,3 +154,7 @@ class UnitSphereInputs:
 
     def _working_copy(self, X, dtype: np.dtype):
         return unit_rows(X).astype(dtype, copy=False)
+
+    def _row_l1(self, X) -> np.ndarray:
+        """Rows are scaled to unit l2 norm first, so ||x||_1 <= sqrt(d)."""
+        return np.full(X.shape[0], np.sqrt(self.input_dim))

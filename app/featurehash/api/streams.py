@@ -1,0 +1,105 @@
+"""Answers computed and encoded chunk by chunk: a request holds one chunk of its result, not all of it.
+
+A result is a 2-D array of known shape whose rows `compute(rows)` makes on demand. The first chunk
+is computed before anything is sent, so bad input still gets its 4xx; an answer of one chunk is an
+ordinary response, a longer one streams (chunked transfer encoding), each chunk computed and
+encoded in the thread pool while the event loop keeps serving. The bytes are exactly those of
+`numpy.save` and of orjson on the whole array: clients cannot tell the difference.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+import orjson
+from fastapi import Response
+from fastapi.responses import StreamingResponse
+
+from .codecs import JSON, NPY
+
+Compute = Callable[[slice], np.ndarray]
+
+
+@dataclass(frozen=True)
+class RowResult:
+    """A (rows, width) result of `dtype`, made `chunk_rows` rows at a time by `compute`."""
+
+    rows: int
+    width: int
+    dtype: np.dtype
+    compute: Compute
+    chunk_bytes: int
+
+    @property
+    def slices(self) -> list[slice]:
+        step = max(1, self.chunk_bytes // max(1, self.width * np.dtype(self.dtype).itemsize))
+        return [slice(start, min(self.rows, start + step)) for start in range(0, self.rows, step)]
+
+
+def npy_header(shape: tuple[int, ...], dtype: np.dtype) -> bytes:
+    """The header `numpy.save` writes for a C-ordered array of this shape and dtype."""
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buffer, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                                                  "fortran_order": False, "shape": tuple(shape)})
+    return buffer.getvalue()
+
+
+def _json_rows(chunk) -> bytes:
+    """The rows of a chunk as orjson writes them inside the whole array: `[..],[..]`."""
+    return orjson.dumps(chunk, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
+
+
+def _chunks(result: RowResult, first: np.ndarray) -> Iterator[np.ndarray]:
+    yield first
+    for rows in result.slices[1:]:
+        yield result.compute(rows)
+
+
+def npy_answer(result: RowResult, headers: dict[str, str] | None = None) -> Response:
+    """The result as an .npy body."""
+    slices = result.slices
+    first = result.compute(slices[0])
+    header = npy_header((result.rows, result.width), result.dtype)
+    if len(slices) == 1:
+        return Response(header + np.ascontiguousarray(first).tobytes(), media_type=NPY, headers=headers)
+
+    def body() -> Iterator[bytes]:
+        yield header
+        for chunk in _chunks(result, first):
+            yield np.ascontiguousarray(chunk, dtype=result.dtype).tobytes()
+
+    return StreamingResponse(body(), media_type=NPY, headers=headers)
+
+
+def json_answer(head: dict, key: str, result: RowResult, tail: Callable[[], Iterator[tuple[str, RowResult]]]
+                | None = None) -> Response:
+    """`{**head, key: result rows, **tail}` as orjson writes it; `tail` yields further (key, result)
+    pairs (e.g. LSH band keys after the codes), each streamed after the previous one."""
+    slices = result.slices
+    first = result.compute(slices[0])
+    if len(slices) == 1 and tail is None:
+        return Response(orjson.dumps({**head, key: first}, option=orjson.OPT_SERIALIZE_NUMPY), media_type=JSON)
+    opening = orjson.dumps({**head, key: []})[:-3]  # ends with "key":
+
+    def body() -> Iterator[bytes]:
+        yield opening
+        yield from _json_array(result, first)
+        for name, more in (tail() if tail is not None else ()):
+            yield b"," + orjson.dumps(name) + b":"
+            yield from _json_array(more, more.compute(more.slices[0]))
+        yield b"}"
+
+    if len(slices) == 1:  # one chunk, but a tail: still small, answered whole
+        return Response(b"".join(body()), media_type=JSON)
+    return StreamingResponse(body(), media_type=JSON)
+
+
+def _json_array(result: RowResult, first) -> Iterator[bytes]:
+    separator = b"["
+    for chunk in _chunks(result, first):
+        yield separator + _json_rows(chunk)
+        separator = b","
+    yield b"]"

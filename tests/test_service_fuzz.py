@@ -1,0 +1,116 @@
+"""Property-based fuzz of the OpenAPI document (schemathesis): no 5xx, and answers as documented.
+
+Schemathesis reads the service's own /openapi.json and runs its example, coverage, fuzzing and
+stateful phases (links inferred from the responses: a created map's id feeds its transform, hash,
+kernel and delete) against a real `featurehash serve` with its own embedded Redis, with a fixed
+seed and a bounded number of examples. Three passes: free-running (random ids, mostly 404s and
+422s), then with `map_id` / `index_id` pinned to a dense map, and to a GCWS map and its index
+(input_dim 2, so that random vectors often have the right width and reach the numerics).
+.npy bodies are generated as 2-D arrays of numbers and sent as .npy files.
+
+Checks: not_a_server_error, status_code_conformance, content_type_conformance and
+response_schema_conformance on every answer; the status codes seen are counted and printed.
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+
+import httpx
+import numpy as np
+import pytest
+
+from service_support import ServiceProcess
+
+schemathesis = pytest.importorskip("schemathesis")
+from schemathesis.engine import Status, events  # noqa: E402
+
+SEED = 20240611
+MAX_EXAMPLES = 8
+STATEFUL_STEPS = 6
+CHECKS = ("not_a_server_error", "status_code_conformance", "content_type_conformance",
+          "response_schema_conformance")
+NPY_ROWS_SCHEMA = {"type": "array", "minItems": 1, "maxItems": 4,
+                   "items": {"type": "array", "minItems": 1, "maxItems": 6, "items": {"type": "number"}}}
+DENSE = {"method": "rff", "input_dim": 2, "n_components": 8, "seed": 3, "params": {"gamma": 0.5}}
+GCWS = {"method": "gcws", "input_dim": 2, "n_components": 8, "seed": 4, "params": {"bits": 2}}
+
+STATUSES: collections.Counter = collections.Counter()
+
+
+@schemathesis.serializer("application/x-npy")
+def _npy(ctx, value) -> bytes:
+    buffer = io.BytesIO()
+    try:
+        np.save(buffer, np.asarray(value, dtype=np.float64), allow_pickle=False)
+    except (TypeError, ValueError):  # ragged rows: not an array, sent as a broken body
+        return b"\x93NUMPY broken"
+    return buffer.getvalue()
+
+
+@schemathesis.check
+def record_status(ctx, response, case):
+    STATUSES[response.status_code] += 1
+
+
+@pytest.fixture(scope="module")
+def fuzz_server(tmp_path_factory):
+    server = ServiceProcess("fuzz", tmp_path_factory.mktemp("serve-fuzz"), max_body_bytes=2**20,
+                            max_map_bytes=2**26, max_batch_rows=64, map_cache_bytes=2**26)
+    server.start().wait_ready()
+    yield server
+    assert not server.terminate()
+
+
+def _document(url: str) -> dict:
+    """The served document, with .npy bodies described as the array they carry (for generation only)."""
+    document = httpx.get(f"{url}/openapi.json").json()
+    for path in document["paths"].values():
+        for operation in path.values():
+            content = operation.get("requestBody", {}).get("content", {})
+            if "application/x-npy" in content:
+                content["application/x-npy"]["schema"] = NPY_ROWS_SCHEMA
+    return document
+
+
+def _run(url: str, document: dict, parameters: dict | None = None, exclude_deletes: bool = False) -> list[str]:
+    checks = {"enabled": False, "record_status": {"enabled": True}, **{name: {"enabled": True} for name in CHECKS}}
+    settings = {"seed": SEED, "generation": {"max-examples": MAX_EXAMPLES}, "checks": checks,
+                "phases": {"stateful": {"max-steps": STATEFUL_STEPS}}}
+    if parameters:
+        settings["parameters"] = parameters
+    schema = schemathesis.openapi.from_dict(document, config=schemathesis.Config.from_dict(settings))
+    schema.config.update(base_url=url)
+    if exclude_deletes:
+        schema = schema.exclude(method="DELETE")
+    problems = []
+    for event in schemathesis.engine.from_schema(schema).execute():
+        if isinstance(event, events.ScenarioFinished) and event.status in (Status.FAILURE, Status.ERROR):
+            for case_id, results in event.recorder.checks.items():
+                for result in results:
+                    if result.failure_info is not None:
+                        case = event.recorder.cases[case_id].value
+                        problems.append(f"{case.operation.label} {result.name}: {result.failure_info.failure}")
+        elif isinstance(event, events.NonFatalError):
+            problems.append(f"error: {event.info}")
+    return problems
+
+
+def test_fuzzing_the_openapi_schema_finds_no_5xx(fuzz_server):
+    url = fuzz_server.url
+    document = _document(url)
+    with httpx.Client(base_url=url) as http:
+        dense = http.post("/v1/maps", json=DENSE).json()["id"]
+        gcws = http.post("/v1/maps", json=GCWS).json()["id"]
+        assert http.post("/v1/indexes", json={"map_id": gcws, "name": "fuzzed", "bands": 4, "rows": 2}).status_code \
+            in (200, 201)
+    STATUSES.clear()
+    problems = _run(url, document)
+    problems += _run(url, document, {"map_id": dense}, exclude_deletes=True)
+    problems += _run(url, document, {"map_id": gcws, "index_id": "fuzzed"}, exclude_deletes=True)
+    print(f"\nschemathesis requests by status (seed {SEED}): {dict(sorted(STATUSES.items()))}")
+    assert sum(STATUSES.values()) > 300, "the fuzz reached too few requests to mean anything"
+    assert not [status for status in STATUSES if status >= 500]
+    assert not problems, "\n".join(problems[:20])
+    assert httpx.get(f"{url}/readyz").status_code == 200
