@@ -66,7 +66,10 @@ def dense_input() -> np.ndarray:
 def environment() -> dict:
     from threadpoolctl import threadpool_info
 
-    import numpy._core._multiarray_umath as umath
+    try:
+        import numpy._core._multiarray_umath as umath
+    except ImportError:  # numpy < 2
+        import numpy.core._multiarray_umath as umath
 
     blas = [{"architecture": info.get("architecture"), "threads": info.get("num_threads"),
              "api": info.get("user_api"), "prefix": info.get("prefix")} for info in threadpool_info()]

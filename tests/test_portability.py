@@ -36,7 +36,10 @@ FLOAT64_RELATIVE_BOUND = FLOAT64_RELATIVE
 
 
 def _dispatch_features() -> list[str]:
-    import numpy._core._multiarray_umath as umath
+    try:
+        import numpy._core._multiarray_umath as umath
+    except ImportError:  # numpy < 2
+        import numpy.core._multiarray_umath as umath
 
     return [name for name in umath.__cpu_dispatch__ if umath.__cpu_features__.get(name)]
 

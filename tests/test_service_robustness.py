@@ -81,10 +81,14 @@ def test_spec_integers_are_strict(server, value):
 
 
 def test_srf_scales_that_overflow_are_refused(server):
+    """Both spectra a stored spec may carry: shells (radii) and the older mixture (scales)."""
     with server.client() as http:
         spec = http.post("/v1/maps", json={"method": "srf", "input_dim": 4, "n_components": 8}).json()
-        spec["params"]["scales"] = [1e308] * len(spec["params"]["scales"])
-        _refused(_timed(http, "POST", "/v1/maps", json=spec), "params.scales.0")
+        spec["params"]["radii"] = [1e308] * len(spec["params"]["radii"])
+        _refused(_timed(http, "POST", "/v1/maps", json=spec), "params.radii.0")
+        mixture = {"method": "srf", "input_dim": 4, "n_components": 8,
+                   "params": {"weights": [1.0], "scales": [1e308], "mass": 1.0}}
+        _refused(_timed(http, "POST", "/v1/maps", json=mixture), "params.scales.0")
         _refused(_timed(http, "POST", "/v1/maps", json={**RFF, "params": {"gamma": 1e308}}), "params.gamma")
 
 
