@@ -96,21 +96,45 @@ def _gmm(X: np.ndarray, Y: np.ndarray, power: float) -> np.ndarray:
     return np.where(high > 0, low / np.where(high > 0, high, 1.0), 1.0)
 
 
+_SQUARED_DISTANCE, _L1_DISTANCE, _INNER_PRODUCT = 0, 1, 2
+
+
+@numba.njit(cache=True)
+def _paired_sums(X: np.ndarray, Y: np.ndarray, kind: int) -> np.ndarray:
+    """Per row r, sum_i of (x_ri - y_i)^2, |x_ri - y_i| or x_ri y_i (y = Y[r], or Y[0] for one row),
+    added in index order: the bits of numpy's elementwise terms then `ordered_sum`."""
+    n, d = X.shape
+    out = np.empty(n)
+    for r in range(n):
+        y = Y[0] if Y.shape[0] == 1 else Y[r]
+        total = 0.0
+        for i in range(d):
+            if kind == 0:
+                difference = X[r, i] - y[i]
+                total += difference * difference
+            elif kind == 1:
+                total += abs(X[r, i] - y[i])
+            else:
+                total += X[r, i] * y[i]
+        out[r] = total
+    return out
+
+
 def paired_kernel(kernel: str, params, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     """k(x_r, y_r) for paired rows (Y may be one row, broadcast), float64, the same bits everywhere."""
-    X = np.asarray(X, dtype=np.float64)
-    Y = np.broadcast_to(np.asarray(Y, dtype=np.float64), X.shape)
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    rows = np.ascontiguousarray(np.atleast_2d(Y), dtype=np.float64)
     if kernel == "gaussian":
-        diff = X - Y
-        return pm.exp(-params.gamma * pm.ordered_sum(diff * diff, axis=1))
+        return pm.exp(-params.gamma * _paired_sums(X, rows, _SQUARED_DISTANCE))
     if kernel == "laplacian":
-        return pm.exp(-params.gamma * pm.ordered_sum(np.abs(X - Y), axis=1))
+        return pm.exp(-params.gamma * _paired_sums(X, rows, _L1_DISTANCE))
+    if kernel == "polynomial":
+        return pm.integer_power(params.gamma * _paired_sums(X, rows, _INNER_PRODUCT) + params.coef0, params.degree)
+    Y = np.broadcast_to(rows, X.shape)
     if kernel == "chi2":
         total, diff = X + Y, X - Y
         terms = np.where(total > 0, diff * diff / np.where(total > 0, total, 1.0), 0.0)
         return pm.exp(-params.gamma * pm.ordered_sum(terms, axis=1))
-    if kernel == "polynomial":
-        return pm.integer_power(params.gamma * pm.ordered_sum(X * Y, axis=1) + params.coef0, params.degree)
     if kernel == "gmm":
         return _gmm(X, Y, params.power)
     return _arccos(X, Y, int(kernel[-1]))
