@@ -24,7 +24,7 @@ from featurehash.maps import create_map
 GOLDEN = Path(__file__).resolve().parent / "golden"
 # Files whose "request"s resolve today (the others pin specs stored by older versions).
 GOLDEN_FILES = ("golden.json", "binning.json", "quadrature.json", "random_maclaurin.json", "srf_shells.json",
-                "ssf.json", "tensorsketch.json")
+                "ssf.json", "tensorsketch.json", "kernel_approximation.json")
 DENSE_REQUESTS = {
     "rff_cos_sin": {"method": "rff", "params": {"gamma": 0.02}},
     "rff_phase": {"method": "rff", "params": {"gamma": 0.02, "variant": "phase"}},
@@ -36,6 +36,12 @@ DENSE_REQUESTS = {
     "quadrature": {"method": "quadrature", "params": {"grid": "subsampled", "gamma": 0.02}},
     "random_maclaurin": {"method": "random_maclaurin", "params": {"degree": 3, "coef0": 1.0}},
     "tensorsketch": {"method": "tensorsketch", "params": {"degree": 3, "coef0": 1.0}},
+    "skewed_chi2": {"method": "skewed_chi2", "params": {"skewedness": 0.5}},
+}
+# Requests fitted to rows of the dense input (every third row), added to DENSE_REQUESTS.
+FITTED_DENSE_REQUESTS = {
+    "nystroem_gaussian": {"method": "nystroem", "params": {"gamma": 0.02}},
+    "nystroem_arccos1": {"method": "nystroem", "params": {"kernel": "arccos1", "sampling": "uniform"}},
 }
 DENSE_SHAPE = (1500, 64, 512)  # rows, input_dim, n_components
 BATCH_CUTS = (0, 1, 17, 400, 1023, 1500)
@@ -87,8 +93,14 @@ def fingerprint() -> dict[str, np.ndarray | str]:
     out["specs"] = json.dumps(specs, sort_keys=True)
     X = dense_input()
     _, dim, width = DENSE_SHAPE
-    for name, request in DENSE_REQUESTS.items():
+    fitted = {name: {**request, "params": {**request["params"], "fit_sample": X[::3].tolist()}}
+              for name, request in FITTED_DENSE_REQUESTS.items()}
+    for name, request in {**DENSE_REQUESTS, **fitted}.items():
         m = create_map({**request, "input_dim": dim, "n_components": width, "seed": 7})
+        if name in fitted:  # the fit of a 500-row sample: compared bit for bit like the codes
+            for field in ("landmarks", "normalization"):
+                rows = getattr(m.params, field)
+                out[f"codes/fit/{name}/{field}"] = np.concatenate([np.asarray(row) for row in rows])
         for dtype in (np.float32, np.float64):
             tag = np.dtype(dtype).name
             out[f"dense/{name}/{tag}/whole"] = m.transform(X, dtype=dtype)

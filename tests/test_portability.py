@@ -152,7 +152,8 @@ def test_dense_features_agree_within_the_stated_bound(fingerprints):
     print("largest difference across variants and batch cuts: float32 / own float32 error, float64 relative")
     for label, (ratio32, relative64) in worst.items():
         print(f"  {label:18s} {ratio32:6.2f}  {relative64:.1e}")
-    assert len(worst) == len(__import__("portability_fingerprint").DENSE_REQUESTS)
+    requests = __import__("portability_fingerprint")
+    assert len(worst) == len(requests.DENSE_REQUESTS) + len(requests.FITTED_DENSE_REQUESTS)
     assert max(ratio for ratio, _ in worst.values()) <= FLOAT32_RATIO_BOUND
     assert max(relative for _, relative in worst.values()) <= FLOAT64_RELATIVE_BOUND
 

@@ -12,9 +12,10 @@ import pytest
 from service_support import NPY, load_npy, npy_bytes
 
 from featurehash import OneHotFeatures
-from featurehash.sklearn import (GCWSFeatures, NormalizedRandomFourierFeatures, QuadratureFeatures,
-                                 RandomBinningFeatures, RandomFourierFeatures, RandomMaclaurinFeatures,
-                                 SphericalRandomFeatures, SphericalStructuredFeatures, TensorSketchFeatures)
+from featurehash.sklearn import (AdditiveChi2Features, GCWSFeatures, NormalizedRandomFourierFeatures,
+                                 NystroemFeatures, QuadratureFeatures, RandomBinningFeatures, RandomFourierFeatures,
+                                 RandomMaclaurinFeatures, SkewedChi2Features, SphericalRandomFeatures,
+                                 SphericalStructuredFeatures, TensorSketchFeatures)
 
 # The README's bound ("Offline training, online scoring"): float32 features differ from float64 ones by at
 # most this times the largest feature (64 float32 epsilons; measured up to 20). Not for Laplacian RFF, whose
@@ -70,3 +71,35 @@ def test_the_service_gives_the_estimators_id_and_features(embedded_server, estim
         assert default_served.dtype == np.float32
         if getattr(estimator, "kernel", None) != "laplacian":
             assert np.abs(default_served - expected).max() <= FLOAT32_BOUND * np.abs(expected).max()
+
+
+# scikit-learn's kernel_approximation methods (issue 18), on nonnegative data (the chi-squared kernels' domain).
+HISTOGRAM_ESTIMATORS = [
+    NystroemFeatures(n_components=64, gamma=0.1, fit_rows=150, random_state=5),
+    NystroemFeatures(n_components=32, kernel="chi2", gamma=0.3, random_state=5),
+    AdditiveChi2Features(), SkewedChi2Features(n_components=64, skewedness=0.5, random_state=5),
+]
+
+
+@pytest.mark.parametrize("estimator", HISTOGRAM_ESTIMATORS, ids=repr)
+def test_kernel_approximation_methods_through_the_service(embedded_server, estimator):
+    """Create from spec_, transform (float32 bit for bit, float64 to 1e-12) and the kernel route; a
+    negative entry is a 422 naming the vectors for the chi-squared maps."""
+    rng = np.random.default_rng(13)
+    X_train, X_score = np.abs(rng.standard_normal((200, 16))), np.abs(rng.standard_normal((30, 16)))
+    estimator.fit(X_train)
+    with embedded_server.client() as http:
+        created = http.post("/v1/maps", json=estimator.spec_)
+        assert created.status_code in (200, 201), created.text
+        assert created.json() == estimator.spec_
+        map_id = created.json()["id"]
+        served = load_npy(_post_vectors(http, map_id, X_score.astype(np.float32)).content)
+        np.testing.assert_array_equal(served, estimator.transform(X_score.astype(np.float32)))
+        float64_served = load_npy(_post_vectors(http, map_id, X_score, dtype="float64").content)
+        np.testing.assert_allclose(float64_served, estimator.transform(X_score), rtol=1e-12, atol=1e-14)
+        kernel = http.post(f"/v1/maps/{map_id}/kernel", json={"x": X_score[:5].tolist()})
+        assert kernel.status_code == 200, kernel.text
+        np.testing.assert_allclose(kernel.json()["exact"], estimator.feature_map_.exact_kernel(X_score[:5]))
+        if not isinstance(estimator, NystroemFeatures) or estimator.kernel == "chi2":
+            refused = http.post(f"/v1/maps/{map_id}/transform", json={"vectors": [[-1.5] * 16]})
+            assert refused.status_code == 422 and "vectors" in refused.text

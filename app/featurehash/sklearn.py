@@ -33,13 +33,13 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
 
 from .maps import OneHotFeatures, SpecError, create_map
 
-__all__ = ["ESTIMATORS", "GCWSFeatures", "NormalizedRandomFourierFeatures", "QuadratureFeatures",
-           "RandomBinningFeatures", "RandomFourierFeatures", "RandomMaclaurinFeatures", "SphericalRandomFeatures",
-           "SphericalStructuredFeatures", "TensorSketchFeatures"]
+__all__ = ["ESTIMATORS", "AdditiveChi2Features", "GCWSFeatures", "NormalizedRandomFourierFeatures", "NystroemFeatures",
+           "QuadratureFeatures", "RandomBinningFeatures", "RandomFourierFeatures", "RandomMaclaurinFeatures",
+           "SkewedChi2Features", "SphericalRandomFeatures", "SphericalStructuredFeatures", "TensorSketchFeatures"]
 
 FLOAT_DTYPES = (np.float64, np.float32)
 _SEED_RANGE = np.iinfo(np.int64).max
@@ -265,17 +265,23 @@ class QuadratureFeatures(_FeatureMapTransformer):
         params = super()._params(X)
         if self.grid != "reweighted":
             return params
-        fit_rows = _plain(self.fit_rows)
-        if not isinstance(fit_rows, int) or isinstance(fit_rows, bool) or fit_rows < 2:
-            raise SpecError("fit_rows", f"rows of X to fit the weights to: an integer >= 2, got {fit_rows!r} "
-                            f"({type(self).__name__})")
         if X.shape[0] < 2:
             raise ValueError(f"the reweighted grid is fitted to pairs of rows: got 1 sample, need n_samples >= 2 "
                              f"({type(self).__name__})")
-        rows = np.unique(np.linspace(0, X.shape[0] - 1, min(X.shape[0], fit_rows)).round().astype(int))
-        sample = X[rows]
-        sample = sample.toarray() if hasattr(sample, "toarray") else sample
-        return {**params, **(self.fit_options or {}), "fit_sample": sample.astype(np.float64).tolist()}
+        sample = _evenly_spaced_rows(self, X, minimum=2, purpose="fit the weights to")
+        return {**params, **(self.fit_options or {}), "fit_sample": sample}
+
+
+def _evenly_spaced_rows(estimator, X, *, minimum: int, purpose: str) -> list[list[float]]:
+    """At most `estimator.fit_rows` evenly spaced rows of X, as the fit_sample of a spec."""
+    fit_rows = _plain(estimator.fit_rows)
+    if not isinstance(fit_rows, int) or isinstance(fit_rows, bool) or fit_rows < minimum:
+        raise SpecError("fit_rows", f"rows of X to {purpose}: an integer >= {minimum}, got {fit_rows!r} "
+                        f"({type(estimator).__name__})")
+    rows = np.unique(np.linspace(0, X.shape[0] - 1, min(X.shape[0], fit_rows)).round().astype(int))
+    sample = X[rows]
+    sample = sample.toarray() if hasattr(sample, "toarray") else sample
+    return sample.astype(np.float64).tolist()
 
 
 class RandomBinningFeatures(_OneHotTransformer):
@@ -330,7 +336,98 @@ class TensorSketchFeatures(_FeatureMapTransformer):
         self.random_state = random_state
 
 
+class NystroemFeatures(_FeatureMapTransformer):
+    """Nystroem features (method "nystroem"; Williams & Seeger, NIPS 2001), as scikit-learn's Nystroem.
+
+    Kernel (`kernel`): "gaussian", "laplacian", "chi2" (gamma), "polynomial" (gamma, degree, coef0),
+    "gmm" (power), "arccos0" / "arccos1" / "arccos2"; unset parameters take the spec's defaults.
+    `fit` chooses n_components landmarks among `fit_rows` evenly spaced rows of X (at most) by
+    randomly pivoted Cholesky (`sampling="rpcholesky"`) or uniformly (`"uniform"`), and `spec_`
+    stores the landmarks and the normalisation (not the rows). See `featurehash.maps.nystroem`.
+    """
+
+    _method = "nystroem"
+    _spec_params = ("kernel", "gamma", "degree", "coef0", "power", "sampling")
+
+    def __init__(self, *, n_components=100, kernel="gaussian", gamma=None, degree=None, coef0=None, power=None,
+                 sampling="rpcholesky", fit_rows=2000, random_state=None):
+        self.n_components = n_components
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.power = power
+        self.sampling = sampling
+        self.fit_rows = fit_rows
+        self.random_state = random_state
+
+    def _params(self, X) -> dict[str, Any]:
+        return {**super()._params(X), "fit_sample": _evenly_spaced_rows(self, X, minimum=1,
+                                                                       purpose="choose landmarks from")}
+
+
+class AdditiveChi2Features(_FeatureMapTransformer):
+    """Additive chi-squared features (method "additive_chi2"; Vedaldi & Zisserman, PAMI 2012), as
+    scikit-learn's AdditiveChi2Sampler, to float rounding.
+
+    Kernel: sum_i 2 x_i y_i / (x_i + y_i) on nonnegative X. `sample_steps`, `sample_interval` (default
+    0.8, 0.5, 0.4 for 1, 2, 3 steps). No n_components: the output has n_features (2 sample_steps - 1)
+    columns; sparse X gives CSR features (O(nnz)). Negative entries raise ValueError, as scikit-learn's.
+    The map is deterministic (no random_state). See `featurehash.maps.additive_chi2`.
+    """
+
+    _method = "additive_chi2"
+    _spec_params = ("sample_steps", "sample_interval")
+
+    def __init__(self, *, sample_steps=2, sample_interval=None):
+        self.sample_steps = sample_steps
+        self.sample_interval = sample_interval
+
+    def _spec_request(self, X) -> dict[str, Any]:
+        steps = _plain(self.sample_steps)
+        width = X.shape[1] * (2 * steps - 1) if isinstance(steps, int) and steps >= 1 else 1
+        return {"method": self._method, "input_dim": X.shape[1], "n_components": width, "seed": 0,
+                "params": self._params(X)}
+
+    def fit(self, X, y=None):
+        """Check X (nonnegative) and build the map for its number of features."""
+        super().fit(X, y)
+        check_non_negative(validate_data(self, X, accept_sparse="csr", dtype=FLOAT_DTYPES, reset=False),
+                           f"{type(self).__name__} (X)")
+        return self
+
+    def transform(self, X):
+        """The features of X; CSR for sparse X, as AdditiveChi2Sampler."""
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=FLOAT_DTYPES, reset=False)
+        if hasattr(X, "tocsr"):
+            return self.feature_map_.transform_sparse(X, dtype=X.dtype)
+        return self.feature_map_.transform(X, dtype=X.dtype)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True
+        return tags
+
+
+class SkewedChi2Features(_FeatureMapTransformer):
+    """Random features for the skewed chi-squared kernel (method "skewed_chi2"; Li, Ionescu &
+    Sminchisescu, DAGM 2010), as scikit-learn's SkewedChi2Sampler.
+
+    Kernel: prod_i 2 sqrt(x_i + c) sqrt(y_i + c) / (x_i + y_i + 2 c), c = `skewedness`; entries must
+    be > -c. See `featurehash.maps.skewed_chi2`.
+    """
+
+    _method = "skewed_chi2"
+    _spec_params = ("skewedness",)
+
+    def __init__(self, *, n_components=100, skewedness=1.0, random_state=None):
+        self.n_components = n_components
+        self.skewedness = skewedness
+        self.random_state = random_state
+
+
 ESTIMATORS: dict[str, type[_FeatureMapTransformer]] = {cls._method: cls for cls in (
     RandomFourierFeatures, NormalizedRandomFourierFeatures, GCWSFeatures, SphericalRandomFeatures,
     SphericalStructuredFeatures, QuadratureFeatures, RandomBinningFeatures, RandomMaclaurinFeatures,
-    TensorSketchFeatures)}
+    TensorSketchFeatures, NystroemFeatures, AdditiveChi2Features, SkewedChi2Features)}

@@ -96,6 +96,14 @@ def reject_zero_rows(X, field: str, why: str) -> None:
         raise InputError(field, f"all-zero vector at row(s) {shown}: {why}")
 
 
+def reject_negative(X, field: str, what: str) -> None:
+    """Raise InputError if X (dense or CSR) has a negative entry (scikit-learn's wording)."""
+    values = X.data if sp.issparse(X) else X
+    if values.size and values.min() < 0:
+        raise InputError(field, f"Negative values in data passed to {what}: the chi-squared kernels are "
+                         "defined on nonnegative entries (histograms)")
+
+
 def to_dense(X) -> np.ndarray:
     return X.toarray() if sp.issparse(X) else X
 

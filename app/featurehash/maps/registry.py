@@ -6,14 +6,17 @@ from typing import Any, Mapping
 
 from pydantic import ValidationError
 
+from .additive_chi2 import AdditiveChi2Map
 from .base import FeatureMap
 from .binning import BinningMap
 from .errors import SpecError
 from .gcws import GCWSMap
 from .nrff import NRFFMap
+from .nystroem import NystroemMap
 from .quadrature import QuadratureMap
 from .random_maclaurin import RandomMaclaurinMap
 from .rff import RFFMap
+from .skewed_chi2 import SkewedChi2Map
 from .spec import DERIVED_KEYS, FORMAT_VERSION, MapSpec
 from .srf import SRFMap
 from .ssf import SSFMap
@@ -21,7 +24,8 @@ from .tensorsketch import TensorSketchMap
 
 METHODS: dict[str, type[FeatureMap]] = {cls.method: cls for cls in (RFFMap, NRFFMap, GCWSMap, SSFMap,
                                                                   SRFMap, RandomMaclaurinMap, TensorSketchMap,
-                                                                  QuadratureMap, BinningMap)}
+                                                                  QuadratureMap, BinningMap, NystroemMap,
+                                                                  AdditiveChi2Map, SkewedChi2Map)}
 
 
 def _field_name(error: Mapping[str, Any], prefix: str = "") -> str:
