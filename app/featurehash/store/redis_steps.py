@@ -79,6 +79,13 @@ def _scan_command(redis, step: Scan) -> tuple[tuple, dict]:
     return ("SCAN", step.cursor, "MATCH", step.match, "COUNT", step.count), options
 
 
+def _scan_reply(reply) -> tuple[int, list[bytes]]:
+    cursor, keys = reply
+    if isinstance(cursor, dict):  # a cluster client answers {node: cursor} (one node here)
+        (cursor,) = cursor.values()
+    return int(cursor), keys
+
+
 def check_client(redis) -> None:
     if redis.get_encoder().decode_responses:
         raise ValueError("the LSH index stores binary keys and values: use a Redis client with "
@@ -94,7 +101,7 @@ def run_sync(redis, operation: Operation) -> Any:
                 reply = step.function(*step.args)
             elif isinstance(step, Scan):
                 command, options = _scan_command(redis, step)
-                reply = redis.execute_command(*command, **options)
+                reply = _scan_reply(redis.execute_command(*command, **options))
             elif isinstance(step, RoundTrip):
                 with redis.pipeline(transaction=False) as pipe:
                     for command in step.commands:
@@ -131,7 +138,7 @@ async def run_async(redis, operation: Operation,
                 reply = step.function(*step.args) if step.inline else await offload(step.function, *step.args)
             elif isinstance(step, Scan):
                 command, options = _scan_command(redis, step)
-                reply = await redis.execute_command(*command, **options)
+                reply = _scan_reply(await redis.execute_command(*command, **options))
             elif isinstance(step, RoundTrip):
                 async with redis.pipeline(transaction=False) as pipe:
                     for command in step.commands:
