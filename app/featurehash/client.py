@@ -236,6 +236,26 @@ class FeatureHashClient:
                                                          "min_similarity": min_similarity})
         return orjson.loads(response.content)
 
+    # -- LSH indexes: exact re-ranking and target recall (issue 17) --------------------
+
+    def create_index_with(self, map_id: str, **fields: Any) -> dict[str, Any]:
+        """create_index with any field of POST /v1/indexes, e.g. vectors="float32", forest_rows=[3, 2]."""
+        body = {"map_id": map_id, **{key: value for key, value in fields.items() if value is not None}}
+        return self._request("POST", "/v1/indexes", json=body).json()
+
+    def query_index_for_recall(self, index_id: str, X, *, target_recall: float, top_k: int = 10,
+                               min_similarity: float = 0.0, binary: bool = False) -> dict[str, Any]:
+        """query_index widened until the S-curve gives target_recall; adds "estimated_recall" and
+        "rows_probed" per row of X."""
+        path = f"/v1/indexes/{_segment(index_id)}/query"
+        options = {"top_k": top_k, "min_similarity": min_similarity, "target_recall": target_recall}
+        if binary and not sp.issparse(X):
+            response = self._request("POST", path, content=_npy_bytes(np.asarray(X)), headers={"Content-Type": NPY},
+                                     params=options)
+        else:
+            response = self._request("POST", path, json={**_rows_field(X, "vectors"), **options})
+        return orjson.loads(response.content)
+
     # -- health --------------------------------------------------------------------
 
     def healthz(self) -> dict[str, Any]:

@@ -25,8 +25,27 @@ meanwhile makes it fail for good. So a record and its bucket memberships change 
 a replaced or removed item never stays in a bucket it left, and nothing is written under a
 deleted index's keys.
 Queries: one pipelined round trip of SUNIONs (one per query vector over its L buckets),
-one of MGETs of the candidates' records, then re-ranking by the match fraction of all k
-fingerprints. A candidate whose record is gone (removed meanwhile) is skipped.
+one of MGETs of the candidates' records, then re-ranking: by the exact similarity of the
+map's kernel (featurehash.maps.lsh.exact_similarities) when the index keeps vectors
+(`vectors`: "sparse", "float32", "float16"; featurehash.store.lsh_vectors), else by the
+match fraction of all k fingerprints. A candidate whose record is gone is skipped.
+
+With exact re-ranking a true neighbour of similarity s is returned exactly when it became a
+candidate, with probability P(s) = 1 - (1 - s^r)^L (the S-curve; the ranking adds no noise,
+which with codes-only ranking costs about a fifth of the found neighbours at k = 256). Recall
+you can ask for (`target_recall`): after re-ranking, the k-th result's similarity s_k bounds
+the similarity of every true top-k item from below, so P(s_k) bounds the expected recall
+from below; it is returned as `estimated_recall`. While it is below the target, the search
+widens. Of the three ways to widen (probe more bands, multi-probe, a forest of prefix
+lengths), the forest is used: more bands cannot help an index whose L bands already cover
+the k codes (the planner's usual case), and multi-probing needs neighbouring bucket values,
+which GCWS codes (argmin samples) do not have. Instead the index may store, for each band,
+the buckets of its first r' < r codes for a few r' (`forest_rows`); two vectors that share a
+band share all its prefixes, so the level with r' rows finds a superset, with the S-curve
+1 - (1 - s^r')^L. The query jumps to the first level whose curve reaches the target at s_k
+(the deepest if none does), fetches only the new candidates, re-ranks and checks again.
+Each level costs L more buckets per item (memory and insert time); without a forest the
+query reports the recall it achieved and cannot widen.
 """
 
 from __future__ import annotations
