@@ -5,12 +5,15 @@
     from featurehash.store import LSHIndexes
 
     indexes = LSHIndexes(redis.Redis.from_url(url), key_prefix="featurehash:")
-    index = indexes.create(create_map(spec), name="docs", threshold=0.7)  # or indexes.open("docs")
+    index = indexes.create(create_map(spec), name="docs", threshold=0.7,  # or indexes.open("docs")
+                           vectors="float32", forest_rows=[3, 2])  # optional: exact ranking, widening
     index.add(ids, X)                        # adds or replaces, in pipelined transactions
     index.query(Q, top_k=10).results         # [[(id, similarity), ...] per row of Q]
+    index.query(Q, target_recall=0.9).estimated_recall  # widened until the S-curve promises 0.9
     index.remove(["a", "b"]); indexes.delete("docs")
 
-`AsyncLSHIndexes` / `AsyncLSHIndex` do the same over redis.asyncio (the service uses them).
+`AsyncLSHIndexes` / `AsyncLSHIndex` do the same over redis.asyncio (the service uses them); both
+accept Redis Cluster clients (every key of an index shares one hash slot).
 This module is one index (items and queries); featurehash.store.lsh_indexes creates, lists and
 deletes them. The numerics (fingerprints, band digests, the S-curve, ranking) are
 featurehash.maps.lsh, the key layout featurehash.store.lsh_layout; each operation is written once as a
