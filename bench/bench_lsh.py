@@ -53,17 +53,16 @@ from pathlib import Path
 
 import numpy as np
 import redis
+import scipy.sparse as sp
 from scipy.spatial.distance import cdist
 from sklearn.datasets import load_digits, make_multilabel_classification
 
 from featurehash.client import FeatureHashClient
-import scipy.sparse as sp
-
 from featurehash.kernels import gmm
 from featurehash.maps import create_map
 from featurehash.maps.lsh import collision_probability, exact_similarities
-from featurehash.store.lsh_vectors import VectorCodec
 from featurehash.store import LSHIndexes
+from featurehash.store.lsh_vectors import VectorCodec
 from bench_service import SERVER_ENV_DROP, _raise_sigterm, featurehash_command, free_port, stop_server, wait_ready
 
 # (map spec without input_dim, index options) per data set; the index chooses (bands, rows) for the
@@ -424,7 +423,7 @@ def run(args, say) -> bool:
             say(f"  target_recall {TARGET_RECALL}: recall@10 {target['recall']:.3f}, estimated {target['estimated_recall']:.3f}, "
                 f"candidates {100 * target['candidates']:.2f}% (plain {100 * exact['candidates']:.2f}%), "
                 f"p50/p99 {target['latency_ms'][0]:.2f}/{target['latency_ms'][1]:.2f} ms; last level probed (rows: "
-                f"queries) {dict((r, int(c)) for r, c in enumerate(target['rows_probed']) if c)}")
+                f"queries) { {r: int(c) for r, c in enumerate(target['rows_probed']) if c} }")
             if sketch:
                 say(f"  datasketch MinHashLSH (Redis storage, same codes and bands, candidates only): insert "
                     f"{sketch['insert_per_s']:.0f}/s, query p50/p99 {sketch['latency_ms'][0]:.2f}/"

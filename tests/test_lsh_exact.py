@@ -11,12 +11,14 @@ import asyncio
 import dataclasses
 
 import numpy as np
+import orjson
 import pytest
 import redis
 import redis.asyncio.cluster
 import redis.cluster
 import scipy.sparse as sp
 
+import test_lsh_index
 from cluster_support import ClusterUnavailable, start_cluster, stop_cluster
 from featurehash.kernels import gmm, laplacian
 from featurehash.maps import InputError, create_map
@@ -24,8 +26,11 @@ from featurehash.maps.lsh import collision_probability, exact_similarities
 from featurehash.store import AsyncLSHIndexes, IndexConflict, IndexNotFound, LSHIndexes, plan_index
 from featurehash.store.lsh_layout import IndexLayout, item_number
 from featurehash.store.lsh_vectors import VectorCodec
-from test_lsh_index import (GCWS, assert_layout_consistent, client, indexes, key_prefix,  # noqa: F401 (fixtures)
-                            near_copies, planted_documents, positive_rows, redis_url)
+from test_lsh_index import GCWS, assert_layout_consistent, near_copies, planted_documents, positive_rows
+
+# the Redis fixtures of test_lsh_index.py (a server for this module, a unique key prefix)
+redis_url, key_prefix, client, indexes = (test_lsh_index.redis_url, test_lsh_index.key_prefix, test_lsh_index.client,
+                                          test_lsh_index.indexes)
 
 
 def recall_at_k(results, exact: np.ndarray, k: int = 10) -> float:
@@ -171,7 +176,6 @@ def test_an_index_created_before_hash_tags_keeps_working_in_its_keys(client, ind
     config = plan_index(m, name="legacy", bands=8, rows=4)
     old_fields = {field: value for field, value in dataclasses.asdict(config).items()
                   if field not in ("vectors", "forest_rows", "layout")}
-    import orjson
     old_meta = orjson.dumps(old_fields, option=orjson.OPT_SORT_KEYS)
     client.set(f"{key_prefix}index:legacy:meta".encode(), old_meta)
     client.zadd(IndexLayout.registry(key_prefix), {"legacy": 0})

@@ -123,7 +123,9 @@ def exact_similarities(method: str, params: dict, query: np.ndarray, candidates)
     power = params.get("power", 1.0)
     peak = max(float(np.abs(query).max(initial=0.0)), float(abs(candidates).max()) if candidates.shape[0] else 0.0)
     scale = 1.0 / peak if peak > 0 else 1.0
-    signed_power = lambda values: np.sign(values) * np.abs(values * scale) ** power  # noqa: E731
+    def signed_power(values):
+        return np.sign(values) * np.abs(values * scale) ** power
+
     q = signed_power(query)
     if sp.issparse(candidates):
         candidates = sp.csr_matrix(candidates, copy=True)
