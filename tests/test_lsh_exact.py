@@ -110,6 +110,8 @@ def test_stored_vectors_rank_by_the_exact_kernel_and_keep_the_layout(client, ind
         assert index.remove(ids[20:30]) == ids[20:30]
         assert_layout_consistent(client, index)
         stored = np.vstack([positive_rows(11, 20), X[20:]]).astype(np.float32)
+        far = index.query(np.eye(24)[:2] + 1e-3, top_k=3)  # maybe no candidate at all: still an answer
+        assert len(far.results) == 2 and len(far.estimated_recall) == 2
         Q = near_copies(stored[30:40].astype(np.float64), 12)
         result = index.query(Q, top_k=5)
         exact = gmm(Q, stored)

@@ -382,7 +382,7 @@ class _IndexSteps:
         ranked = []
         for q in active:
             rows = pool.rows_of(found[q])  # drops the candidates whose record is gone
-            if self.codec is None:
+            if self.codec is None or rows.size == 0:
                 similarities = match_fractions(fingerprints[q], pool.fingerprints[rows])
             else:
                 query = X[q].toarray().ravel() if sp.issparse(X) else np.asarray(X[q], dtype=np.float64)
