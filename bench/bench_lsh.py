@@ -1,6 +1,7 @@
 """LSH index in Redis: recall@10 against the exact GMM top-10, candidates, latency, throughput, memory.
 
-    python bench/bench_lsh.py [--queries 200] [--datasets planted,digits,digits-shifted] [--no-datasketch]
+    python bench/bench_lsh.py [--queries 200] [--datasets planted,digits,digits-shifted,bow] [--no-datasketch]
+                              [--no-library] [--write]
 
 Starts its own `featurehash serve` (embedded Redis, temporary data directory; REDIS_URL is
 removed from its environment), then for each data set of >= 20,000 vectors:
@@ -12,15 +13,24 @@ removed from its environment), then for each data set of >= 20,000 vectors:
   package here) and 11 noisy copies of each (Gaussian pixel noise, sd 1 on the 0..16 scale,
   clipped) = 21,564 rows; queries are fresh noisy copies of random digits;
 - digits-shifted: the same with each copy also shifted by up to one pixel in x and y
-  (queries too): the neighbours of a query are only moderately similar (10th GMM ~0.6).
+  (queries too): the neighbours of a query are only moderately similar (10th GMM ~0.6);
+- bow: a sparse bag-of-words set made here (no download): 20,000 documents over a 5,000-word
+  vocabulary, each from one of 200 topics (60% of its 60-140 words drawn from the topic's 30
+  core words, the rest from a Zipf background), ~54 distinct words a document; queries are
+  new documents: the 10th neighbour's GMM is ~0.36 against a background of ~0.07-0.1.
 
 The exact top-10 of every query is found by brute force over all vectors with the GMM
 kernel (blocked, through the identity sum min = (|u| + |v| - |u - v|_1) / 2, checked against
 featurehash.kernels.gmm on a slice); ties at the 10th value count as found. Then, per data set:
-- HTTP: create the map and the index (bands chosen from its threshold), add all vectors
-  as .npy batches of 1,000 (insert throughput, Redis bytes per item from INFO used_memory),
-  then query one vector per request, sequentially (p50/p99 latency, recall@10, candidates
-  re-ranked per query as a fraction of the index), and all queries in one request;
+- HTTP, codes only: create the map and the index (bands chosen from its threshold), add all
+  vectors as .npy batches of 1,000 (insert throughput, Redis bytes per item from INFO
+  used_memory), then query one vector per request, sequentially (p50/p99 latency, recall@10,
+  candidates re-ranked per query as a fraction of the index), and all queries in one request;
+- HTTP, exact: the same banding, the items' vectors stored (sparse or float16) and a forest of
+  shorter band prefixes; queries plain (recall@10 against the S-curve's prediction, the mean
+  over each query's exact top-10 of 1 - (1 - s^r)^L), then with target_recall 0.9 (recall,
+  candidates, estimated recall, p50/p99); memory per item split into records, band buckets
+  and forest buckets, and the bytes a vector takes in each encoding;
 - library: the same through featurehash.store.LSHIndexes (sync) on the server's Redis socket (a
   second index): insert throughput, per-query latency, and its answers, which must equal
   the HTTP ones;
@@ -43,13 +53,16 @@ from pathlib import Path
 
 import numpy as np
 import redis
+import scipy.sparse as sp
 from scipy.spatial.distance import cdist
 from sklearn.datasets import load_digits, make_multilabel_classification
 
 from featurehash.client import FeatureHashClient
 from featurehash.kernels import gmm
 from featurehash.maps import create_map
+from featurehash.maps.lsh import collision_probability, exact_similarities
 from featurehash.store import LSHIndexes
+from featurehash.store.lsh_vectors import VectorCodec
 from bench_service import SERVER_ENV_DROP, _raise_sigterm, featurehash_command, free_port, stop_server, wait_ready
 
 # (map spec without input_dim, index options) per data set; the index chooses (bands, rows) for the
@@ -62,12 +75,24 @@ from bench_service import SERVER_ENV_DROP, _raise_sigterm, featurehash_command, 
 #   other, and the estimate from 512 codes has sd 0.016.
 # - digits-shifted: the 10th neighbour has GMM ~0.6, and a large share of the index lies near
 #   0.5; 0.67 is the lowest threshold (at k = 512: 56 bands of 8) that keeps candidates under 5%.
+# - bow: 10th neighbour ~0.30-0.41, background ~0.07-0.1: threshold 0.3 at k = 256.
 SETTINGS = {
     "planted": ({"method": "gcws", "n_components": 128, "seed": 1}, {"threshold": 0.6}),
     "digits": ({"method": "gcws", "n_components": 512, "seed": 1}, {"threshold": 0.8}),
     "digits-shifted": ({"method": "gcws", "n_components": 512, "seed": 1}, {"threshold": 0.67}),
+    "bow": ({"method": "gcws", "n_components": 256, "seed": 1}, {"threshold": 0.3}),
 }
+# The exact index per data set: how vectors are kept, and the forest a target recall widens to
+# (prefix lengths below the planned rows, reaching P >= 0.9 at the low tail of the 10th similarity).
+EXACT = {
+    "planted": {"vectors": "sparse", "forest_rows": [3, 2]},
+    "digits": {"vectors": "float16", "forest_rows": [10, 8, 6]},
+    "digits-shifted": {"vectors": "float16", "forest_rows": [6, 5, 4]},
+    "bow": {"vectors": "sparse", "forest_rows": [2]},
+}
+TARGET_RECALL = 0.9
 INSERT_BATCH = 1000
+RESULTS = Path(__file__).parent / "results" / "lsh.txt"
 
 
 # -- data -----------------------------------------------------------------------------------
@@ -104,9 +129,30 @@ def augmented_digits(n_queries: int, shifted: bool, seed: int = 0) -> tuple[np.n
     return X, copy(digits[rng.choice(len(digits), n_queries, replace=False)])
 
 
+def bag_of_words(n_queries: int, seed: int = 0, n_docs: int = 20_000, vocabulary: int = 5000,
+                 topics: int = 200) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    rng = np.random.default_rng(seed)
+    background = 1.0 / np.arange(1, vocabulary + 1) ** 1.1
+    background /= background.sum()
+    cores = rng.random((topics, vocabulary)).argsort(axis=1)[:, :30]
+
+    def documents(n: int) -> sp.csr_matrix:
+        lengths = rng.integers(60, 140, n)
+        owners = np.repeat(np.arange(n), lengths)
+        topical = rng.random(owners.size) < 0.6
+        words = np.where(topical, cores[rng.integers(0, topics, n)[owners], rng.integers(0, 30, owners.size)],
+                         rng.choice(vocabulary, owners.size, p=background))
+        counts = sp.csr_matrix((np.ones(owners.size), (owners, words)), shape=(n, vocabulary))
+        counts.sum_duplicates()
+        return counts
+
+    return documents(n_docs), documents(n_queries)
+
+
 DATA = {"planted": lambda n: planted_documents(n),
         "digits": lambda n: augmented_digits(n, shifted=False),
-        "digits-shifted": lambda n: augmented_digits(n, shifted=True)}
+        "digits-shifted": lambda n: augmented_digits(n, shifted=True),
+        "bow": lambda n: bag_of_words(n)}
 
 
 # -- exact GMM ----------------------------------------------------------------------------------
@@ -124,12 +170,24 @@ def exact_gmm(Q: np.ndarray, X: np.ndarray, X_split: np.ndarray | None = None) -
     return (total - l1) / (total + l1)
 
 
-def exact_top10(Q: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(GMM of every query to every row, the 10th largest per query)."""
-    Xs = _split(X)
-    G = np.vstack([exact_gmm(Q[start:start + 50], X, Xs) for start in range(0, len(Q), 50)])
-    np.testing.assert_allclose(G[:3, :2000], gmm(Q[:3], X[:2000]), rtol=1e-12, atol=1e-12)
+def exact_top10(Q, X) -> tuple[np.ndarray, np.ndarray]:
+    """(GMM of every query to every row, the 10th largest per query). Sparse sets go through
+    featurehash.maps.lsh.exact_similarities (O(nnz) a row), dense ones through the L1 identity."""
+    if sp.issparse(X):
+        G = np.vstack([exact_similarities("gcws", {"power": 1.0}, Q[q].toarray().ravel(), X) for q in range(Q.shape[0])])
+        np.testing.assert_allclose(G[:3, :500], gmm(Q[:3].toarray(), X[:500].toarray()), rtol=1e-12, atol=1e-12)
+    else:
+        Xs = _split(X)
+        G = np.vstack([exact_gmm(Q[start:start + 50], X, Xs) for start in range(0, len(Q), 50)])
+        np.testing.assert_allclose(G[:3, :2000], gmm(Q[:3], X[:2000]), rtol=1e-12, atol=1e-12)
     return G, np.sort(G, axis=1)[:, -10]
+
+
+def s_curve_prediction(G: np.ndarray, tenth: np.ndarray, bands: int, rows: int) -> float:
+    """Mean over queries of the mean candidate probability 1 - (1 - s^r)^L of the exact top-10
+    (ties at the 10th included): the recall@10 that exact re-ranking should give."""
+    return float(np.mean([collision_probability(G[q][G[q] >= tenth[q] - 1e-12], bands, rows).mean()
+                          for q in range(len(G))]))
 
 
 def recall_at_10(found: list[list[str]], G: np.ndarray, tenth: np.ndarray) -> float:
@@ -173,22 +231,32 @@ def percentiles_ms(seconds: list[float]) -> tuple[float, float]:
 
 
 def memory_breakdown(store: redis.Redis, prefix: bytes, n_items: int) -> dict:
-    """Bytes per item by key kind: MEMORY USAGE of 200 records, and of up to 2000 bucket keys
-    times the number of bucket keys (SCAN of the index's keys)."""
-    records, buckets = [], []
-    for key in store.scan_iter(match=prefix + b"*", count=5000):
-        kind = key[len(prefix):len(prefix) + 1]
-        (records if kind == b"i" else buckets if kind == b"b" else []).append(key)
-    record_bytes = np.mean([store.memory_usage(key, samples=0) for key in records[:200]])
-    bucket_bytes = np.mean([store.memory_usage(key, samples=0) for key in buckets[:2000]])
-    return {"record": float(record_bytes), "buckets": len(buckets) * float(bucket_bytes) / n_items,
-            "bucket_keys_per_item": len(buckets) / n_items}
+    """Bytes per item by key kind: MEMORY USAGE of 200 records, and of up to 2000 keys of each bucket
+    kind (b: band buckets, p: forest prefix buckets) times the number of such keys (SCAN)."""
+    keys: dict[bytes, list[bytes]] = {b"i": [], b"b": [], b"p": []}
+    for key in store.scan_iter(match=prefix.replace(b"{", b"\\{").replace(b"}", b"\\}") + b"*", count=5000):
+        keys.get(key[len(prefix):len(prefix) + 1], []).append(key)
+
+    def per_item(kind: bytes, sample: int) -> float:
+        found = keys[kind]
+        return len(found) * float(np.mean([store.memory_usage(key, samples=0) for key in found[:sample]])) / n_items \
+            if found else 0.0
+
+    return {"record": per_item(b"i", 200) * n_items / max(1, len(keys[b"i"])), "buckets": per_item(b"b", 2000),
+            "forest": per_item(b"p", 2000), "bucket_keys_per_item": len(keys[b"b"]) / n_items}
 
 
-def brute_force_seconds(Q: np.ndarray, X: np.ndarray, repeat: int) -> tuple[float, float]:
-    """Median seconds of one exact top-10 search: numpy (L1 identity), and featurehash.kernels.gmm."""
-    Xs = _split(X)
+def brute_force_seconds(Q, X, repeat: int) -> tuple[float, float]:
+    """Median seconds of one exact top-10 search: numpy (L1 identity; for sparse sets
+    exact_similarities), and featurehash.kernels.gmm (dense sets only: nan for sparse)."""
     fast, library = [], []
+    if sp.issparse(X):
+        for q in range(repeat):
+            start = time.perf_counter()
+            np.argpartition(-exact_similarities("gcws", {"power": 1.0}, Q[q].toarray().ravel(), X), 10)[:10]
+            fast.append(time.perf_counter() - start)
+        return float(np.median(fast)), float("nan")
+    Xs = _split(X)
     for q in range(repeat):
         start = time.perf_counter()
         np.argpartition(-exact_gmm(Q[q:q + 1], X, Xs)[0], 10)[:10]
@@ -200,55 +268,74 @@ def brute_force_seconds(Q: np.ndarray, X: np.ndarray, repeat: int) -> tuple[floa
     return float(np.median(fast)), float(np.median(library))
 
 
+def timed_queries(query, Q, rows: int) -> tuple[list[float], list[dict]]:
+    """Seconds and answers of one query vector per request, after a 20-query warm-up."""
+    for q in range(min(20, rows)):  # warm-up: connection, map cache, numba
+        query(Q[q:q + 1])
+    latencies, answers = [], []
+    for q in range(rows):
+        start = time.perf_counter()
+        answers.append(query(Q[q:q + 1]))
+        latencies.append(time.perf_counter() - start)
+    return latencies, answers
+
+
 def bench_http(client: FeatureHashClient, store: redis.Redis, spec: dict, options: dict, name: str,
                X, Q, G, tenth) -> dict:
+    """Codes-only index (options without vectors) or exact one (with vectors and forest_rows: also
+    queried with TARGET_RECALL)."""
     index = client.create_index(spec["id"], name=name, **options)
-    ids = [str(i) for i in range(len(X))]
+    n = X.shape[0]
+    ids = [str(i) for i in range(n)]
     before = used_memory(store)
     start = time.perf_counter()
     client.add_items(name, ids, X, binary=True, batch_rows=INSERT_BATCH)
     insert_seconds = time.perf_counter() - start
-    memory = (used_memory(store) - before) / len(X)
-    breakdown = memory_breakdown(store, index["key_prefix"].encode(), len(X))
-    for q in range(min(20, len(Q))):  # warm-up: connection, map cache, numba
-        client.query_index(name, Q[q:q + 1], top_k=10)
-    latencies, found, candidates = [], [], []
-    for q in range(len(Q)):
-        start = time.perf_counter()
-        answer = client.query_index(name, Q[q:q + 1], top_k=10)
-        latencies.append(time.perf_counter() - start)
-        found.append([hit["id"] for hit in answer["results"][0]])
-        candidates.append(answer["candidates"][0])
+    memory = (used_memory(store) - before) / n
+    breakdown = memory_breakdown(store, index["key_prefix"].encode(), n)
+    latencies, answers = timed_queries(lambda row: client.query_index(name, row, top_k=10), Q, Q.shape[0])
+    found = [[hit["id"] for hit in answer["results"][0]] for answer in answers]
     start = time.perf_counter()
-    batch = client.query_index(name, Q, top_k=10, binary=True)
+    batch = client.query_index(name, Q, top_k=10, binary=not sp.issparse(Q))
     batch_seconds = time.perf_counter() - start
     wide = client.query_index(name, Q, top_k=1000)  # every candidate, ranked: did the buckets find the top-10?
-    found_by_buckets = candidate_recall([[hit["id"] for hit in row] for row in wide["results"]], G, tenth)
-    return {"index": index, "insert_per_s": len(X) / insert_seconds, "bytes_per_item": memory, "memory": breakdown,
-            "latency_ms": percentiles_ms(latencies), "recall": recall_at_10(found, G, tenth),
-            "candidate_recall": found_by_buckets, "candidates": float(np.mean(candidates)) / len(X),
-            "batch_query_per_s": len(Q) / batch_seconds, "found": found,
-            "batch_same": [[hit["id"] for hit in row] for row in batch["results"]] == found}
+    result = {"index": index, "insert_per_s": n / insert_seconds, "bytes_per_item": memory, "memory": breakdown,
+              "latency_ms": percentiles_ms(latencies), "recall": recall_at_10(found, G, tenth),
+              "candidate_recall": candidate_recall([[hit["id"] for hit in row] for row in wide["results"]], G, tenth),
+              "candidates": float(np.mean([a["candidates"][0] for a in answers])) / n,
+              "batch_query_per_s": Q.shape[0] / batch_seconds, "found": found,
+              "batch_same": [[hit["id"] for hit in row] for row in batch["results"]] == found,
+              "predicted": s_curve_prediction(G, tenth, index["bands"], index["rows"])}
+    if index["forest_rows"]:
+        latencies, answers = timed_queries(
+            lambda row: client.query_index(name, row, target_recall=TARGET_RECALL, top_k=10, binary=False), Q, Q.shape[0])
+        result["target"] = {
+            "latency_ms": percentiles_ms(latencies),
+            "recall": recall_at_10([[hit["id"] for hit in a["results"][0]] for a in answers], G, tenth),
+            "candidates": float(np.mean([a["candidates"][0] for a in answers])) / n,
+            "estimated_recall": float(np.mean([a["estimated_recall"][0] for a in answers])),
+            "rows_probed": np.bincount([a["rows_probed"][0] for a in answers], minlength=index["rows"] + 1)}
+    return result
 
 
 def bench_library(store: redis.Redis, spec: dict, options: dict, name: str, X, Q) -> dict:
     indexes = LSHIndexes(store, "featurehash:")
     index = indexes.create(create_map(spec), name=name, **options)
-    ids = [str(i) for i in range(len(X))]
+    ids = [str(i) for i in range(X.shape[0])]
     start = time.perf_counter()
-    for batch in range(0, len(X), 5000):
+    for batch in range(0, X.shape[0], 5000):
         index.add(ids[batch:batch + 5000], X[batch:batch + 5000])
     insert_seconds = time.perf_counter() - start
-    for q in range(min(20, len(Q))):
+    for q in range(min(20, Q.shape[0])):
         index.query(Q[q:q + 1])
     latencies, found = [], []
-    for q in range(len(Q)):
+    for q in range(Q.shape[0]):
         start = time.perf_counter()
         result = index.query(Q[q:q + 1], top_k=10)
         latencies.append(time.perf_counter() - start)
         found.append([item_id for item_id, _ in result.results[0]])
     indexes.delete(name)
-    return {"insert_per_s": len(X) / insert_seconds, "latency_ms": percentiles_ms(latencies), "found": found}
+    return {"insert_per_s": X.shape[0] / insert_seconds, "latency_ms": percentiles_ms(latencies), "found": found}
 
 
 def bench_datasketch(socket_path: str, store: redis.Redis, spec: dict, bands: int, rows: int, X, Q) -> dict | None:
@@ -268,7 +355,7 @@ def bench_datasketch(socket_path: str, store: redis.Redis, spec: dict, bands: in
         for i, row in enumerate(codes):
             session.insert(str(i), LeanMinHash(seed=1, hashvalues=row, scheme="legacy"))
     insert_seconds = time.perf_counter() - start
-    memory = (used_memory(store) - before) / len(X)
+    memory = (used_memory(store) - before) / X.shape[0]
     latencies = []
     for row in query_codes:
         start = time.perf_counter()
@@ -277,17 +364,24 @@ def bench_datasketch(socket_path: str, store: redis.Redis, spec: dict, bands: in
     keys = list(store.scan_iter(match=basename + b"*", count=5000))
     for batch in range(0, len(keys), 5000):
         store.unlink(*keys[batch:batch + 5000])
-    return {"insert_per_s": len(X) / insert_seconds, "latency_ms": percentiles_ms(latencies), "bytes_per_item": memory}
+    return {"insert_per_s": X.shape[0] / insert_seconds, "latency_ms": percentiles_ms(latencies), "bytes_per_item": memory}
 
 
 # -- the run ------------------------------------------------------------------------------------------
 
-def run(args) -> bool:
+def vector_bytes(X) -> str:
+    """Bytes a stored vector takes in each encoding (mean over the data set's first 1,000 rows)."""
+    sample = X[:1000]
+    return ", ".join(f"{kind} {np.mean([len(blob) for blob in VectorCodec(kind, X.shape[1]).pack(sample)]):.0f}"
+                     for kind in ("sparse", "float32", "float16"))
+
+
+def run(args, say) -> bool:
     rows, agree = [], True
     with running_server() as (base_url, socket_path), FeatureHashClient(base_url, timeout=600) as client:
         store = redis.Redis(unix_socket_path=socket_path)
-        print(f"server {base_url}, embedded Redis {store.info('server')['redis_version']} "
-              f"({store.info('memory')['mem_allocator']})")
+        say(f"server {base_url}, embedded Redis {store.info('server')['redis_version']} "
+            f"({store.info('memory')['mem_allocator']})")
         for name in args.datasets:
             started = time.perf_counter()
             X, Q = DATA[name](args.queries)
@@ -295,46 +389,71 @@ def run(args) -> bool:
             map_request, options = SETTINGS[name]
             spec = client.create_map(map_request["method"], X.shape[1], map_request["n_components"],
                                      seed=map_request["seed"])
-            print(f"\n{name}: {X.shape[0]} x {X.shape[1]}, {len(Q)} queries; exact 10th-neighbour GMM: median "
-                  f"{np.median(tenth):.3f}, 5th percentile {np.percentile(tenth, 5):.3f}")
+            say(f"\n{name}: {X.shape[0]} x {X.shape[1]}{' sparse' if sp.issparse(X) else ''}, {Q.shape[0]} queries; "
+                f"exact 10th-neighbour GMM: median {np.median(tenth):.3f}, 5th percentile {np.percentile(tenth, 5):.3f}")
             http = bench_http(client, store, spec, options, f"bench-{name}", X, Q, G, tenth)
             index = http["index"]
-            print(f"  index: k={index['n_codes']}, threshold {index['threshold']} -> bands L={index['bands']} of "
-                  f"r={index['rows']} codes; P(candidate) at the threshold "
-                  f"{index['collision_probability_at_threshold']:.3f}, half point {index['half_point']:.3f}")
-            library = bench_library(store, spec, options, f"bench-{name}-library", X, Q)
-            agree &= library["found"] == http["found"] and http["batch_same"]
+            say(f"  index: k={index['n_codes']}, threshold {index['threshold']} -> bands L={index['bands']} of "
+                f"r={index['rows']} codes; P(candidate) at the threshold "
+                f"{index['collision_probability_at_threshold']:.3f}, half point {index['half_point']:.3f}")
+            library = None
+            if not args.no_library:
+                library = bench_library(store, spec, options, f"bench-{name}-library", X, Q)
+                agree &= library["found"] == http["found"]
+            agree &= http["batch_same"]
+            client.delete_index(f"bench-{name}")
+            exact = bench_http(client, store, spec, {**options, **EXACT[name], "bands": index["bands"],
+                                                     "rows": index["rows"]}, f"bench-{name}-exact", X, Q, G, tenth)
+            agree &= exact["batch_same"]
+            client.delete_index(f"bench-{name}-exact")
             brute_fast, brute_library = brute_force_seconds(Q, X, args.brute_force_queries)
             sketch = None if args.no_datasketch else bench_datasketch(socket_path, store, spec, index["bands"],
                                                                        index["rows"], X, Q)
-            client.delete_index(f"bench-{name}")
-            m = http["memory"]
-            print(f"  memory per item: {http['bytes_per_item']:.0f} B (INFO used_memory); record "
-                  f"{m['record']:.0f} B + {m['bucket_keys_per_item']:.1f} bucket keys x "
-                  f"{m['buckets'] / max(m['bucket_keys_per_item'], 1e-9):.0f} B")
-            print(f"  exact top-10 among the candidates: {http['candidate_recall']:.3f} (before re-ranking)")
+            for label, result in (("codes only", http), (f"exact ({EXACT[name]['vectors']} vectors, forest "
+                                                         f"{EXACT[name]['forest_rows']})", exact)):
+                m = result["memory"]
+                say(f"  memory per item, {label}: {result['bytes_per_item']:.0f} B (INFO used_memory) = record "
+                    f"{m['record']:.0f} B + {m['bucket_keys_per_item']:.1f} band bucket keys {m['buckets']:.0f} B"
+                    + (f" + forest buckets {m['forest']:.0f} B" if m["forest"] else ""))
+            say(f"  a stored vector, bytes by encoding: {vector_bytes(X)}")
+            say(f"  exact top-10 among the candidates (before re-ranking): {http['candidate_recall']:.3f}; S-curve "
+                f"prediction {http['predicted']:.3f}; recall@10 codes-only {http['recall']:.3f}, exact "
+                f"{exact['recall']:.3f} ({exact['recall'] / http['predicted']:.3f}x the prediction)")
+            target = exact["target"]
+            say(f"  target_recall {TARGET_RECALL}: recall@10 {target['recall']:.3f}, estimated {target['estimated_recall']:.3f}, "
+                f"candidates {100 * target['candidates']:.2f}% (plain {100 * exact['candidates']:.2f}%), "
+                f"p50/p99 {target['latency_ms'][0]:.2f}/{target['latency_ms'][1]:.2f} ms; last level probed (rows: "
+                f"queries) { {r: int(c) for r, c in enumerate(target['rows_probed']) if c} }")
             if sketch:
-                print(f"  datasketch MinHashLSH (Redis storage, same codes and bands, candidates only): insert "
-                      f"{sketch['insert_per_s']:.0f}/s, query p50/p99 {sketch['latency_ms'][0]:.2f}/"
-                      f"{sketch['latency_ms'][1]:.2f} ms, {sketch['bytes_per_item']:.0f} B/item")
-            print(f"  ({time.perf_counter() - started:.0f} s)")
-            rows.append((name, http, library, brute_fast, brute_library))
+                say(f"  datasketch MinHashLSH (Redis storage, same codes and bands, candidates only): insert "
+                    f"{sketch['insert_per_s']:.0f}/s, query p50/p99 {sketch['latency_ms'][0]:.2f}/"
+                    f"{sketch['latency_ms'][1]:.2f} ms, {sketch['bytes_per_item']:.0f} B/item")
+            say(f"  ({time.perf_counter() - started:.0f} s)")
+            rows.append((name, http, exact, library, brute_fast, brute_library))
         store.close()
 
-    print("\nrecall@10 vs exact GMM top-10; candidates = items re-ranked per query / index size; latency of one "
-          "query vector per request (HTTP: JSON over keep-alive; library: sync LSHIndex over the unix socket)")
-    header = (f"{'data set':15s} {'recall@10':>9s} {'cand %':>7s} {'HTTP p50':>9s} {'p99 ms':>7s} {'lib p50':>8s} "
-              f"{'p99 ms':>7s} {'brute ms':>9s} {'gmm() ms':>9s} {'speed-up':>8s} {'insert/s HTTP':>13s} "
-              f"{'lib':>7s} {'B/item':>7s} {'batch q/s':>9s}")
-    print(header)
-    for name, http, library, brute_fast, brute_library in rows:
-        print(f"{name:15s} {http['recall']:9.3f} {100 * http['candidates']:7.2f} {http['latency_ms'][0]:9.2f} "
-              f"{http['latency_ms'][1]:7.2f} {library['latency_ms'][0]:8.2f} {library['latency_ms'][1]:7.2f} "
-              f"{brute_fast * 1e3:9.1f} {brute_library * 1e3:9.1f} {brute_fast * 1e3 / http['latency_ms'][0]:7.1f}x "
-              f"{http['insert_per_s']:13.0f} {library['insert_per_s']:7.0f} {http['bytes_per_item']:7.0f} "
-              f"{http['batch_query_per_s']:9.0f}")
-    print("speed-up = numpy brute force (brute ms) / HTTP p50; gmm() ms = the same search with featurehash.kernels.gmm")
-    print(f"library answers equal the HTTP answers (and the batch query's): {agree}")
+    say("\nrecall@10 vs exact GMM top-10; cand % = items re-ranked per query / index size; latency of one query "
+        "vector per request over HTTP (JSON, keep-alive); S-curve = the recall exact re-ranking should give")
+    say(f"{'data set':15s} {'S-curve':>7s} | {'codes: recall':>13s} {'cand %':>6s} {'p50':>5s} {'p99':>5s} "
+        f"{'B/item':>6s} {'ins/s':>6s} | {'exact: recall':>13s} {'/pred':>5s} {'p50':>5s} {'p99':>5s} {'B/item':>6s} "
+        f"{'ins/s':>6s} | {'target 0.9: recall':>18s} {'est':>5s} {'cand %':>6s} {'p50':>5s} {'p99':>5s} | "
+        f"{'brute ms':>8s}")
+    for name, http, exact, library, brute_fast, brute_library in rows:
+        target = exact["target"]
+        say(f"{name:15s} {http['predicted']:7.3f} | {http['recall']:13.3f} {100 * http['candidates']:6.2f} "
+            f"{http['latency_ms'][0]:5.2f} {http['latency_ms'][1]:5.2f} {http['bytes_per_item']:6.0f} "
+            f"{http['insert_per_s']:6.0f} | {exact['recall']:13.3f} {exact['recall'] / http['predicted']:5.3f} "
+            f"{exact['latency_ms'][0]:5.2f} {exact['latency_ms'][1]:5.2f} {exact['bytes_per_item']:6.0f} "
+            f"{exact['insert_per_s']:6.0f} | {target['recall']:18.3f} {target['estimated_recall']:5.3f} "
+            f"{100 * target['candidates']:6.2f} {target['latency_ms'][0]:5.2f} {target['latency_ms'][1]:5.2f} | "
+            f"{brute_fast * 1e3:8.1f}")
+    if not args.no_library:
+        say(f"{'data set':15s} {'lib p50':>8s} {'p99 ms':>7s} {'lib insert/s':>12s} {'gmm() ms':>9s} {'batch q/s':>9s}")
+        for name, http, exact, library, brute_fast, brute_library in rows:
+            say(f"{name:15s} {library['latency_ms'][0]:8.2f} {library['latency_ms'][1]:7.2f} "
+                f"{library['insert_per_s']:12.0f} {brute_library * 1e3:9.1f} {http['batch_query_per_s']:9.0f}")
+    say("brute ms = exact top-10 by numpy over the whole set, one query; gmm() ms = with featurehash.kernels.gmm")
+    say(f"library answers equal the HTTP answers (and the batch queries'): {agree}")
     return agree
 
 
@@ -344,15 +463,25 @@ def main() -> None:
     parser.add_argument("--datasets", default=",".join(DATA), help=f"comma-separated, from {', '.join(DATA)}")
     parser.add_argument("--brute-force-queries", type=int, default=20, help="timed exact searches (numpy)")
     parser.add_argument("--no-datasketch", action="store_true", help="skip the datasketch comparison")
+    parser.add_argument("--no-library", action="store_true", help="skip the library (sync LSHIndex) comparison")
+    parser.add_argument("--write", action="store_true", help=f"also write the report to {RESULTS}")
     args = parser.parse_args()
     args.datasets = [name.strip() for name in args.datasets.split(",") if name.strip()]
     unknown = set(args.datasets) - set(DATA)
     if unknown:
         parser.error(f"unknown data sets: {', '.join(sorted(unknown))}")
     signal.signal(signal.SIGTERM, _raise_sigterm)  # unwinds through the finally that stops the server
+    lines: list[str] = []
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+        lines.append(line)
+
     start = time.perf_counter()
-    ok = run(args)
-    print(f"total {time.perf_counter() - start:.0f} s")
+    ok = run(args, say)
+    say(f"total {time.perf_counter() - start:.0f} s")
+    if args.write:
+        RESULTS.write_text("\n".join(lines) + "\n")
     if not ok:
         raise SystemExit("library and HTTP answers differ")
 

@@ -50,7 +50,7 @@ import numpy as np
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
-from featurehash.api.codecs import json_response, npy_response, parse_body, vectors_from
+from featurehash.api.codecs import json_response, parse_body, vectors_from
 from featurehash.client import FeatureHashClient
 from featurehash.maps import OneHotFeatures, create_map
 
@@ -365,6 +365,7 @@ def section_batch(http, clock: ServerClock, cases, batches, repeat) -> dict:
 def server_codec_times(case: Case, X: np.ndarray, local_out, *, binary: bool) -> dict:
     """Seconds, in this process, of the server's decode (parse + rows) and encode steps."""
     if binary:
+        from featurehash.api.codecs import npy_response  # gone from codecs: only this section needs it (left as found)
         request = npy_bytes(X)
         steps = {"decode": lambda: vectors_from(parse_body(request, NPY), "vectors", X.shape[1]),
                  "encode": lambda: npy_response(local_out)}

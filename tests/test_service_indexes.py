@@ -17,6 +17,7 @@ import scipy.sparse as sp
 
 import featurehash.client
 from featurehash.client import FeatureHashAPIError, FeatureHashClient
+from featurehash.kernels import gmm
 from featurehash.maps import METHODS, create_map
 from featurehash.store import LSHIndexes, plan_index
 from service_support import (JSON, MAIN_MAX_BATCH_ROWS, NPY, ServiceProcess, list_all, npy_bytes, sparse_rows,
@@ -26,7 +27,8 @@ from test_lsh_index import assert_layout_consistent
 D = 16
 GCWS64 = {"method": "gcws", "input_dim": D, "n_components": 64, "seed": 71}
 INDEX_KEYS = {"id", "name", "map_id", "method", "n_codes", "bands", "rows", "threshold", "recall_at_threshold",
-              "bands_chosen_by", "collision_probability_at_threshold", "half_point", "items", "key_prefix"}
+              "bands_chosen_by", "collision_probability_at_threshold", "half_point", "items", "key_prefix", "vectors",
+              "ranking", "forest_rows"}
 
 
 def positive_rows(seed: int, n: int) -> np.ndarray:
@@ -92,7 +94,7 @@ def test_create_get_list_delete(service_client, main_maps):
     plan = plan_index(create_map(gcws), name="svc-basic", threshold=0.5)
     assert (body["bands"], body["rows"], body["n_codes"]) == (plan.bands, plan.rows, 16)
     assert body["bands_chosen_by"] == "threshold" and body["collision_probability_at_threshold"] >= 0.9
-    assert body["items"] == 0 and body["key_prefix"].endswith("index:svc-basic:")
+    assert body["items"] == 0 and body["key_prefix"].endswith("index:{svc-basic}:")
 
     again = service_client.post("/v1/indexes", json=request)
     assert again.status_code == 200 and again.json() == body
@@ -158,16 +160,57 @@ def test_items_and_queries_are_the_library_in_every_encoding(main_server, server
         assert by_json.status_code == 200, by_json.text
         assert by_json.json() == by_npy.json() == by_sparse.json()
         body = by_json.json()
-        assert set(body) == {"results", "candidates"} and len(body["results"]) == 12
+        assert set(body) == {"results", "candidates", "estimated_recall", "rows_probed"} and len(body["results"]) == 12
         assert [row[0]["id"] for row in body["results"]] == ids[:12]
         library = indexes.open("svc-encodings").query(Q, top_k=5)
         assert results_as_tuples(body) == library.results and body["candidates"] == library.candidates
+        assert body["estimated_recall"] == library.estimated_recall and body["rows_probed"] == [4] * 12
         floor = post_json(http, f"{path}/query", {"vectors": Q.tolist(), "top_k": 60, "min_similarity": 0.8})
         assert results_as_tuples(floor.json()) == indexes.open("svc-encodings").query(
             Q, top_k=60, min_similarity=0.8).results
         assert all(found["similarity"] >= 0.8 for row in floor.json()["results"] for found in row)
         assert_layout_consistent(raw, indexes.open("svc-encodings"))
         assert http.delete(f"{path}").status_code == 204
+
+
+def test_exact_reranking_and_target_recall_over_http(main_server, server_redis):
+    """An index keeping float16 vectors with a forest: similarities are the exact GMM of the stored
+    vectors, target_recall widens the search (JSON body or query parameter with .npy), and the
+    answers are the library's."""
+    indexes, raw = server_redis
+    X = positive_rows(21, 120)
+    Q = near_copies(X[:6], 22, noise=0.6)
+    with main_server.client() as http:
+        spec = http.post("/v1/maps", json=GCWS64).json()
+        created = http.post("/v1/indexes", json={"map_id": spec["id"], "name": "svc-exact", "bands": 8, "rows": 8,
+                                                 "vectors": "float16", "forest_rows": [6, 4, 2]})
+        assert created.status_code == 201, created.text
+        assert (created.json()["vectors"], created.json()["ranking"], created.json()["forest_rows"]) == (
+            "float16", "exact", [6, 4, 2])
+        path = "/v1/indexes/svc-exact"
+        assert post_json(http, f"{path}/items", {"ids": [f"x{i}" for i in range(120)],
+                                                 "vectors": X.tolist()}).status_code == 200
+        plain = post_json(http, f"{path}/query", {"vectors": Q.tolist(), "top_k": 5}).json()
+        wide = post_json(http, f"{path}/query", {"vectors": Q.tolist(), "top_k": 5, "target_recall": 0.95}).json()
+        by_npy = http.post(f"{path}/query", content=npy_bytes(Q), headers={"Content-Type": NPY},
+                           params={"top_k": 5, "target_recall": 0.95}).json()
+        assert wide == by_npy
+        assert plain["rows_probed"] == [8] * 6 and min(wide["rows_probed"]) < 8
+        assert all(r >= 0.95 or rows == 2 for r, rows in zip(wide["estimated_recall"], wide["rows_probed"]))
+        library = indexes.open("svc-exact").query(Q, top_k=5, target_recall=0.95)
+        assert results_as_tuples(wide) == library.results and wide["estimated_recall"] == library.estimated_recall
+        exact = gmm(Q, X)
+        for q, row in enumerate(wide["results"]):
+            for found in row:  # float16 storage: ~1e-3 relative per entry
+                assert abs(found["similarity"] - exact[q, int(found["id"][1:])]) < 2e-3
+        bad = post_json(http, f"{path}/query", {"vectors": Q.tolist(), "target_recall": 1.5})
+        assert bad.status_code == 422 and bad.json()["field"] == "target_recall"
+        for field, value in (("vectors", "float64"), ("forest_rows", [9])):
+            refused = http.post("/v1/indexes", json={"map_id": spec["id"], "name": "svc-bad", "bands": 8, "rows": 8,
+                                                     field: value})
+            assert refused.status_code == 422 and refused.json()["field"].startswith(field), refused.text
+        assert_layout_consistent(raw, indexes.open("svc-exact"))
+        assert http.delete(path).status_code == 204
 
 
 def test_replaced_and_deleted_items_never_come_back(main_server, server_redis):

@@ -278,9 +278,10 @@ class _Operations:
 
     def create_index(self, map_id: str, *, name: str | None = None, bands: int | None = None,
                      rows: int | None = None, threshold: float | None = None,
-                     recall_at_threshold: float | None = None) -> Operation:
+                     recall_at_threshold: float | None = None, vectors: str | None = None,
+                     forest_rows: list[int] | None = None) -> Operation:
         options = {"name": name, "bands": bands, "rows": rows, "threshold": threshold,
-                   "recall_at_threshold": recall_at_threshold}
+                   "recall_at_threshold": recall_at_threshold, "vectors": vectors, "forest_rows": forest_rows}
         body = {"map_id": map_id, **{key: value for key, value in options.items() if value is not None}}
         return (yield _json_call("POST", "/v1/indexes", body)).json()
 
@@ -320,8 +321,10 @@ class _Operations:
         return (yield _json_call("POST", f"/v1/indexes/{_segment(index_id)}/items/delete", {"ids": ids})).json()
 
     def query_index(self, index_id: str, X, *, top_k: int = 10, min_similarity: float = 0.0,
-                    binary: bool = True) -> Operation:
+                    target_recall: float | None = None, binary: bool = True) -> Operation:
         options = {"top_k": top_k, "min_similarity": min_similarity}
+        if target_recall is not None:
+            options["target_recall"] = target_recall
         response = yield _vectors_call(f"/v1/indexes/{_segment(index_id)}/query", X, "vectors", binary,
                                        options=options)
         return orjson.loads(response.content)
@@ -418,10 +421,14 @@ class FeatureHashClient:
         return self._run(_OPERATIONS.kernel(map_id, X, Y, binary=binary))
 
     def create_index(self, map_id: str, *, name: str | None = None, bands: int | None = None, rows: int | None = None,
-                     threshold: float | None = None, recall_at_threshold: float | None = None) -> IndexInfo:
-        """The index (chosen bands and rows included); an existing one of that name if it matches."""
+                     threshold: float | None = None, recall_at_threshold: float | None = None,
+                     vectors: str | None = None, forest_rows: list[int] | None = None) -> IndexInfo:
+        """The index (chosen bands and rows included); an existing one of that name if it matches.
+        `vectors` ("sparse", "float32", "float16") keeps items' vectors for exact re-ranking;
+        `forest_rows` adds shorter band prefixes that a query with target_recall can widen to."""
         return self._run(_OPERATIONS.create_index(map_id, name=name, bands=bands, rows=rows, threshold=threshold,
-                                                  recall_at_threshold=recall_at_threshold))
+                                                  recall_at_threshold=recall_at_threshold, vectors=vectors,
+                                                  forest_rows=forest_rows))
 
     def get_index(self, index_id: str) -> IndexInfo:
         return self._run(_OPERATIONS.get_index(index_id))
@@ -446,10 +453,11 @@ class FeatureHashClient:
         return self._run(_OPERATIONS.delete_items(index_id, ids))
 
     def query_index(self, index_id: str, X, *, top_k: int = 10, min_similarity: float = 0.0,
-                    binary: bool = True) -> QueryAnswer:
-        """Per row of X its neighbours, best first, and the number of candidates re-ranked."""
+                    target_recall: float | None = None, binary: bool = True) -> QueryAnswer:
+        """Per row of X its neighbours, best first, and the number of candidates re-ranked; with
+        target_recall the search widens until the S-curve promises it ("estimated_recall", "rows_probed")."""
         return self._run(_OPERATIONS.query_index(index_id, X, top_k=top_k, min_similarity=min_similarity,
-                                                 binary=binary))
+                                                 target_recall=target_recall, binary=binary))
 
     def healthz(self) -> dict[str, Any]:
         return self._run(_OPERATIONS.healthz())
@@ -535,9 +543,11 @@ class AsyncFeatureHashClient:
 
     async def create_index(self, map_id: str, *, name: str | None = None, bands: int | None = None,
                            rows: int | None = None, threshold: float | None = None,
-                           recall_at_threshold: float | None = None) -> IndexInfo:
+                           recall_at_threshold: float | None = None, vectors: str | None = None,
+                           forest_rows: list[int] | None = None) -> IndexInfo:
         return await self._run(_OPERATIONS.create_index(map_id, name=name, bands=bands, rows=rows,
-                                                        threshold=threshold, recall_at_threshold=recall_at_threshold))
+                                                        threshold=threshold, recall_at_threshold=recall_at_threshold,
+                                                        vectors=vectors, forest_rows=forest_rows))
 
     async def get_index(self, index_id: str) -> IndexInfo:
         return await self._run(_OPERATIONS.get_index(index_id))
@@ -559,9 +569,9 @@ class AsyncFeatureHashClient:
         return await self._run(_OPERATIONS.delete_items(index_id, ids))
 
     async def query_index(self, index_id: str, X, *, top_k: int = 10, min_similarity: float = 0.0,
-                          binary: bool = True) -> QueryAnswer:
+                          target_recall: float | None = None, binary: bool = True) -> QueryAnswer:
         return await self._run(_OPERATIONS.query_index(index_id, X, top_k=top_k, min_similarity=min_similarity,
-                                                       binary=binary))
+                                                       target_recall=target_recall, binary=binary))
 
     async def healthz(self) -> dict[str, Any]:
         return await self._run(_OPERATIONS.healthz())

@@ -107,7 +107,8 @@ def _top_k(value) -> int:
 def _results_document(result: QueryResult) -> Response:
     return json_response({"results": [[{"id": item_id, "similarity": similarity} for item_id, similarity in found]
                                       for found in result.results],
-                          "candidates": result.candidates})
+                          "candidates": result.candidates, "estimated_recall": result.estimated_recall,
+                          "rows_probed": result.rows_probed})
 
 
 # -- the index resource ----------------------------------------------------------------------------
@@ -120,7 +121,8 @@ async def create_index(request: Request, state: ServiceState = Depends(get_state
     fields = parse_model(await request.body(), request.headers.get("content-type"), CreateIndexRequest)
     feature_map = await state.load_map(fields.map_id)
     index = await state.indexes.create(feature_map, name=fields.name, bands=fields.bands, rows=fields.rows,
-                                       threshold=fields.threshold, recall_at_threshold=fields.recall_at_threshold)
+                                       threshold=fields.threshold, recall_at_threshold=fields.recall_at_threshold,
+                                       vectors=fields.vectors, forest_rows=fields.forest_rows)
     described = await index.describe()
     return json_response(described, status_code=201 if index.created else 200,
                          headers={"Location": f"/v1/indexes/{described['id']}"})
@@ -198,7 +200,8 @@ async def delete_items(index_id: str, request: Request, state: ServiceState = De
              openapi_extra=body_doc(IndexQueryRequest, query=QUERY_OPTIONS))
 async def query_index(index_id: str, request: Request, state: ServiceState = Depends(get_state)):
     """Candidates from the query's band buckets (one pipelined round trip for the batch), re-ranked
-    by the match fraction of all k codes."""
+    by the exact kernel on stored vectors (or the match fraction of all k codes); with target_recall,
+    widened over the forest levels until the S-curve promises it."""
     raw = await request.body()
     index = await _open(state, index_id)
     content_type, max_rows = request.headers.get("content-type"), state.settings.max_batch_rows
@@ -207,10 +210,11 @@ async def query_index(index_id: str, request: Request, state: ServiceState = Dep
         body = parse_body(raw, content_type)
         top_k = _top_k(_query_option(body, request, "top_k", 10))
         min_similarity = _query_option(body, request, "min_similarity", 0.0)
+        target_recall = _query_option(body, request, "target_recall", None)
         X = _vectors(body, index, max_rows)
         BATCH_ROWS.labels("index_query").observe(X.shape[0])
-        return X, top_k, min_similarity
+        return X, top_k, min_similarity, target_recall
 
-    X, top_k, min_similarity = await _cpu(len(raw) <= SMALL_BODY_BYTES, decode)
-    result = await index.query(X, top_k=top_k, min_similarity=min_similarity)
+    X, top_k, min_similarity, target_recall = await _cpu(len(raw) <= SMALL_BODY_BYTES, decode)
+    result = await index.query(X, top_k=top_k, min_similarity=min_similarity, target_recall=target_recall)
     return await _cpu(len(result.results) <= SMALL_ANSWER_ROWS, _results_document, result)

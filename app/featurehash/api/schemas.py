@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..maps import METHODS
 from ..maps.spec import MAX_COMPONENTS, MAX_INPUT_DIM, MAX_SEED
-from ..store.lsh_indexes import DEFAULT_RECALL_AT_THRESHOLD, DEFAULT_THRESHOLD
+from ..store.lsh_indexes import DEFAULT_RECALL_AT_THRESHOLD, DEFAULT_THRESHOLD, MAX_FOREST_LEVELS
 from ..store.lsh_layout import MAX_ITEM_ID_BYTES
 
 
@@ -109,6 +109,13 @@ class CreateIndexRequest(BaseModel):
     recall_at_threshold: float = Field(default=DEFAULT_RECALL_AT_THRESHOLD, gt=0, lt=1, strict=True,
                                        description="probability that an item exactly at the threshold becomes a "
                                        "candidate; the choice minimises the false-positive area under that constraint")
+    vectors: Literal["none", "sparse", "float32", "float16"] = Field(
+        default="none", description="keep each item's vector to re-rank candidates by the exact kernel (GMM/pGMM for "
+        "gcws, Laplacian for binning): 'sparse' (4 + 8 nnz bytes), 'float32' (4 d), 'float16' (2 d + 4); 'none' "
+        "ranks by the match fraction of the k codes")
+    forest_rows: list[Annotated[int, Field(ge=1, strict=True)]] | None = Field(
+        default=None, max_length=MAX_FOREST_LEVELS, description="shorter band prefixes (row counts below rows) also "
+        "stored, each adding `bands` buckets per item: the levels a query with target_recall widens to")
 
 
 class IndexResponse(BaseModel):
@@ -125,6 +132,9 @@ class IndexResponse(BaseModel):
     collision_probability_at_threshold: float = Field(description="1 - (1 - threshold^rows)^bands")
     half_point: float = Field(description="similarity with collision probability 1/2")
     items: int
+    vectors: str = Field(default="none", description="how item vectors are kept ('none': codes only)")
+    ranking: str = Field(default="codes", description="'exact' (the map's kernel on stored vectors) or 'codes'")
+    forest_rows: list[int] = Field(default_factory=list, description="band prefix lengths a query can widen to")
     key_prefix: str = Field(description="every Redis key of the index starts with it")
 
 
@@ -159,6 +169,8 @@ class DeleteItemsResponse(BaseModel):
 class IndexQueryRequest(VectorsRequest):
     top_k: int = Field(default=10, ge=1, description="neighbours per query vector (query parameter with .npy)")
     min_similarity: float = Field(default=0.0, ge=0, le=1, description="drop estimates below it")
+    target_recall: float | None = Field(default=None, ge=0, le=1, description="widen the search over the forest "
+                                        "levels until the S-curve gives this recall at the k-th result's similarity")
 
 
 class Neighbour(BaseModel):
@@ -169,6 +181,9 @@ class Neighbour(BaseModel):
 class IndexQueryResponse(BaseModel):
     results: list[list[Neighbour]] = Field(description="per query vector, best first")
     candidates: list[int] = Field(description="per query vector, the distinct items re-ranked")
+    estimated_recall: list[float] = Field(description="per query vector, the S-curve's probability that an item as "
+                                          "similar as the k-th result became a candidate, at the level probed")
+    rows_probed: list[int] = Field(description="per query vector, the band prefix length of the level probed last")
 
 
 class ErrorResponse(BaseModel):

@@ -14,6 +14,10 @@ Pr[some band of L collides] = 1 - (1 - s^r)^L: the S-curve.
   digest mixes its r fingerprints into 64 bits (seeded by the band), computed for all
   rows and bands at once; a spurious bucket share only adds a candidate that re-ranking
   then scores by its real match fraction.
+- `exact_similarities`: the kernel the codes estimate (GMM / pGMM for GCWS, Laplacian for
+  binning), of one query against stored candidates, for exact re-ranking; O(nnz) for sparse
+  candidates. `collision_probability` at a similarity is the chance an item of that similarity
+  becomes a candidate: with exact re-ranking it is the item's chance to be returned.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import hashlib
 import math
 
 import numpy as np
+import scipy.sparse as sp
 
 from .errors import InputError
 
@@ -57,13 +62,15 @@ def code_fingerprints(codes: np.ndarray) -> np.ndarray:
     return (_mix64(words + _FINGERPRINT_SALT) >> np.uint64(32)).astype(FINGERPRINT_DTYPE)
 
 
-def band_digests(fingerprints: np.ndarray, bands: int, rows: int) -> np.ndarray:
+def band_digests(fingerprints: np.ndarray, bands: int, rows: int, prefix: int | None = None) -> np.ndarray:
     """uint64 digests (n, bands) of each band's `rows` fingerprints: band b covers samples
-    b*rows .. (b+1)*rows - 1; samples past bands*rows take part in re-ranking only."""
+    b*rows .. (b+1)*rows - 1; samples past bands*rows take part in re-ranking only. With
+    `prefix` < rows, the digests of each band's first `prefix` samples (a forest level: two
+    vectors that share a band also share every prefix of it)."""
     n = fingerprints.shape[0]
     blocks = fingerprints[:, :bands * rows].reshape(n, bands, rows).astype(np.uint64)
     digests = np.broadcast_to(_mix64(np.arange(bands, dtype=np.uint64) + _BAND_SALT), (n, bands))
-    for sample in range(rows):
+    for sample in range(rows if prefix is None else prefix):
         digests = _mix64(digests ^ blocks[:, :, sample])
     return digests
 
@@ -84,6 +91,53 @@ def best_matches(similarities: np.ndarray, tie_breaks: np.ndarray, top_k: int,
         eligible = eligible[similarities[eligible] >= kth]
     order = np.lexsort((tie_breaks[eligible], -similarities[eligible]))
     return eligible[order[:top_k]]
+
+
+def _l1_distances(query: np.ndarray, candidates) -> np.ndarray:
+    """||query - row||_1 for each row of candidates (dense (m, d) or CSR), query dense (d,)."""
+    if not sp.issparse(candidates):
+        return np.abs(candidates - query).sum(axis=1)
+    candidates = sp.csr_matrix(candidates)
+    owners = np.repeat(np.arange(candidates.shape[0]), np.diff(candidates.indptr))
+    at = query[candidates.indices]
+    # |q - v|_1 = |q|_1 + sum over the row's nonzeros of (|q_j - v_j| - |q_j|)
+    change = np.bincount(owners, np.abs(at - candidates.data) - np.abs(at), minlength=candidates.shape[0])
+    return np.abs(query).sum() + change
+
+
+def exact_similarities(method: str, params: dict, query: np.ndarray, candidates) -> np.ndarray:
+    """The similarity a code match estimates, of `query` (d,) to each candidate row (float64).
+
+    gcws: pGMM(x, y) = sum min(u~, v~) / sum max(u~, v~) with u~ the split vector raised to
+    `power` (featurehash.kernels.gmm). Written with t(x) = sign(x) |x|^p, for which the split
+    parts give |u~ - v~|_1 = ||t(x) - t(y)||_1 and sum u~ = ||t(x)||_1, through
+    min + max = u~ + v~ and max - min = |u~ - v~|: pGMM = (S - D) / (S + D), S = ||t(x)||_1 +
+    ||t(y)||_1, D = ||t(x) - t(y)||_1. All vectors are first divided by one common scale (the
+    ratio does not change), so no power overflows. Two zero vectors: 1.
+    binning: the Laplacian kernel exp(-gamma ||x - y||_1).
+    """
+    if method == "binning":
+        return np.exp(-params["gamma"] * _l1_distances(query, candidates))
+    if method != "gcws":
+        raise ValueError(f"no exact re-ranking for '{method}' codes")
+    power = params.get("power", 1.0)
+    peak = max(float(np.abs(query).max(initial=0.0)), float(abs(candidates).max()) if candidates.shape[0] else 0.0)
+    scale = 1.0 / peak if peak > 0 else 1.0
+    def signed_power(values):
+        return np.sign(values) * np.abs(values * scale) ** power
+
+    q = signed_power(query)
+    if sp.issparse(candidates):
+        candidates = sp.csr_matrix(candidates, copy=True)
+        candidates.data = signed_power(candidates.data)
+        sums = np.asarray(abs(candidates).sum(axis=1)).ravel()
+    else:
+        candidates = signed_power(candidates)
+        sums = np.abs(candidates).sum(axis=1)
+    total = np.abs(q).sum() + sums
+    distance = _l1_distances(q, candidates)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total + distance > 0, (total - distance) / (total + distance), 1.0)
 
 
 # -- the S-curve -----------------------------------------------------------------------------

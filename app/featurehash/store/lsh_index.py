@@ -5,12 +5,15 @@
     from featurehash.store import LSHIndexes
 
     indexes = LSHIndexes(redis.Redis.from_url(url), key_prefix="featurehash:")
-    index = indexes.create(create_map(spec), name="docs", threshold=0.7)  # or indexes.open("docs")
+    index = indexes.create(create_map(spec), name="docs", threshold=0.7,  # or indexes.open("docs")
+                           vectors="float32", forest_rows=[3, 2])  # optional: exact ranking, widening
     index.add(ids, X)                        # adds or replaces, in pipelined transactions
     index.query(Q, top_k=10).results         # [[(id, similarity), ...] per row of Q]
+    index.query(Q, target_recall=0.9).estimated_recall  # widened until the S-curve promises 0.9
     index.remove(["a", "b"]); indexes.delete("docs")
 
-`AsyncLSHIndexes` / `AsyncLSHIndex` do the same over redis.asyncio (the service uses them).
+`AsyncLSHIndexes` / `AsyncLSHIndex` do the same over redis.asyncio (the service uses them); both
+accept Redis Cluster clients (every key of an index shares one hash slot).
 This module is one index (items and queries); featurehash.store.lsh_indexes creates, lists and
 deletes them. The numerics (fingerprints, band digests, the S-curve, ranking) are
 featurehash.maps.lsh, the key layout featurehash.store.lsh_layout; each operation is written once as a
@@ -25,24 +28,45 @@ meanwhile makes it fail for good. So a record and its bucket memberships change 
 a replaced or removed item never stays in a bucket it left, and nothing is written under a
 deleted index's keys.
 Queries: one pipelined round trip of SUNIONs (one per query vector over its L buckets),
-one of MGETs of the candidates' records, then re-ranking by the match fraction of all k
-fingerprints. A candidate whose record is gone (removed meanwhile) is skipped.
+one of MGETs of the candidates' records, then re-ranking: by the exact similarity of the
+map's kernel (featurehash.maps.lsh.exact_similarities) when the index keeps vectors
+(`vectors`: "sparse", "float32", "float16"; featurehash.store.lsh_vectors), else by the
+match fraction of all k fingerprints. A candidate whose record is gone is skipped.
+
+With exact re-ranking a true neighbour of similarity s is returned exactly when it became a
+candidate, with probability P(s) = 1 - (1 - s^r)^L (the S-curve; the ranking adds no noise,
+which with codes-only ranking costs about a fifth of the found neighbours at k = 256). Recall
+you can ask for (`target_recall`): after re-ranking, the k-th result's similarity s_k bounds
+the similarity of every true top-k item from below, so P(s_k) bounds the expected recall
+from below; it is returned as `estimated_recall`. While it is below the target, the search
+widens. Of the three ways to widen (probe more bands, multi-probe, a forest of prefix
+lengths), the forest is used: more bands cannot help an index whose L bands already cover
+the k codes (the planner's usual case), and multi-probing needs neighbouring bucket values,
+which GCWS codes (argmin samples) do not have. Instead the index may store, for each band,
+the buckets of its first r' < r codes for a few r' (`forest_rows`); two vectors that share a
+band share all its prefixes, so the level with r' rows finds a superset, with the S-curve
+1 - (1 - s^r')^L. The query jumps to the first level whose curve reaches the target at s_k
+(the deepest if none does), fetches only the new candidates, re-ranks and checks again.
+Each level costs L more buckets per item (memory and insert time); without a forest the
+query reports the recall it achieved and cannot widen.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..maps import FeatureMap, InputError
-from ..maps.lsh import band_digests, best_matches, code_fingerprints, match_fractions
+from ..maps.lsh import (band_digests, best_matches, code_fingerprints, collision_probability, exact_similarities,
+                        match_fractions)
 from .lsh_layout import (IndexConfig, IndexLayout, check_fraction, check_item_ids, check_positive_int, item_number,
-                         pack_record, unpack_records)
+                         pack_record, unpack_records_and_vectors)
+from .lsh_vectors import VectorCodec
 from .redis_steps import Compute, RoundTrip, Transaction, check_client, run_async, run_sync
 
 WRITE_BATCH_COMMANDS = 10_000   # per transaction: bounds how long its script blocks Redis (~10 ms)
@@ -96,6 +120,10 @@ class IndexConflict(Exception):
 class QueryResult:
     results: list[list[tuple[str, float]]]  # per query vector: (id, similarity), best first
     candidates: list[int]                   # per query vector: distinct items re-ranked
+    # per query vector: the S-curve's probability that an item as similar as the k-th result
+    # (or as min_similarity, when fewer were found) became a candidate, at the level probed
+    estimated_recall: list[float] = field(default_factory=list)
+    rows_probed: list[int] = field(default_factory=list)  # per query vector: the band prefix length used
 
 
 def _small_input(X, n_codes: int) -> bool:
@@ -112,6 +140,47 @@ def _small_input(X, n_codes: int) -> bool:
 
 # -- one index: items and queries -------------------------------------------------------------
 
+class _CandidatePool:
+    """The records a query batch fetched so far, decoded, sorted by item number."""
+
+    def __init__(self, config: IndexConfig, codec: VectorCodec | None):
+        self.config, self.codec = config, codec
+        self.fetched = np.empty(0, np.int64)  # every number asked for (records gone included)
+        self.numbers = np.empty(0, np.int64)  # those with a record
+        self.fingerprints = np.empty((0, config.n_codes), np.uint32)
+        self.ids: list[str] = []
+        self.vectors = None
+
+    def missing(self, numbers: np.ndarray) -> np.ndarray:
+        return np.setdiff1d(numbers, self.fetched, assume_unique=True)
+
+    def add(self, numbers: np.ndarray, records: list[bytes | None]) -> None:
+        self.fetched = np.union1d(self.fetched, numbers)
+        live = [row for row, record in enumerate(records) if record is not None]
+        if not live:
+            return
+        fingerprints, ids, vectors = unpack_records_and_vectors([records[row] for row in live], self.config.n_codes,
+                                                                self.codec)
+        all_numbers = np.concatenate([self.numbers, numbers[live]])
+        order = np.argsort(all_numbers, kind="stable")
+        self.numbers = all_numbers[order]
+        self.fingerprints = np.vstack([self.fingerprints, fingerprints])[order]
+        joined = self.ids + ids
+        self.ids = [joined[row] for row in order]
+        if vectors is not None:
+            if self.vectors is not None:
+                vectors = sp.vstack([self.vectors, vectors], format="csr") if sp.issparse(vectors) \
+                    else np.vstack([self.vectors, vectors])
+            self.vectors = vectors[order]
+
+    def rows_of(self, numbers: np.ndarray) -> np.ndarray:
+        """Positions of the numbers that have a record."""
+        rows = np.searchsorted(self.numbers, numbers)
+        inside = rows < self.numbers.size
+        rows, numbers = rows[inside], numbers[inside]
+        return rows[self.numbers[rows] == numbers]
+
+
 class _IndexSteps:
     """The operations on one index as step generators (no I/O)."""
 
@@ -123,7 +192,8 @@ class _IndexSteps:
         self.redis = redis
         self.config = config
         self.feature_map = feature_map
-        self.layout = IndexLayout(key_prefix, config.name)
+        self.layout = IndexLayout(key_prefix, config.name, config.layout)
+        self.codec = VectorCodec.for_storage(config.vectors, feature_map.input_dim)
         self.items_when_opened = items
         self.created = False
         self._meta = config.to_json() if meta is None else meta
@@ -138,8 +208,22 @@ class _IndexSteps:
             raise InputError("vectors", f"the map gave {codes.shape[1]} codes, the index expects {self.config.n_codes}")
         return code_fingerprints(codes)
 
+    def _encode(self, X) -> tuple[np.ndarray, list[bytes] | None]:
+        """Fingerprints and, if the index keeps vectors, each row's packed vector."""
+        X = self.feature_map.check(X, "vectors")
+        return self._fingerprints(X), None if self.codec is None else self.codec.pack(X)
+
+    def _level_keys(self, fingerprints: np.ndarray, level: int) -> list[list[bytes]]:
+        """Per row, its L bucket keys at a level (0: the bands; then the forest's prefixes)."""
+        if level == 0:
+            return self.layout.buckets(band_digests(fingerprints, self.config.bands, self.config.rows))
+        prefix = self.config.levels[level]
+        return self.layout.buckets(band_digests(fingerprints, self.config.bands, self.config.rows, prefix), prefix)
+
     def _bucket_keys(self, fingerprints: np.ndarray) -> list[list[bytes]]:
-        return self.layout.buckets(band_digests(fingerprints, self.config.bands, self.config.rows))
+        """Per row, every bucket it belongs to (all levels)."""
+        per_level = [self._level_keys(fingerprints, level) for level in range(len(self.config.levels))]
+        return [[key for keys in row for key in keys] for row in zip(*per_level)]
 
     def _check_meta(self, stored: bytes | None) -> None:
         if stored is None:
@@ -149,10 +233,10 @@ class _IndexSteps:
                                 "configuration during the request; retry")
 
     def _batch_size(self) -> int:
-        return max(1, WRITE_BATCH_COMMANDS // (2 * self.config.bands + 2))
+        return max(1, WRITE_BATCH_COMMANDS // (2 * self.config.bands * len(self.config.levels) + 2))
 
     def _add_steps(self, ids, X):
-        fingerprints = yield Compute(self._fingerprints, (X,), inline=_small_input(X, self.config.n_codes))
+        fingerprints, vectors = yield Compute(self._encode, (X,), inline=_small_input(X, self.config.n_codes))
         ids = check_item_ids(ids, fingerprints.shape[0])
         item_numbers = [item_number(item_id) for item_id in ids]
         added, total = 0, self.items_when_opened
@@ -161,20 +245,25 @@ class _IndexSteps:
             records = [self.layout.record(number) for number in item_numbers[batch]]
             outcome: dict[str, int] = {}
             writes = functools.partial(self._upsert_commands, ids[batch], item_numbers[batch], fingerprints[batch],
-                                       records, start, outcome)
+                                       None if vectors is None else vectors[batch], records, start, outcome)
             replies = yield Transaction([self.layout.meta, *records], ("MGET", self.layout.meta, *records), writes,
                                         inline=len(records) <= INLINE_ROWS)
             added, total = added + outcome["added"], int(replies[-1])
         return {"added": added, "replaced": len(ids) - added, "items": total}
 
-    def _upsert_commands(self, ids, item_numbers, fingerprints, records, offset, outcome, read) -> list[tuple]:
+    def _unpack(self, records: list[bytes]) -> tuple[np.ndarray, list[str]]:
+        fingerprints, ids, _ = unpack_records_and_vectors(records, self.config.n_codes, self.codec)
+        return fingerprints, ids
+
+    def _upsert_commands(self, ids, item_numbers, fingerprints, vectors, records, offset, outcome,
+                         read) -> list[tuple]:
         self._check_meta(read[0])
         stored = read[1:]
         new_keys = self._bucket_keys(fingerprints)
         old_keys: dict[int, list[bytes]] = {}
         replaced = [row for row, record in enumerate(stored) if record is not None]
         if replaced:
-            old_fingerprints, old_ids = unpack_records([stored[row] for row in replaced], self.config.n_codes)
+            old_fingerprints, old_ids = self._unpack([stored[row] for row in replaced])
             for row, old_id, keys in zip(replaced, old_ids, self._bucket_keys(old_fingerprints)):
                 if old_id != ids[row]:
                     raise InputError(f"ids[{offset + row}]", f"its 63-bit item number equals that of stored item "
@@ -189,7 +278,8 @@ class _IndexSteps:
                 now, before = set(new_keys[row]), set(previous)
                 leaving = [key for key in previous if key not in now]
                 joining = [key for key in new_keys[row] if key not in before]
-            writes.append((records[row], number, leaving, joining, pack_record(fingerprints[row], ids[row])))
+            record = pack_record(fingerprints[row], ids[row], b"" if vectors is None else vectors[row])
+            writes.append((records[row], number, leaving, joining, record))
         outcome["added"] = len(item_numbers) - len(replaced)
         return [self._write_command(writes, outcome["added"])]
 
@@ -222,51 +312,86 @@ class _IndexSteps:
         present = [row for row, record in enumerate(read[1:]) if record is not None]
         writes, outcome["removed"] = [], []
         if present:
-            fingerprints, stored_ids = unpack_records([read[1 + row] for row in present], self.config.n_codes)
+            fingerprints, stored_ids = self._unpack([read[1 + row] for row in present])
             for row, stored_id, keys in zip(present, stored_ids, self._bucket_keys(fingerprints)):
                 if stored_id == ids[row]:  # else another id's record under the same number: this one is not stored
                     writes.append((records[row], item_numbers[row], keys, [], b""))
                     outcome["removed"].append(ids[row])
         return [self._write_command(writes, -len(writes))] if writes else []
 
-    def _query_plan(self, X) -> tuple[np.ndarray, list[list[bytes]]]:
-        fingerprints = self._fingerprints(X)
-        return fingerprints, self._bucket_keys(fingerprints)
+    # -- queries ---------------------------------------------------------------------------------
 
-    def _query_steps(self, X, top_k: int, min_similarity: float):
+    def _query_plan(self, X) -> tuple[Any, np.ndarray, list[list[list[bytes]]]]:
+        """The checked vectors, their fingerprints and their bucket keys at every level."""
+        X = self.feature_map.check(X, "vectors")
+        fingerprints = self._fingerprints(X)
+        return X, fingerprints, [self._level_keys(fingerprints, level) for level in range(len(self.config.levels))]
+
+    def _query_steps(self, X, top_k: int, min_similarity: float, target_recall: float | None = None):
+        """Probe level 0 (the bands); re-rank; while the S-curve at the k-th result's similarity is
+        below `target_recall`, probe the shortest-needed forest level and re-rank the union."""
         top_k = check_positive_int(top_k, "top_k")
         min_similarity = check_fraction(min_similarity, "min_similarity")
-        fingerprints, bucket_keys = yield Compute(self._query_plan, (X,), inline=_small_input(X, self.config.n_codes))
-        unions = yield RoundTrip([("SUNION", *keys) for keys in bucket_keys])
-        per_query = [np.fromiter((int(member) for member in members), dtype=np.int64, count=len(members))
-                     for members in unions]
-        candidates = np.unique(np.concatenate(per_query)) if per_query else np.empty(0, np.int64)
-        records: list[bytes | None] = []
-        if candidates.size:
-            keys = [self.layout.record(int(number)) for number in candidates]
-            replies = yield RoundTrip([("MGET", *keys[start:start + READ_BATCH_KEYS])
-                                       for start in range(0, len(keys), READ_BATCH_KEYS)])
-            records = [record for reply in replies for record in reply]
-        small = len(per_query) <= INLINE_ROWS and candidates.size * self.config.n_codes <= INLINE_COMPARISONS
-        return (yield Compute(self._rank, (fingerprints, per_query, candidates, records, top_k, min_similarity),
-                              inline=small))
+        if target_recall is not None:
+            target_recall = check_fraction(target_recall, "target_recall")
+        X, fingerprints, level_keys = yield Compute(self._query_plan, (X,),
+                                                    inline=_small_input(X, self.config.n_codes))
+        n = fingerprints.shape[0]
+        pool = _CandidatePool(self.config, self.codec)
+        found = [np.empty(0, np.int64) for _ in range(n)]
+        level = [0] * n
+        outcome: list[tuple] = [None] * n
+        active = list(range(n))
+        while active:
+            unions = yield RoundTrip([("SUNION", *level_keys[level[q]][q]) for q in active])
+            for q, members in zip(active, unions):
+                found[q] = np.union1d(found[q], np.fromiter((int(m) for m in members), np.int64, len(members)))
+            wanted = pool.missing(np.unique(np.concatenate([found[q] for q in active])))
+            records: list[bytes | None] = []
+            if wanted.size:
+                keys = [self.layout.record(int(number)) for number in wanted]
+                replies = yield RoundTrip([("MGET", *keys[start:start + READ_BATCH_KEYS])
+                                           for start in range(0, len(keys), READ_BATCH_KEYS)])
+                records = [record for reply in replies for record in reply]
+            total = sum(found[q].size for q in active)
+            small = len(active) <= INLINE_ROWS and total * self.config.n_codes <= INLINE_COMPARISONS
+            ranked = yield Compute(self._rank, (X, fingerprints, active, found, pool, wanted, records, top_k,
+                                                min_similarity), inline=small)
+            widen = []
+            for q, (best, count, kth) in zip(active, ranked):
+                rows = self.config.levels[level[q]]
+                recall = float(collision_probability(kth, self.config.bands, rows))
+                outcome[q] = (best, count, recall, rows)
+                if target_recall is not None and recall < target_recall and level[q] + 1 < len(self.config.levels):
+                    level[q] = self._next_level(kth, target_recall, level[q])
+                    widen.append(q)
+            active = widen
+        return QueryResult(*(list(column) for column in zip(*outcome))) if n else QueryResult([], [], [], [])
 
-    def _rank(self, fingerprints, per_query, candidates, records, top_k, min_similarity) -> QueryResult:
-        present = np.array([record is not None for record in records], dtype=bool)
-        live_numbers = candidates[present] if candidates.size else candidates
-        live_fingerprints, live_ids = unpack_records([record for record in records if record is not None],
-                                                     self.config.n_codes)
-        results, counts = [], []
-        for query, numbers_found in zip(fingerprints, per_query):
-            rows = np.searchsorted(live_numbers, numbers_found)
-            inside = rows < live_numbers.size
-            rows, numbers_found = rows[inside], numbers_found[inside]
-            rows = rows[live_numbers[rows] == numbers_found]  # drops the candidates whose record is gone
-            similarities = match_fractions(query, live_fingerprints[rows])
-            best = best_matches(similarities, live_numbers[rows], top_k, min_similarity)
-            results.append([(live_ids[rows[i]], float(similarities[i])) for i in best])
-            counts.append(int(rows.size))
-        return QueryResult(results, counts)
+    def _next_level(self, similarity: float, target_recall: float, level: int) -> int:
+        """The first deeper level whose S-curve reaches the target at `similarity`, else the deepest."""
+        for deeper in range(level + 1, len(self.config.levels)):
+            if collision_probability(similarity, self.config.bands, self.config.levels[deeper]) >= target_recall:
+                return deeper
+        return len(self.config.levels) - 1
+
+    def _rank(self, X, fingerprints, active, found, pool, wanted, records, top_k, min_similarity) -> list[tuple]:
+        """Per active query: ((id, similarity) best first, candidates ranked, the k-th similarity)."""
+        if wanted.size:
+            pool.add(wanted, records)
+        ranked = []
+        for q in active:
+            rows = pool.rows_of(found[q])  # drops the candidates whose record is gone
+            if self.codec is None or rows.size == 0:
+                similarities = match_fractions(fingerprints[q], pool.fingerprints[rows])
+            else:
+                query = X[q].toarray().ravel() if sp.issparse(X) else np.asarray(X[q], dtype=np.float64)
+                similarities = exact_similarities(self.config.map_spec["method"], self.config.map_spec["params"],
+                                                  query, pool.vectors[rows])
+            best = best_matches(similarities, pool.numbers[rows], top_k, min_similarity)
+            kth = float(similarities[best[top_k - 1]]) if best.size >= top_k else min_similarity
+            ranked.append(([(pool.ids[rows[i]], float(similarities[i])) for i in best], int(rows.size), kth))
+        return ranked
 
     def _describe_steps(self):
         meta, count = (yield RoundTrip([("MGET", self.layout.meta, self.layout.count)]))[0]
@@ -285,8 +410,11 @@ class LSHIndex(_IndexSteps):
         """Remove items by id; returns the ids that were stored."""
         return run_sync(self.redis, self._remove_steps(ids))
 
-    def query(self, X, *, top_k: int = 10, min_similarity: float = 0.0) -> QueryResult:
-        return run_sync(self.redis, self._query_steps(X, top_k, min_similarity))
+    def query(self, X, *, top_k: int = 10, min_similarity: float = 0.0,
+              target_recall: float | None = None) -> QueryResult:
+        """The top_k neighbours of each row of X; with target_recall, the search widens over the
+        forest levels until the S-curve promises it at the k-th result's similarity."""
+        return run_sync(self.redis, self._query_steps(X, top_k, min_similarity, target_recall))
 
     def describe(self) -> dict[str, Any]:
         return run_sync(self.redis, self._describe_steps())
@@ -305,8 +433,9 @@ class AsyncLSHIndex(_IndexSteps):
     async def remove(self, ids: list[str]) -> list[str]:
         return await run_async(self.redis, self._remove_steps(ids), self.offload)
 
-    async def query(self, X, *, top_k: int = 10, min_similarity: float = 0.0) -> QueryResult:
-        return await run_async(self.redis, self._query_steps(X, top_k, min_similarity), self.offload)
+    async def query(self, X, *, top_k: int = 10, min_similarity: float = 0.0,
+                    target_recall: float | None = None) -> QueryResult:
+        return await run_async(self.redis, self._query_steps(X, top_k, min_similarity, target_recall), self.offload)
 
     async def describe(self) -> dict[str, Any]:
         return await run_async(self.redis, self._describe_steps(), self.offload)

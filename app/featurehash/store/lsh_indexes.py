@@ -1,14 +1,21 @@
 """Create, open, list and delete LSH indexes (featurehash.store.lsh_index) in Redis.
 
 An index is created under a name the user picks (or one generated): its keys are
-`{key_prefix}index:{name}:*` (featurehash.store.lsh_layout), the same in every run and process,
-and it is registered in the sorted set `{key_prefix}indexes`. Creating a name again with the
-same map and banding returns the stored index (idempotent); another configuration is a
-conflict. Deleting forgets the index atomically (meta key and registration), so it stops
-serving at once everywhere, then SCANs its keys and UNLINKs them page by page; the name is
-kept in `{key_prefix}indexes:deleting` until that finishes, a crash mid-way is finished by
-the next delete, and the name cannot be reused meanwhile. Writers watch the meta key, so
-none can write under a deleted index once its cleanup has started.
+`{key_prefix}index:{{name}}:*` (featurehash.store.lsh_layout; the braces are a Redis Cluster
+hash tag, so one index lives on one slot), the same in every run and process, and it is
+registered in the sorted set `{key_prefix}indexes`. Creating a name again with the same map,
+banding, vector storage and forest returns the stored index (idempotent); another
+configuration is a conflict. Deleting forgets the index atomically (its meta key goes and a
+`deleting` marker appears in its slot), so it stops serving at once everywhere, then SCANs its
+keys (on the node of its slot) and UNLINKs them page by page; the marker stays until that
+finishes, a crash mid-way is finished by the next delete, and the name cannot be reused
+meanwhile. Writers watch the meta key, so none can write under a deleted index once its
+cleanup has started. The registry is another slot, so it is updated by its own command
+after the index's script: a crash in between leaves a created index unlisted until its
+create is repeated, or a deleted name listed (listing skips names without a meta key).
+
+Indexes created before the hash-tagged layout (layout 1) are found by name in their old keys
+and keep working there, deletion included (standalone Redis, where they were made).
 """
 
 from __future__ import annotations
@@ -23,26 +30,37 @@ import scipy.sparse as sp
 from ..maps import FeatureMap, InputError, create_map
 from ..maps.lsh import check_bands, choose_bands
 from .lsh_index import AsyncLSHIndex, IndexConflict, IndexNotFound, LSHIndex
-from .lsh_layout import (MAX_BANDS, NAME_PATTERN, IndexConfig, IndexLayout, check_fraction, check_name,
-                         check_positive_int)
-from .redis_steps import RoundTrip, check_client, run_async, run_sync
+from .lsh_layout import (LATEST_LAYOUT, MAX_BANDS, NAME_PATTERN, IndexConfig, IndexLayout, check_fraction,
+                         check_name, check_positive_int)
+from .lsh_vectors import VECTOR_STORAGE
+from .redis_steps import RoundTrip, Scan, check_client, run_async, run_sync
 
 DEFAULT_THRESHOLD = 0.8
 DEFAULT_RECALL_AT_THRESHOLD = 0.9
 SCAN_COUNT = 1000
+MAX_FOREST_LEVELS = 8  # each level adds L buckets per item
 
-# Atomic create: refuse a name whose keys are still being deleted; otherwise SET NX + register.
+# Atomic create in the index's slot: refuse a name whose keys are still being deleted; else SET NX.
+# KEYS: meta, deleting marker.
 _CREATE_SCRIPT = """
-if redis.call('ZSCORE', KEYS[3], ARGV[1]) then return {'deleting'} end
+if redis.call('EXISTS', KEYS[2]) == 1 then return {'deleting'} end
 local existing = redis.call('GET', KEYS[1])
 if existing then return {'exists', existing} end
-redis.call('SET', KEYS[1], ARGV[2])
-redis.call('ZADD', KEYS[2], 0, ARGV[1])
+redis.call('SET', KEYS[1], ARGV[1])
 return {'created'}
 """
-# Atomic drop of the index's identity; its other keys are then SCANned and UNLINKed. The name
-# stays in the `deleting` set until that finishes, so a crash mid-way is resumed by the next delete.
+# Atomic drop of the index's identity in its slot: the meta key goes, the marker comes (also when
+# a crashed delete left only the marker). Its other keys are then SCANned and UNLINKed.
 _DROP_SCRIPT = """
+local existed = redis.call('DEL', KEYS[1])
+if existed == 1 or redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('SET', KEYS[2], '1')
+  return 1
+end
+return 0
+"""
+# The same for a layout-1 index (standalone Redis only: its keys span slots).
+_LAYOUT1_DROP_SCRIPT = """
 local existed = redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 if existed == 1 or redis.call('ZSCORE', KEYS[3], ARGV[1]) then
@@ -53,10 +71,28 @@ return 0
 """
 
 
+def check_forest_rows(forest_rows: Any, rows: int) -> tuple[int, ...]:
+    """Distinct row counts below `rows`, at most MAX_FOREST_LEVELS of them, sorted descending."""
+    if forest_rows is None:
+        return ()
+    if not isinstance(forest_rows, (list, tuple)) or len(forest_rows) > MAX_FOREST_LEVELS:
+        raise InputError("forest_rows", f"expected a list of at most {MAX_FOREST_LEVELS} row counts")
+    levels = [check_positive_int(value, "forest_rows") for value in forest_rows]
+    if len(set(levels)) != len(levels) or any(value >= rows for value in levels):
+        raise InputError("forest_rows", f"distinct row counts below the bands' rows ({rows})")
+    return tuple(sorted(levels, reverse=True))
+
+
 def plan_index(feature_map: FeatureMap, *, name: str | None = None, bands: int | None = None,
                rows: int | None = None, threshold: float = DEFAULT_THRESHOLD,
-               recall_at_threshold: float = DEFAULT_RECALL_AT_THRESHOLD) -> IndexConfig:
-    """The configuration of a new index: banding given, or chosen for the threshold."""
+               recall_at_threshold: float = DEFAULT_RECALL_AT_THRESHOLD, vectors: str = "none",
+               forest_rows: list[int] | None = None) -> IndexConfig:
+    """The configuration of a new index: banding given, or chosen for the threshold; `vectors`
+    ("none", "sparse", "float32", "float16") keeps each item's vector for exact re-ranking;
+    `forest_rows` (row counts below `rows`) also stores each band's shorter prefixes, the levels a
+    query with a target recall widens to (featurehash.store.lsh_index)."""
+    if vectors not in VECTOR_STORAGE:
+        raise InputError("vectors", f"one of {', '.join(VECTOR_STORAGE)}")
     if not feature_map.has_hash:
         raise InputError("map_id", f"'{feature_map.spec.method}' maps have no discrete codes (has_hash is false): "
                          "index a map that hashes, such as gcws or binning")
@@ -80,8 +116,11 @@ def plan_index(feature_map: FeatureMap, *, name: str | None = None, bands: int |
     check_bands(n_codes, bands, rows)
     if bands > MAX_BANDS:
         raise InputError("bands", f"at most {MAX_BANDS}")
+    if vectors != "none" and feature_map.spec.method not in ("gcws", "binning"):
+        raise InputError("vectors", f"no exact kernel to re-rank '{feature_map.spec.method}' codes: use \"none\"")
     return IndexConfig(name=name, map_spec=feature_map.describe(), n_codes=n_codes, bands=bands, rows=rows,
-                       threshold=threshold, recall_at_threshold=recall_at_threshold, bands_chosen_by=chosen_by)
+                       threshold=threshold, recall_at_threshold=recall_at_threshold, bands_chosen_by=chosen_by,
+                       vectors=vectors, forest_rows=check_forest_rows(forest_rows, rows), layout=LATEST_LAYOUT)
 
 
 class _RegistrySteps:
@@ -93,74 +132,107 @@ class _RegistrySteps:
         self._deleting = IndexLayout.deleting(key_prefix)
 
     def _create_steps(self, config: IndexConfig):
-        layout = IndexLayout(self.key_prefix, config.name)
+        layout = IndexLayout(self.key_prefix, config.name, config.layout)
         meta = config.to_json()
-        (reply,) = yield RoundTrip([("EVAL", _CREATE_SCRIPT, 3, layout.meta, self._registry, self._deleting,
-                                     config.name, meta)])
-        status = reply[0]
-        if status == b"deleting":
-            raise IndexConflict("name", f"index {config.name!r} is still being deleted; retry shortly")
-        if status == b"exists":
-            stored = IndexConfig.from_json(reply[1])
-            same = (stored.map_spec["id"], stored.bands, stored.rows) == (config.map_spec["id"], config.bands,
-                                                                          config.rows)
-            if not same:
-                raise IndexConflict("name", f"index {config.name!r} exists over map {stored.map_spec['id']} with "
-                                    f"bands={stored.bands}, rows={stored.rows}; delete it or pick another name")
-            return stored, reply[1], False
-        return config, meta, True
+        older = IndexLayout(self.key_prefix, config.name, 1)
+        (stored,) = yield RoundTrip([("GET", older.meta)])
+        if stored is None:
+            (reply,) = yield RoundTrip([("EVAL", _CREATE_SCRIPT, 2, layout.meta, layout.deleting_marker, meta)])
+            if reply[0] == b"deleting":
+                raise IndexConflict("name", f"index {config.name!r} is still being deleted; retry shortly")
+            yield RoundTrip([("ZADD", self._registry, 0, config.name)])  # also repairs a crash before it
+            if reply[0] == b"created":
+                return config, meta, True
+            stored = reply[1]
+        existing = IndexConfig.from_json(stored)
+        if not existing.same_index(config):
+            raise IndexConflict("name", f"index {config.name!r} exists over map {existing.map_spec['id']} with "
+                                f"bands={existing.bands}, rows={existing.rows}, vectors={existing.vectors!r}, "
+                                f"forest_rows={list(existing.forest_rows)}; delete it or pick another name")
+        return existing, stored, False
 
-    def _layout(self, name: str) -> IndexLayout:
+    def _layout(self, name: str, version: int = LATEST_LAYOUT) -> IndexLayout:
         if not isinstance(name, str) or not NAME_PATTERN.match(name):
             raise IndexNotFound(name)  # no index can have that name
-        return IndexLayout(self.key_prefix, name)
+        return IndexLayout(self.key_prefix, name, version)
 
     def _load_steps(self, name: str):
-        layout = self._layout(name)
-        meta, count = (yield RoundTrip([("MGET", layout.meta, layout.count)]))[0]
-        if meta is None:
-            raise IndexNotFound(name)
-        return IndexConfig.from_json(meta), meta, int(count or 0)
+        """(configuration, stored meta, item count): the current layout first, then layout 1."""
+        for version in (LATEST_LAYOUT, 1):
+            layout = self._layout(name, version)
+            commands = [("MGET", layout.meta, layout.count)] if version == LATEST_LAYOUT else \
+                [("GET", layout.meta), ("GET", layout.count)]  # layout 1's keys may lie on two slots
+            replies = yield RoundTrip(commands)
+            meta, count = replies[0] if version == LATEST_LAYOUT else replies
+            if meta is not None:
+                return IndexConfig.from_json(meta), meta, int(count or 0)
+        raise IndexNotFound(name)
 
     def _describe_steps(self, name: str):
         config, _, items = yield from self._load_steps(name)
-        return config.describe(self._layout(name), items)
+        return config.describe(self._layout(name, config.layout), items)
 
     def _list_steps(self, after: str | None, limit: int):
         start = b"(" + after.encode() if after else b"-"
         (names,) = yield RoundTrip([("ZRANGEBYLEX", self._registry, start, b"+", "LIMIT", 0, limit + 1)])
         page, more = [name.decode() for name in names[:limit]], len(names) > limit
-        if not page:
-            return [], None
         layouts = [IndexLayout(self.key_prefix, name) for name in page]
-        (metas,) = yield RoundTrip([("MGET", *[key for layout in layouts for key in (layout.meta, layout.count)])])
-        described = [IndexConfig.from_json(meta).describe(layout, int(count or 0))
-                     for layout, meta, count in zip(layouts, metas[::2], metas[1::2]) if meta is not None]
+        found = yield RoundTrip([("MGET", layout.meta, layout.count) for layout in layouts])  # one slot each
+        older = [IndexLayout(self.key_prefix, name, 1) for (meta, _), name in zip(found, page) if meta is None]
+        if older:
+            replies = iter((yield RoundTrip([command for layout in older
+                                             for command in (("GET", layout.meta), ("GET", layout.count))])))
+            old_found = {layout.name: (next(replies), next(replies)) for layout in older}
+            found = [old_found.get(name, pair) if pair[0] is None else pair for name, pair in zip(page, found)]
+        described = []
+        for name, (meta, count) in zip(page, found):
+            if meta is not None:  # else registered but deleted (or its create crashed before writing it)
+                config = IndexConfig.from_json(meta)
+                described.append(config.describe(IndexLayout(self.key_prefix, name, config.layout), int(count or 0)))
         return described, (page[-1] if more else None)
 
     def _delete_steps(self, name: str):
         """Forget the index at once, then UNLINK its keys page by page; the number of keys removed."""
         layout = self._layout(name)
-        (existed,) = yield RoundTrip([("EVAL", _DROP_SCRIPT, 3, layout.meta, self._registry, self._deleting, name)])
+        (existed,) = yield RoundTrip([("EVAL", _DROP_SCRIPT, 2, layout.meta, layout.deleting_marker)])
+        if existed:
+            yield RoundTrip([("ZREM", self._registry, name)])
+            removed = yield from self._unlink_steps(layout, keep=layout.deleting_marker)
+            yield RoundTrip([("DEL", layout.deleting_marker)])
+            return removed
+        return (yield from self._delete_layout1_steps(name))
+
+    def _delete_layout1_steps(self, name: str):
+        layout = self._layout(name, 1)
+        meta, pending = yield RoundTrip([("EXISTS", layout.meta), ("ZSCORE", self._deleting, name)])
+        if not meta and pending is None:  # checked apart first: on a cluster the script below is cross-slot
+            raise IndexNotFound(name)
+        (existed,) = yield RoundTrip([("EVAL", _LAYOUT1_DROP_SCRIPT, 3, layout.meta, self._registry, self._deleting,
+                                       name)])
         if not existed:
             raise IndexNotFound(name)
-        cursor, removed = 0, 0
-        while True:
-            ((cursor, keys),) = yield RoundTrip([("SCAN", cursor, "MATCH", layout.scan_pattern(), "COUNT", SCAN_COUNT)])
-            if keys:
-                removed += (yield RoundTrip([("UNLINK", *keys)]))[0]
-            if cursor == 0:
-                break
+        removed = yield from self._unlink_steps(layout)
         yield RoundTrip([("ZREM", self._deleting, name)])
         return removed
+
+    def _unlink_steps(self, layout: IndexLayout, keep: bytes | None = None):
+        cursor, removed = 0, 0
+        while True:
+            cursor, keys = yield Scan(layout.scan_pattern(), cursor, SCAN_COUNT, layout.meta)
+            keys = [key for key in keys if key != keep]
+            if keys:
+                removed += (yield RoundTrip([("UNLINK", *keys)]))[0]
+            if int(cursor) == 0:
+                return removed
 
 
 class LSHIndexes(_RegistrySteps):
     """Create, open, list and delete indexes over a sync `redis.Redis`."""
 
     def create(self, feature_map: FeatureMap, **options: Any) -> LSHIndex:
-        """A new index (options: name, bands, rows, threshold, recall_at_threshold), or the
-        stored one of that name if it has the same map and banding (`.created` tells)."""
+        """A new index (options: name, bands, rows, threshold, recall_at_threshold, vectors,
+        forest_rows; see plan_index), or the stored one of that name if it has the same map,
+        banding, vectors and forest (`.created` tells)."""
         config, meta, created = run_sync(self.redis, self._create_steps(plan_index(feature_map, **options)))
         index = LSHIndex(self.redis, config, feature_map, self.key_prefix, meta=meta)
         index.created = created

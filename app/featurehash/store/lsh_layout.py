@@ -1,16 +1,28 @@
 """Where an LSH index lives in Redis, and how its values are packed.
 
-Keys (P = `{key_prefix}index:{name}:`; the name is chosen by the user, so the keys of an
-index are the same in every run and every process, and an index is found again by name):
+Keys (P = `{key_prefix}index:{{name}}:`, the index name in braces as a Redis Cluster hash tag,
+so that every key of one index hashes to one slot and its scripts, transactions and
+pipelines are valid on a cluster; the name is chosen by the user, so the keys of an index
+are the same in every run and every process, and an index is found again by name):
 
     {key_prefix}indexes      sorted set of index names (scores 0: lists in name order)
-    {key_prefix}indexes:deleting  names whose keys are still being removed
     P meta                   JSON: the index's configuration and its map's resolved spec
     P count                  number of items (integer string)
-    P i<8 bytes>             item record: the k code fingerprints (uint32 little-endian)
-                             followed by the item id (UTF-8)
+    P deleting               present while the index's keys are being removed
+    P i<8 bytes>             item record: the k code fingerprints (uint32 little-endian),
+                             then the item's vector if the index keeps them
+                             (featurehash.store.lsh_vectors), then the item id (UTF-8)
     P b<2 bytes><8 bytes>    bucket: a set of item numbers; band (big-endian u16) and the
                              band's 64-bit digest (featurehash.maps.lsh.band_digests)
+    P p<1 byte><2 bytes><8 bytes>  bucket of a shorter prefix (forest level): its row
+                             count, the band, the digest of the band's first rows codes
+
+Layout versions: indexes created before hash tags (meta without "layout", read as layout 1)
+keep their keys `{key_prefix}index:{name}:*` and are opened, queried, written and deleted
+there as before (standalone Redis only); a name is looked up in both places, and new
+indexes get layout 2 (the keys above). Layout 1 used a global `{key_prefix}indexes:deleting`
+set, which a cluster cannot update in one script with the index's keys; layout 2 keeps the
+marker inside the index's slot instead.
 
 An item's number is the top 63 bits of BLAKE2b(id) (so no id -> number table is stored,
 and writers need no allocation step); the record keeps the id, which is how a query
@@ -28,7 +40,8 @@ share them: measured 1.7 KB (k = 128, L = 17) and 4.5 KB (k = 512, L = 33) per i
 20,000-vector sets, where datasketch's MinHashLSH with Redis storage, on the same codes and
 bands, took 4.6 KB and 14.2 KB. The bucket keys dominate for small k: prefer short index
 names (part of every key) and the fewest bands that meet the recall (what choose_bands does).
-Keys of one index span hash slots: standalone Redis (or a primary with replicas), not Cluster.
+A stored vector adds 4 d bytes (float32), 2 d + 4 (float16) or 4 + 8 nnz (sparse); each
+forest level adds L buckets per item.
 """
 
 from __future__ import annotations
@@ -44,6 +57,7 @@ import orjson
 
 from ..maps.errors import InputError
 from ..maps.lsh import FINGERPRINT_DTYPE, collision_probability, half_point
+from .lsh_vectors import VectorCodec
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_ITEM_ID_BYTES = 512
@@ -102,15 +116,23 @@ def item_number(item_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(item_id.encode(), digest_size=8).digest(), "big") >> 1
 
 
-class IndexLayout:
-    """The key names of one index (bytes, since bucket and record keys are binary)."""
+LATEST_LAYOUT = 2
 
-    def __init__(self, key_prefix: str, name: str):
+
+class IndexLayout:
+    """The key names of one index (bytes, since bucket and record keys are binary).
+    `version` 2: hash-tagged keys (one cluster slot per index); 1: the keys of indexes created before."""
+
+    def __init__(self, key_prefix: str, name: str, version: int = LATEST_LAYOUT):
+        if version not in (1, LATEST_LAYOUT):
+            raise ValueError(f"unknown index layout {version}")
         self.key_prefix = key_prefix
         self.name = name
-        self.prefix = f"{key_prefix}index:{name}:".encode()
+        self.version = version
+        self.prefix = (f"{key_prefix}index:{{{name}}}:" if version == 2 else f"{key_prefix}index:{name}:").encode()
         self.meta = self.prefix + b"meta"
         self.count = self.prefix + b"count"
+        self.deleting_marker = self.prefix + b"deleting"
 
     @staticmethod
     def registry(key_prefix: str) -> bytes:
@@ -118,15 +140,18 @@ class IndexLayout:
 
     @staticmethod
     def deleting(key_prefix: str) -> bytes:
+        """Layout 1's set of names whose keys are still being removed."""
         return f"{key_prefix}indexes:deleting".encode()
 
     def record(self, number: int) -> bytes:
         return self.prefix + b"i" + number.to_bytes(8, "big")
 
-    def buckets(self, digests: np.ndarray) -> list[list[bytes]]:
-        """Bucket keys of digest rows (n, L): one list of L keys per row."""
+    def buckets(self, digests: np.ndarray, prefix_rows: int | None = None) -> list[list[bytes]]:
+        """Bucket keys of digest rows (n, L): one list of L keys per row; `prefix_rows` names a
+        forest level (digests of each band's first prefix_rows codes), None the index's bands."""
         n, bands = digests.shape
-        heads = [self.prefix + b"b" + band.to_bytes(2, "big") for band in range(bands)]
+        head = self.prefix + (b"b" if prefix_rows is None else b"p" + prefix_rows.to_bytes(1, "big"))
+        heads = [head + band.to_bytes(2, "big") for band in range(bands)]
         raw = np.ascontiguousarray(digests, dtype="<u8").tobytes()
         return [[heads[band] + raw[8 * (row * bands + band):8 * (row * bands + band + 1)] for band in range(bands)]
                 for row in range(n)]
@@ -136,15 +161,25 @@ class IndexLayout:
         return _GLOB_SPECIALS.sub(rb"\\\1", self.prefix) + b"*"
 
 
-def pack_record(fingerprints: np.ndarray, item_id: str) -> bytes:
-    return np.ascontiguousarray(fingerprints, dtype=FINGERPRINT_DTYPE).tobytes() + item_id.encode()
+def pack_record(fingerprints: np.ndarray, item_id: str, vector: bytes = b"") -> bytes:
+    return np.ascontiguousarray(fingerprints, dtype=FINGERPRINT_DTYPE).tobytes() + vector + item_id.encode()
 
 
 def unpack_records(records: list[bytes], n_codes: int) -> tuple[np.ndarray, list[str]]:
-    """Fingerprints (m, k) and ids of packed records."""
+    """Fingerprints (m, k) and ids of packed records of a codes-only index."""
+    fingerprints, ids, _ = unpack_records_and_vectors(records, n_codes, None)
+    return fingerprints, ids
+
+
+def unpack_records_and_vectors(records: list[bytes], n_codes: int, codec: VectorCodec | None):
+    """Fingerprints (m, k), ids and the stored vectors (None without a codec) of packed records."""
     width = n_codes * FINGERPRINT_DTYPE.itemsize
     fingerprints = np.frombuffer(b"".join(record[:width] for record in records), dtype=FINGERPRINT_DTYPE)
-    return fingerprints.reshape(len(records), n_codes), [record[width:].decode() for record in records]
+    tails = [record[width:] for record in records]
+    vectors = None
+    if codec is not None:
+        vectors, tails = codec.unpack(tails)
+    return fingerprints.reshape(len(records), n_codes), [tail.decode() for tail in tails], vectors
 
 
 MAX_BANDS = 2**16 - 1  # the band number is 2 bytes of a bucket key
@@ -152,7 +187,9 @@ MAX_BANDS = 2**16 - 1  # the band number is 2 bytes of a bucket key
 
 @dataclass(frozen=True)
 class IndexConfig:
-    """What `P meta` holds: the index's name, its map's resolved spec and its banding."""
+    """What `P meta` holds: the index's name, its map's resolved spec, its banding, the stored
+    vectors' encoding, the forest levels and the key layout. Fields added later have defaults
+    that describe the indexes created before them (codes only, no forest, layout 1)."""
 
     name: str
     map_spec: dict[str, Any]
@@ -162,13 +199,28 @@ class IndexConfig:
     threshold: float
     recall_at_threshold: float
     bands_chosen_by: str  # "threshold" (choose_bands) or "request" (bands/rows given)
+    vectors: str = "none"  # featurehash.store.lsh_vectors.VECTOR_STORAGE
+    forest_rows: tuple[int, ...] = ()  # shorter band prefixes also stored, descending
+    layout: int = 1
 
     def to_json(self) -> bytes:
         return orjson.dumps(asdict(self), option=orjson.OPT_SORT_KEYS)
 
     @classmethod
     def from_json(cls, raw: bytes) -> "IndexConfig":
-        return cls(**orjson.loads(raw))
+        fields = orjson.loads(raw)
+        fields["forest_rows"] = tuple(fields.get("forest_rows", ()))
+        return cls(**fields)
+
+    @property
+    def levels(self) -> tuple[int, ...]:
+        """Row counts probed, level 0 first: the bands' own rows, then the forest's prefixes."""
+        return (self.rows, *self.forest_rows)
+
+    def same_index(self, other: "IndexConfig") -> bool:
+        """Whether `other` asks for this stored index (map, banding, vectors and forest)."""
+        return ((self.map_spec["id"], self.bands, self.rows, self.vectors, self.forest_rows)
+                == (other.map_spec["id"], other.bands, other.rows, other.vectors, other.forest_rows))
 
     def describe(self, layout: "IndexLayout", items: int) -> dict[str, Any]:
         """The index as returned to clients: configuration, S-curve facts, item count, key prefix."""
@@ -178,5 +230,7 @@ class IndexConfig:
             "recall_at_threshold": self.recall_at_threshold, "bands_chosen_by": self.bands_chosen_by,
             "collision_probability_at_threshold": float(collision_probability(self.threshold, self.bands, self.rows)),
             "half_point": half_point(self.bands, self.rows),
+            "vectors": self.vectors, "ranking": "codes" if self.vectors == "none" else "exact",
+            "forest_rows": list(self.forest_rows),
             "items": items, "key_prefix": layout.prefix.decode(),
         }
