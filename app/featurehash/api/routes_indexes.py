@@ -35,7 +35,10 @@ ITEM_IDS_QUERY = {"name": "ids", "description": "with an .npy body: one id per r
 QUERY_OPTIONS = ({"name": "top_k", "description": "with an .npy body: neighbours per query vector",
                   "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 10}},
                  {"name": "min_similarity", "description": "with an .npy body: drop estimates below it",
-                  "schema": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.0}})
+                  "schema": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.0}},
+                 {"name": "target_recall", "description": "with an .npy body: widen the search over the "
+                  "index's forest until the S-curve promises this recall for the k-th result",
+                  "schema": {"type": "number", "minimum": 0, "maximum": 1}})
 
 MAX_TOP_K = 1000
 ITEM_IDS_HEADER = "x-item-ids"
