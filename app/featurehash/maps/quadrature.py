@@ -68,6 +68,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .. import kernels
 from . import _quadrature_rules as rules
+from . import _fourier_kernels as fourier
 from . import randomness
 from .base import DenseFeatureMap
 from .errors import SpecError
@@ -292,12 +293,13 @@ class QuadratureMap(DenseFeatureMap):
         return W, np.concatenate(weights)
 
     def _parameters_for(self, dtype: np.dtype) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray]:
-        """(W, sqrt(max(a, 0))) in the working precision; the float64 weights are kept for `kernel`."""
+        """(W in the working precision, sqrt(max(a, 0)) in float64); the weights a are kept for `kernel`."""
         if dtype not in self._parameters:
             W, weights = self.rule()
             if self._weights is None:
                 self._weights = weights
-            self._parameters[dtype] = (W.astype(dtype), np.sqrt(np.maximum(weights, 0.0)).astype(dtype))
+            # sqrt(a) stays float64: the compiled cos/sin pass weights in float64 and rounds once.
+            self._parameters[dtype] = (W.astype(dtype), np.sqrt(np.maximum(weights, 0.0)))
         return self._parameters[dtype]
 
     @property
@@ -337,10 +339,10 @@ class QuadratureMap(DenseFeatureMap):
     @property
     def planned_nbytes(self) -> int:
         entries = self._coordinates_held()
-        # float32 W (CSR: values + int32 column indices + int32 row pointers), float32 sqrt weights,
-        # float64 weights.
+        # float32 W (CSR: values + int32 column indices + int32 row pointers), float64 sqrt weights
+        # (one array per working precision), float64 weights.
         matrix = 4 * entries if self.params.anova is None else 8 * entries + 4 * (self.n_points + 1)
-        return matrix + 4 * self.n_points + 8 * self.n_points
+        return matrix + 8 * self.n_points + 8 * self.n_points
 
     @property
     def nbytes(self) -> int:
@@ -374,12 +376,7 @@ class QuadratureMap(DenseFeatureMap):
 
     def _features_into(self, X, out: np.ndarray) -> None:
         W, sqrt_weights = self._parameters_for(out.dtype)
-        P = self.n_points
-        projection = self._project(X, W)
-        np.cos(projection, out=out[:, :P])
-        np.sin(projection, out=out[:, P:])
-        out[:, :P] *= sqrt_weights
-        out[:, P:] *= sqrt_weights
+        fourier.cos_sin(self._project(X, W), sqrt_weights, out)
 
     def kernel(self, X, Y=None) -> np.ndarray:
         """sum_i a_i cos(w_i . (x - y)) = sum_i a_i [cos cos + sin sin], in float64, for any signs of a_i

@@ -18,19 +18,40 @@ from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from .. import kernels
+from . import _fourier_kernels as fourier
 from . import randomness
+from ._orthogonal_frequencies import orthogonal_gaussian, structured_gaussian
 from .base import DenseFeatureMap, require
 from .inputs import reject_zero_rows, unit_rows
 from .spec import MapSpec
 
 
 
-class RFFParams(BaseModel):
+def without_default_frequencies(params: dict) -> dict:
+    """Stored params leave `frequencies` out at "iid": specs made before the parameter existed (and
+    the same specs made today) keep their canonical JSON, hence their ids."""
+    if params.get("frequencies") == "iid":
+        del params["frequencies"]
+    return params
+
+
+class GaussianFrequencyParams(BaseModel):
+    """How the Gaussian frequencies are drawn: i.i.d., orthogonal blocks or structured
+    (`_orthogonal_frequencies`)."""
+
     model_config = ConfigDict(extra="forbid")
 
+    frequencies: Literal["iid", "orthogonal", "structured"] = "iid"
+
+    @model_serializer(mode="wrap")
+    def _omit_default_frequencies(self, handler):
+        return without_default_frequencies(handler(self))
+
+
+class RFFParams(GaussianFrequencyParams):
     kernel: Literal["gaussian", "laplacian"] = "gaussian"
     gamma: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     variant: Literal["cos_sin", "phase"] = "cos_sin"
@@ -44,6 +65,7 @@ class RFFMap(DenseFeatureMap):
         super().__init__(spec)
         self._n_frequencies = self._frequency_count(spec, self.params.variant)
         self._parameters: dict[np.dtype, tuple[np.ndarray, np.ndarray | None]] = {}
+        self._weight_row: np.ndarray | None = None
 
     @staticmethod
     def _frequency_count(spec: MapSpec, variant: str) -> int:
@@ -51,6 +73,10 @@ class RFFMap(DenseFeatureMap):
 
     @classmethod
     def check_spec(cls, spec: MapSpec) -> None:
+        if spec.params.get("kernel") == "laplacian":
+            require(spec.params.get("frequencies", "iid") == "iid", "params.frequencies",
+                    "orthogonal and structured frequencies are for the Gaussian kernel: the Laplacian's "
+                    "are Cauchy (use 'iid')")
         if spec.params["variant"] == "cos_sin":
             require(spec.n_components % 2 == 0 and spec.n_components >= 2, "n_components",
                     "variant 'cos_sin' pairs cos and sin features: n_components must be even")
@@ -59,6 +85,11 @@ class RFFMap(DenseFeatureMap):
 
     def _unit_frequencies(self, count: int) -> np.ndarray:
         """Frequencies before scaling by gamma, shape (count, d): one row per frequency."""
+        tag = f"{self.method}.frequencies"
+        if self.params.frequencies == "orthogonal":
+            return orthogonal_gaussian(self.spec.seed, tag, count, self.input_dim)
+        if self.params.frequencies == "structured":
+            return structured_gaussian(self.spec.seed, tag, count, self.input_dim)
         words = randomness.raw_words(self.spec.seed, f"{self.method}.frequencies", count * self.input_dim)
         return self._unit_law()(words).reshape(count, self.input_dim)
 
@@ -96,24 +127,28 @@ class RFFMap(DenseFeatureMap):
     # -- features ------------------------------------------------------------------
 
     def _features_into(self, X, out: np.ndarray) -> None:
-        self._fourier_into(X, out)
-        out *= out.dtype.type(np.sqrt(2.0 / self.output_dim))
+        self._fourier_into(X, out, np.sqrt(2.0 / self.output_dim))
 
-    def _fourier_into(self, X, out: np.ndarray) -> None:
-        """cos(W^T x + b) or [cos(W^T x), sin(W^T x)] into `out`, unscaled."""
+    def _fourier_into(self, X, out: np.ndarray, weight: float) -> None:
+        """weight cos(W^T x + b) or weight [cos(W^T x), sin(W^T x)] into `out`: the product, then
+        one compiled pass over the (cache-sized) chunk for the offsets, cos, sin and weight."""
         frequencies, offsets = self._parameters_for(out.dtype)
         if offsets is not None:
-            if sp.issparse(X):
-                out[...] = X @ frequencies.T
-            else:
-                np.matmul(X, frequencies.T, out=out)
-            out += offsets
-            np.cos(out, out=out)
+            def project():
+                if sp.issparse(X):
+                    out[...] = X @ frequencies.T
+                else:
+                    np.matmul(X, frequencies.T, out=out)
+            project()
+            fourier.shifted_cos(out, offsets, weight, project)
         else:
-            projection = X @ frequencies.T
-            m = self._n_frequencies
-            np.cos(projection, out=out[:, :m])
-            np.sin(projection, out=out[:, m:])
+            fourier.cos_sin(X @ frequencies.T, self._weights(weight), out)
+
+    def _weights(self, weight: float) -> np.ndarray:
+        """The per-frequency weights of the cos_sin pass (all equal), float64, kept between chunks."""
+        if self._weight_row is None or self._weight_row[0] != weight:
+            self._weight_row = np.full(self._n_frequencies, weight)
+        return self._weight_row
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:
         X = self.check(X, "x")

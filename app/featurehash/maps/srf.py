@@ -20,7 +20,8 @@ fitted numbers gets the shells (hence another id than the same request got befor
 
 Features (D = n_components): frequencies w_j = r_j v_j from k^ normalised, the radius r_j by
 inverting the radial CDF of the mixture and the direction v_j uniform (a normalised vector of
-normals), and
+normals; with `frequencies` "orthogonal" the directions of each block of d are orthonormal, with
+"structured" they are the normalised rows of Hadamard-sign products: `_orthogonal_frequencies`), and
 - "phase" (the paper's Algorithm 1): z(x) = sqrt(2 mass / D) cos(W^T x + b), b ~ U[0, 2 pi);
 - "cos_sin": z(x) = sqrt(2 mass / D) [cos(W^T x), sin(W^T x)], D/2 frequencies.
 E<z(x), z(y)> = K^(x, y) (`fitted_kernel`), which differs from K (`exact_kernel`) by the fit
@@ -34,14 +35,15 @@ import math
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic import Field, model_serializer
 
 from .. import kernels
 from . import randomness
 from ._spherical_mixture import mixture_kernel, mixture_mass, mixture_radii
 from ._spherical_shells import fit_shells, shell_radii, shells_kernel, shells_mass
 from .errors import SpecError
-from .rff import RFFMap, UnitSphereInputs
+from ._orthogonal_frequencies import orthogonal_unit_rows, structured_gaussian
+from .rff import GaussianFrequencyParams, RFFMap, UnitSphereInputs, without_default_frequencies
 
 # The fit resolves kernels of width ~a/sqrt(p) on [0, 2]; the paper goes to p = 20.
 MAX_DEGREE = 100
@@ -58,9 +60,7 @@ FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
-class SRFParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class SRFParams(GaussianFrequencyParams):
     degree: int = Field(default=3, ge=1, le=MAX_DEGREE, strict=True)
     bias: float = Field(default=4.0, ge=2.0, le=MAX_BIAS, allow_inf_nan=False)
     variant: Literal["phase", "cos_sin"] = "phase"
@@ -74,8 +74,9 @@ class SRFParams(BaseModel):
     @model_serializer(mode="wrap")
     def _without_the_other_spectrum(self, handler):
         """A spec holds one spectrum: the keys of the other are left out (not null), so specs stored
-        before the shells existed keep their canonical JSON, hence their ids."""
-        data = handler(self)
+        before the shells existed keep their canonical JSON, hence their ids (and `frequencies` at
+        "iid", as for rff)."""
+        data = without_default_frequencies(handler(self))
         for name in ("weights", "scales", "radii", "masses"):
             if data.get(name) is None:
                 data.pop(name, None)
@@ -136,8 +137,14 @@ class SRFMap(UnitSphereInputs, RFFMap):
     def _unit_frequencies(self, count: int) -> np.ndarray:
         """Frequencies r_j v_j, shape (count, d): uniform directions, radii from the mixture."""
         seed, d = self.spec.seed, self.input_dim
-        normals = randomness.normal(randomness.raw_words(seed, "srf.directions", count * d)).reshape(count, d)
-        directions = normals / np.linalg.norm(normals, axis=1, keepdims=True)
+        if self.params.frequencies == "orthogonal":
+            directions = orthogonal_unit_rows(seed, "srf.directions.orthogonal", count, d)
+        else:
+            if self.params.frequencies == "structured":
+                normals = structured_gaussian(seed, "srf.directions", count, d)
+            else:
+                normals = randomness.normal(randomness.raw_words(seed, "srf.directions", count * d)).reshape(count, d)
+            directions = normals / np.linalg.norm(normals, axis=1, keepdims=True)
         uniforms = randomness.uniform_open(randomness.raw_words(seed, "srf.radii", count))
         if self.params.has_shells:
             radii = shell_radii(uniforms, self.params.radii, self.params.masses)
@@ -151,8 +158,7 @@ class SRFMap(UnitSphereInputs, RFFMap):
     # -- features ------------------------------------------------------------------
 
     def _features_into(self, X, out: np.ndarray) -> None:
-        self._fourier_into(X, out)
-        out *= out.dtype.type(np.sqrt(2.0 * self.params.mass / self.output_dim))
+        self._fourier_into(X, out, np.sqrt(2.0 * self.params.mass / self.output_dim))
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:
         """K = (1 - ||x - y||^2 / a^2)^p = alpha (q + <x, y>)^p on the unit-normalised rows."""
