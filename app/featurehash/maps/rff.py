@@ -126,23 +126,22 @@ class RFFMap(DenseFeatureMap):
 
     # -- features ------------------------------------------------------------------
 
+    def _takes_whole_batch(self, X) -> bool:
+        return not sp.issparse(X)
+
     def _features_into(self, X, out: np.ndarray) -> None:
         self._fourier_into(X, out, np.sqrt(2.0 / self.output_dim))
 
     def _fourier_into(self, X, out: np.ndarray, weight: float) -> None:
-        """weight cos(W^T x + b) or weight [cos(W^T x), sin(W^T x)] into `out`: the product, then
-        one compiled pass over the (cache-sized) chunk for the offsets, cos, sin and weight."""
+        """weight cos(W^T x + b) or weight [cos(W^T x), sin(W^T x)] into `out`: the product is
+        written into `out` (no temporary), then one compiled pass adds the offsets, takes cos and
+        sin and weights, in place."""
         frequencies, offsets = self._parameters_for(out.dtype)
         if offsets is not None:
-            def project():
-                if sp.issparse(X):
-                    out[...] = X @ frequencies.T
-                else:
-                    np.matmul(X, frequencies.T, out=out)
-            project()
-            fourier.shifted_cos(out, offsets, weight, project)
+            fourier.shifted_cos(out, offsets, weight, lambda: project_into(X, frequencies, out))
         else:
-            fourier.cos_sin(X @ frequencies.T, self._weights(weight), out)
+            fourier.cos_sin(out, self._weights(weight),
+                            lambda: project_into(X, frequencies, out[:, self._n_frequencies:]))
 
     def _weights(self, weight: float) -> np.ndarray:
         """The per-frequency weights of the cos_sin pass (all equal), float64, kept between chunks."""
@@ -156,6 +155,14 @@ class RFFMap(DenseFeatureMap):
         if self.params.kernel == "laplacian":
             return kernels.laplacian(X, Y, self.params.gamma)
         return kernels.gaussian(X, Y, self.params.gamma)
+
+
+def project_into(X, frequencies: np.ndarray, out: np.ndarray) -> None:
+    """out = X W^T for dense or CSR X, written in place."""
+    if sp.issparse(X):
+        out[...] = X @ frequencies.T
+    else:
+        np.matmul(X, frequencies.T, out=out)
 
 
 class UnitSphereInputs:
