@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-
 from featurehash.maps import create_map
 from timing import best_time
 
@@ -85,15 +84,15 @@ def dense_shape_rows(n: int, d: int, D: int, dtype, repeat: int) -> list[str]:
     for label, _, _, half_product in DENSE_METHODS:
         ours = best[label]
         gemm = best["gemm_half" if half_product else "gemm"]
-        rows.append(f"  {str((n, d, D)):20s} {np.dtype(dtype).name:8s} {label:16s} {ours * 1e3:9.2f} ms "
+        rows.append(f"  {(n, d, D)!s:20s} {np.dtype(dtype).name:8s} {label:16s} {ours * 1e3:9.2f} ms "
                     f"{best['sklearn'] / ours:7.2f}x {best['floor'] / ours:7.2f}x {ours / gemm:7.2f}x")
     return rows
 
 
 def bench_dense(repeat: int, shapes) -> str:
     lines = ["Dense maps: RBFSampler / ours, floor / ours (above 1 = ours faster), ours / GEMM-only",
-             f"  {'(n, d, D)':20s} {'output':8s} {'method':16s} {'time':>12s} {'RBFSamp':>8s} {'floor':>8s} "
-             f"{'GEMM':>8s}"]
+             (f"  {'(n, d, D)':20s} {'output':8s} {'method':16s} {'time':>12s} {'RBFSamp':>8s} {'floor':>8s} "
+              f"{'GEMM':>8s}")]
     print("\n".join(lines), flush=True)
     for n, d, D in shapes:
         for dtype in (np.float32, np.float64):
@@ -105,12 +104,11 @@ def bench_dense(repeat: int, shapes) -> str:
 
 def gram_error_rows(name: str, D: int, seeds: int, repeat: int) -> list[str]:
     from bench_ssf import load_dataset, median_gamma
+    from featurehash import kernels
     from sklearn.kernel_approximation import RBFSampler
 
-    from featurehash import kernels
-
     X = load_dataset(name)
-    n, d = X.shape
+    d = X.shape[1]
     gamma = median_gamma(X)
     K = kernels.gaussian(X, X, gamma)
     makers = {f"rff {kind}": (lambda seed, kind=kind: create_map(
@@ -126,15 +124,15 @@ def gram_error_rows(name: str, D: int, seeds: int, repeat: int) -> list[str]:
             m = make(seed)
             Z = m.transform(X).astype(np.float64)
             errors.append(np.linalg.norm(Z @ Z.T - K) / np.linalg.norm(K))
-            seconds.append(best_time(lambda: m.transform(X), repeat))
+            seconds.append(best_time(lambda m=m: m.transform(X), repeat))
         rows.append(f"  {name:14s} d={d:<4d} D={D:<5d} {label:16s} {np.mean(errors):.4f} "
                     f"(+- {np.std(errors):.4f})  {min(seconds) * 1e3:7.2f} ms")
     return rows
 
 
 def bench_gram(seeds: int, repeat: int, quick: bool) -> str:
-    lines = [f"Gram relative error ||ZZ^T - K||_F / ||K||_F, mean (+- sd) over {seeds} seeds; transform time "
-             "(float32) of all rows"]
+    lines = [(f"Gram relative error ||ZZ^T - K||_F / ||K||_F, mean (+- sd) over {seeds} seeds; transform time "
+              "of all rows (featurehash float32, RBFSampler float64)")]
     print(lines[0], flush=True)
     for name in ("digits", "breast_cancer"):
         for D in ((256, 1024) if quick else (256, 1024, 4096)):

@@ -16,12 +16,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
+from feature_promises import assert_dense_features_match
 from featurehash import kernels
 from featurehash.maps import SpecError, create_map
 from featurehash.maps import _fourier_kernels as fourier
 from featurehash.maps import _orthogonal_frequencies as orthogonal
-from feature_promises import assert_dense_features_match
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "frequencies.json").read_text())["cases"]
 

@@ -15,7 +15,6 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-
 from featurehash.maps import create_map
 from golden_io import golden_document, write_golden
 from make_golden_polynomial import fixed_input

@@ -129,6 +129,17 @@ def normalize_rows(out):
             out[i, j] = out[i, j] * inverse
 
 
+# The numpy passes go over row blocks of about this many elements (256 kB of float32), so the
+# offset, cos and weight passes read the block from cache, not memory.
+BLOCK_ELEMENTS = 2**16
+
+
+def _row_blocks(out: np.ndarray):
+    rows = max(1, BLOCK_ELEMENTS // max(1, out.shape[1]))
+    for start in range(0, out.shape[0], rows):
+        yield out[start:start + rows]
+
+
 def cos_sin(out: np.ndarray, weights: np.ndarray, project) -> None:
     """out = [weights cos(P), weights sin(P)], weights float64 (one per column of P), where
     `project()` writes the projection P into out[:, m:]."""
@@ -138,10 +149,13 @@ def cos_sin(out: np.ndarray, weights: np.ndarray, project) -> None:
             return
         project()
     m = out.shape[1] // 2
-    np.cos(out[:, m:], out=out[:, :m])
-    np.sin(out[:, m:], out=out[:, m:])
-    out[:, :m] *= weights
-    out[:, m:] *= weights
+    weights = weights.astype(out.dtype, copy=False)
+    for block in _row_blocks(out):
+        cosines, sines = block[:, :m], block[:, m:]
+        np.cos(sines, out=cosines)
+        np.sin(sines, out=sines)
+        cosines *= weights
+        sines *= weights
 
 
 def shifted_cos(out: np.ndarray, offsets: np.ndarray, weight: float, project) -> None:
@@ -151,6 +165,8 @@ def shifted_cos(out: np.ndarray, offsets: np.ndarray, weight: float, project) ->
         if not shifted_cos_inplace(out, offsets, weight):
             return
         project()
-    out += offsets
-    np.cos(out, out=out)
-    out *= out.dtype.type(weight)
+    weight = out.dtype.type(weight)
+    for block in _row_blocks(out):
+        block += offsets
+        np.cos(block, out=block)
+        block *= weight

@@ -67,8 +67,8 @@ import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .. import kernels
-from . import _quadrature_rules as rules
 from . import _fourier_kernels as fourier
+from . import _quadrature_rules as rules
 from . import randomness
 from .base import DenseFeatureMap
 from .errors import SpecError
@@ -293,13 +293,12 @@ class QuadratureMap(DenseFeatureMap):
         return W, np.concatenate(weights)
 
     def _parameters_for(self, dtype: np.dtype) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray]:
-        """(W in the working precision, sqrt(max(a, 0)) in float64); the weights a are kept for `kernel`."""
+        """(W, sqrt(max(a, 0))) in the working precision; the float64 weights are kept for `kernel`."""
         if dtype not in self._parameters:
             W, weights = self.rule()
             if self._weights is None:
                 self._weights = weights
-            # sqrt(a) stays float64: the compiled cos/sin pass weights in float64 and rounds once.
-            self._parameters[dtype] = (W.astype(dtype), np.sqrt(np.maximum(weights, 0.0)))
+            self._parameters[dtype] = (W.astype(dtype), np.sqrt(np.maximum(weights, 0.0)).astype(dtype))
         return self._parameters[dtype]
 
     @property
@@ -339,10 +338,10 @@ class QuadratureMap(DenseFeatureMap):
     @property
     def planned_nbytes(self) -> int:
         entries = self._coordinates_held()
-        # float32 W (CSR: values + int32 column indices + int32 row pointers), float64 sqrt weights
-        # (one array per working precision), float64 weights.
+        # float32 W (CSR: values + int32 column indices + int32 row pointers), float32 sqrt weights,
+        # float64 weights.
         matrix = 4 * entries if self.params.anova is None else 8 * entries + 4 * (self.n_points + 1)
-        return matrix + 8 * self.n_points + 8 * self.n_points
+        return matrix + 4 * self.n_points + 8 * self.n_points
 
     @property
     def nbytes(self) -> int:

@@ -29,7 +29,6 @@ from .inputs import reject_zero_rows, unit_rows
 from .spec import MapSpec
 
 
-
 def without_default_frequencies(params: dict) -> dict:
     """Stored params leave `frequencies` out at "iid": specs made before the parameter existed (and
     the same specs made today) keep their canonical JSON, hence their ids."""

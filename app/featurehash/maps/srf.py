@@ -39,11 +39,16 @@ from pydantic import Field, model_serializer
 
 from .. import kernels
 from . import randomness
+from ._orthogonal_frequencies import orthogonal_unit_rows, structured_gaussian
 from ._spherical_mixture import mixture_kernel, mixture_mass, mixture_radii
 from ._spherical_shells import fit_shells, shell_radii, shells_kernel, shells_mass
 from .errors import SpecError
-from ._orthogonal_frequencies import orthogonal_unit_rows, structured_gaussian
-from .rff import GaussianFrequencyParams, RFFMap, UnitSphereInputs, without_default_frequencies
+from .rff import (
+    GaussianFrequencyParams,
+    RFFMap,
+    UnitSphereInputs,
+    without_default_frequencies,
+)
 
 # The fit resolves kernels of width ~a/sqrt(p) on [0, 2]; the paper goes to p = 20.
 MAX_DEGREE = 100

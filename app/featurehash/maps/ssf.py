@@ -91,8 +91,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats
 
 from .. import kernels
-from . import _portable_math as pm
 from . import _fourier_kernels as fourier
+from . import _portable_math as pm
 from . import randomness
 from .base import CHUNK_ELEMENTS, DenseFeatureMap, require
 from .errors import SpecError
