@@ -50,11 +50,15 @@ def fourier_floor(X: np.ndarray, W: np.ndarray, b: np.ndarray, scale):
 
 
 def round_robin(contenders: dict, repeat: int) -> dict:
-    """Best time of each callable over `repeat` rounds, one call of each per round (after a warm-up)."""
+    """Best time of each callable over at least `repeat` rounds (more for fast calls, up to 0.3 s of
+    the slowest warm-up), one call of each per round, after a warm-up."""
+    slowest = 0.0
     for fn in contenders.values():
+        start = time.perf_counter()
         fn()
+        slowest = max(slowest, time.perf_counter() - start)
     best = dict.fromkeys(contenders, float("inf"))
-    for _ in range(repeat):
+    for _ in range(max(repeat, min(50, int(0.3 / max(slowest, 1e-6))))):
         for name, fn in contenders.items():
             start = time.perf_counter()
             fn()

@@ -1,18 +1,20 @@
 """Elementwise passes of the dense Fourier maps: cos and sin of a projection held in the output,
 weighted, in place.
 
-float64: numpy's cos and sin are scalar libm calls on one core (~8 ns an element, measured), and
- a cos_sin map needs both of the same argument; so a compiled pass (numba, rows
-over all threads) computes both from one range reduction, with a formula we own that LLVM
-vectorises:
+float64: numpy's cos and sin are scalar libm calls (~8 ns an element, measured), and a cos_sin map
+needs both of the same argument; so a compiled pass (numba) computes both from one range
+reduction, with a formula we own that LLVM vectorises:
     k = rint(x * 2/pi),  r = x - k pi/2  (Cody-Waite: pi/2 = P1 + P2 + P3, P1 and P2 of 33 bits,
     so k P1 and k P2 are exact for |k| < 2^20),  |r| <= pi/4,
     sin r, cos r by their Taylor series to r^17 and r^18 (truncation < 5e-17 on |r| <= pi/4),
     then sin x, cos x = (+-sin r or +-cos r) by k mod 4.
 All arithmetic is float64, plain IEEE operations without contraction, so the bits are the same
 on every CPU and SIMD width (within 1 ulp of numpy's cos and sin, measured).
+The pass runs on the calling thread: between BLAS products chunk after chunk, a second pool of
+spinning threads (numba's OpenMP) made transforms 2-13x slower on 2 loaded cores (measured).
 float32: numpy's own SIMD cos and sin (AVX2/AVX-512) are memory-bound already and beat this pass
-computed in float64 (measured 10 ms against 60 ms at 20000 x 2048), so float32 features use them.
+computed in float64 (measured 10 ms against 60 ms at 20000 x 2048), so float32 features use them,
+over cache-sized row blocks.
 Arguments beyond REDUCTION_LIMIT (or inf/nan) are counted, not reduced: the caller recomputes
 that chunk with numpy's cos and sin, which reduce any argument.
 """
@@ -79,47 +81,42 @@ def _sincos(x):
     return sin_x, cos_x, unreduced
 
 
-@nb.njit(parallel=True, nogil=True, cache=True)
-def cos_sin_inplace(out, weights):
-    """With the projection P in out[:, m:] (m = width / 2): out = [weights cos(P), weights sin(P)].
+@nb.njit(nogil=True, cache=True)
+def cos_sin_into(projection, weights, out):
+    """out[:, j] = weights[j] cos(p_j), out[:, m + j] = weights[j] sin(p_j), m = projection width.
     Returns how many arguments were not reduced (then `out` must be recomputed)."""
-    rows, width = out.shape
-    m = width // 2
+    rows, m = projection.shape
     unreduced = 0
-    for i in nb.prange(rows):
-        row_unreduced = 0
-        cosines, sines = out[i, :m], out[i, m:]
+    for i in range(rows):
+        values, cosines, sines = projection[i], out[i, :m], out[i, m:]
         for j in range(m):
-            sin_x, cos_x, bad = _sincos(np.float64(sines[j]))
+            sin_x, cos_x, bad = _sincos(np.float64(values[j]))
             cosines[j] = weights[j] * cos_x
             sines[j] = weights[j] * sin_x
-            row_unreduced += bad
-        unreduced += row_unreduced
+            unreduced += bad
     return unreduced
 
 
-@nb.njit(parallel=True, nogil=True, cache=True)
+@nb.njit(nogil=True, cache=True)
 def shifted_cos_inplace(out, offsets, weight):
     """out[:, j] = weight cos(out[:, j] + offsets[j]); the sum is rounded to out's precision first,
     as numpy's `out += offsets; cos(out)` does. Returns how many arguments were not reduced."""
     rows, m = out.shape
     unreduced = 0
-    for i in nb.prange(rows):
-        row_unreduced = 0
+    for i in range(rows):
+        row = out[i]
         for j in range(m):
-            shifted = out[i, j] + offsets[j]
-            _, cos_x, bad = _sincos(np.float64(shifted))
-            out[i, j] = weight * cos_x
-            row_unreduced += bad
-        unreduced += row_unreduced
+            _, cos_x, bad = _sincos(np.float64(row[j] + offsets[j]))
+            row[j] = weight * cos_x
+            unreduced += bad
     return unreduced
 
 
-@nb.njit(parallel=True, nogil=True, cache=True)
+@nb.njit(nogil=True, cache=True)
 def normalize_rows(out):
     """Each row divided by its l2 norm (summed in float64)."""
     rows, width = out.shape
-    for i in nb.prange(rows):
+    for i in range(rows):
         total = 0.0
         for j in range(width):
             value = np.float64(out[i, j])
@@ -137,23 +134,19 @@ BLOCK_ELEMENTS = 2**16
 def _row_blocks(out: np.ndarray):
     rows = max(1, BLOCK_ELEMENTS // max(1, out.shape[1]))
     for start in range(0, out.shape[0], rows):
-        yield out[start:start + rows]
+        yield start, min(start + rows, out.shape[0])
 
 
-def cos_sin(out: np.ndarray, weights: np.ndarray, project) -> None:
-    """out = [weights cos(P), weights sin(P)], weights float64 (one per column of P), where
-    `project()` writes the projection P into out[:, m:]."""
-    project()
-    if out.dtype == np.float64:
-        if not cos_sin_inplace(out, weights):
-            return
-        project()
-    m = out.shape[1] // 2
+def cos_sin(projection: np.ndarray, weights: np.ndarray, out: np.ndarray) -> None:
+    """out = [weights cos(P), weights sin(P)], weights float64 (one per column of P)."""
+    if out.dtype == np.float64 and not cos_sin_into(projection, weights, out):
+        return
+    m = projection.shape[1]
     weights = weights.astype(out.dtype, copy=False)
-    for block in _row_blocks(out):
-        cosines, sines = block[:, :m], block[:, m:]
-        np.cos(sines, out=cosines)
-        np.sin(sines, out=sines)
+    for start, stop in _row_blocks(out):
+        cosines, sines = out[start:stop, :m], out[start:stop, m:]
+        np.cos(projection[start:stop], out=cosines)
+        np.sin(projection[start:stop], out=sines)
         cosines *= weights
         sines *= weights
 
@@ -166,7 +159,8 @@ def shifted_cos(out: np.ndarray, offsets: np.ndarray, weight: float, project) ->
             return
         project()
     weight = out.dtype.type(weight)
-    for block in _row_blocks(out):
+    for start, stop in _row_blocks(out):
+        block = out[start:stop]
         block += offsets
         np.cos(block, out=block)
         block *= weight

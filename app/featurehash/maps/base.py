@@ -152,18 +152,14 @@ def match_fraction(codes_x: np.ndarray, codes_y: np.ndarray) -> np.ndarray:
 class DenseFeatureMap(FeatureMap):
     """A map whose features are a dense matrix: its kernel estimate is Z(X) Z(Y)^T.
 
-    `transform` validates, then fills the output in row chunks (or whole, see
-    `_takes_whole_batch`): each chunk is turned into the working precision by `_working_copy`
-    and written by `_features_into`.
+    `transform` validates, then fills the output in row chunks: each chunk is turned into
+    the working precision by `_working_copy` and written by `_features_into`.
     """
 
     def transform(self, X, *, dtype=None) -> np.ndarray:
         X = self.check(X)
         dtype = output_dtype(dtype)
         out = np.empty((X.shape[0], self.output_dim), dtype=dtype)
-        if self._takes_whole_batch(X):
-            self._features_into(self._working_copy(X, dtype), out)
-            return out
         rows = max(1, CHUNK_ELEMENTS // self.output_dim)
         for start in range(0, X.shape[0], rows):
             self._features_into(self._working_copy(X[start:start + rows], dtype), out[start:start + rows])
@@ -177,13 +173,6 @@ class DenseFeatureMap(FeatureMap):
             raise InputError("vectors", "values exceed the float32 range: ask for float64 features "
                              "(dtype=float64) or rescale the input")
         return cast
-
-    def _takes_whole_batch(self, X) -> bool:
-        """True where `_features_into` needs no temporary (a BLAS product written into `out`, then
-        one compiled pass in place): then the batch is not cut, since switching between BLAS's
-        and numba's thread pools chunk by chunk costs more than cache-sized chunks gain
-        (measured 2.3x slower with 1024-row chunks, 13x with 128, at (20000, 128, 2048))."""
-        return False
 
     @abstractmethod
     def _features_into(self, X, out: np.ndarray) -> None:

@@ -373,19 +373,9 @@ class QuadratureMap(DenseFeatureMap):
         self._require_feature_map()
         return super().transform(X, dtype=dtype)
 
-    def _takes_whole_batch(self, X) -> bool:
-        return not sp.issparse(X) and self.params.anova is None
-
     def _features_into(self, X, out: np.ndarray) -> None:
         W, sqrt_weights = self._parameters_for(out.dtype)
-        sines = out[:, self.n_points:]
-
-        def project():
-            if sp.issparse(W) or sp.issparse(X):
-                sines[...] = self._project(X, W)
-            else:
-                np.matmul(X, W.T, out=sines)
-        fourier.cos_sin(out, sqrt_weights, project)
+        fourier.cos_sin(self._project(X, W), sqrt_weights, out)
 
     def kernel(self, X, Y=None) -> np.ndarray:
         """sum_i a_i cos(w_i . (x - y)) = sum_i a_i [cos cos + sin sin], in float64, for any signs of a_i

@@ -125,22 +125,17 @@ class RFFMap(DenseFeatureMap):
 
     # -- features ------------------------------------------------------------------
 
-    def _takes_whole_batch(self, X) -> bool:
-        return not sp.issparse(X)
-
     def _features_into(self, X, out: np.ndarray) -> None:
         self._fourier_into(X, out, np.sqrt(2.0 / self.output_dim))
 
     def _fourier_into(self, X, out: np.ndarray, weight: float) -> None:
-        """weight cos(W^T x + b) or weight [cos(W^T x), sin(W^T x)] into `out`: the product is
-        written into `out` (no temporary), then one compiled pass adds the offsets, takes cos and
-        sin and weights, in place."""
+        """weight cos(W^T x + b) (the product written into `out`, then one pass in place) or
+        weight [cos(W^T x), sin(W^T x)] (from the chunk's product)."""
         frequencies, offsets = self._parameters_for(out.dtype)
         if offsets is not None:
             fourier.shifted_cos(out, offsets, weight, lambda: project_into(X, frequencies, out))
         else:
-            fourier.cos_sin(out, self._weights(weight),
-                            lambda: project_into(X, frequencies, out[:, self._n_frequencies:]))
+            fourier.cos_sin(X @ frequencies.T, self._weights(weight), out)
 
     def _weights(self, weight: float) -> np.ndarray:
         """The per-frequency weights of the cos_sin pass (all equal), float64, kept between chunks."""

@@ -493,11 +493,10 @@ class SSFMap(DenseFeatureMap):
         n, directions = self.n, 2 * self.n
         if self.order is None:
             _, radii = self._parameters_for(out.dtype)
-
-            def angles():
-                np.multiply(y.real, radii[:n], out=out[:, directions:directions + n])
-                np.multiply(y.imag, radii[n:], out=out[:, directions + n:])
-            fourier.cos_sin(out, self._direction_weights, angles)
+            angles = np.empty((y.shape[0], directions), dtype=out.dtype)
+            np.multiply(y.real, radii[:n], out=angles[:, :n])
+            np.multiply(y.imag, radii[n:], out=angles[:, n:])
+            fourier.cos_sin(angles, self._direction_weights, out)
             return
         positive, negative = out[:, :directions], out[:, directions:]
         positive[:, :n] = y.real
