@@ -1,29 +1,47 @@
 """Speed of the feature maps against a floor measured in the same run.
 
-    python bench/bench_maps.py
+    python bench/bench_maps.py [--repeat 3] [--quick] [--write]
 
-Dense Fourier maps (n=4096, d=512, D=4096): time as a ratio to the numpy floor
-`X @ W`, add offset, cos, scale (in place, float32), and to scikit-learn's RBFSampler.
-GCWS hashing (dense n=200, d=256, k=256; sparse d=100000 at 1% and 10% density)
-against datasketch's WeightedMinHashGenerator on the same data, when it is installed.
-Ratios, not seconds, are the targets: see DESIGN.md "Performance targets".
+Dense maps, at the shapes (n, d, D) of SHAPES, float32 and float64 output (input of the same
+precision): ratios of contender time to featurehash time (above 1 = featurehash faster) for
+scikit-learn's RBFSampler and the numpy floor `X @ W`, add offset, cos, scale (in place), and
+featurehash time / GEMM-only time (the map's own product X @ W^T; for ssf, which has no product,
+the floor's D-column product). Contenders are timed round-robin, best of `repeat` rounds, so a
+loaded machine slows them alike.
+Gram error of i.i.d. / orthogonal / structured rff, ssf and RBFSampler at equal D on digits and
+breast_cancer (unit rows, gamma = 1 / median squared distance), mean over seeds, and transform
+times. GCWS hashing (dense n=200, d=256, k=256; sparse d=100000 at 1% and 10% density) against
+datasketch's WeightedMinHashGenerator, when it is installed. With --write the dense tables go to
+bench/results/dense_maps.txt. Ratios, not seconds, are the targets: DESIGN.md "Performance targets".
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-
 from featurehash.maps import create_map
 from timing import best_time
 
+RESULTS = Path(__file__).resolve().parent / "results"
+SHAPES = ((1, 784, 4096), (64, 784, 4096), (4096, 512, 4096), (20000, 128, 2048), (1000, 32, 1024),
+          (100000, 64, 512))
+QUICK_SHAPES = ((64, 784, 4096), (20000, 128, 2048), (1000, 32, 1024))
+DENSE_METHODS = (
+    ("rff cos_sin", "rff", {}, True),
+    ("rff phase", "rff", {"variant": "phase"}, False),
+    ("rff orthogonal", "rff", {"frequencies": "orthogonal"}, True),
+    ("nrff phase", "nrff", {}, False),
+    ("srf phase", "srf", {"degree": 3, "bias": 4.0}, False),
+    ("quadrature", "quadrature", {"grid": "subsampled"}, True),
+    ("ssf gaussian", "ssf", {}, None),
+)
 
 
-
-def fourier_floor(X: np.ndarray, W: np.ndarray, b: np.ndarray, scale: np.float32):
+def fourier_floor(X: np.ndarray, W: np.ndarray, b: np.ndarray, scale):
     out = X @ W
     out += b
     np.cos(out, out=out)
@@ -31,47 +49,101 @@ def fourier_floor(X: np.ndarray, W: np.ndarray, b: np.ndarray, scale: np.float32
     return out
 
 
-def bench_fourier(repeat: int) -> None:
-    n, d, D = 4096, 512, 4096
+def round_robin(contenders: dict, repeat: int) -> dict:
+    """Best time of each callable over at least `repeat` rounds (more for fast calls, up to 0.3 s of
+    the slowest warm-up), one call of each per round, after a warm-up."""
+    slowest = 0.0
+    for fn in contenders.values():
+        start = time.perf_counter()
+        fn()
+        slowest = max(slowest, time.perf_counter() - start)
+    best = dict.fromkeys(contenders, float("inf"))
+    for _ in range(max(repeat, min(50, int(0.3 / max(slowest, 1e-6))))):
+        for name, fn in contenders.items():
+            start = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
+
+
+def dense_shape_rows(n: int, d: int, D: int, dtype, repeat: int) -> list[str]:
+    from sklearn.kernel_approximation import RBFSampler
+
     rng = np.random.default_rng(0)
-    X32 = rng.standard_normal((n, d)).astype(np.float32)
-    X64 = X32.astype(np.float64)
-    gamma = 1.0 / d
-    W = (rng.standard_normal((d, D)) * np.sqrt(2 * gamma)).astype(np.float32)
-    b = rng.uniform(0, 2 * np.pi, D).astype(np.float32)
-    scale = np.float32(np.sqrt(2.0 / D))
-    floor = best_time(lambda: fourier_floor(X32, W, b, scale), repeat)
-    print(f"Fourier maps, n={n} d={d} D={D}: numpy floor (float32) {floor * 1e3:.1f} ms")
-
+    X = (rng.standard_normal((n, d)) / np.sqrt(d)).astype(dtype)
+    gamma = 0.5
+    W = (rng.standard_normal((d, D)) * np.sqrt(2 * gamma)).astype(dtype)
+    half = np.ascontiguousarray(W[:, :D // 2])
+    b = rng.uniform(0, 2 * np.pi, D).astype(dtype)
+    scale = dtype(np.sqrt(2.0 / D))
+    sampler = RBFSampler(gamma=gamma, n_components=D, random_state=0).fit(X)
+    contenders = {"floor": lambda: fourier_floor(X, W, b, scale), "gemm": lambda: X @ W,
+                  "gemm_half": lambda: X @ half, "sklearn": lambda: sampler.transform(X)}
+    for label, method, params, half_product in DENSE_METHODS:
+        params = {**params, "gamma": gamma} if method != "srf" else params
+        m = create_map({"method": method, "input_dim": d, "n_components": D, "params": params}).materialize()
+        contenders[label] = lambda m=m: m.transform(X, dtype=dtype)
+    best = round_robin(contenders, repeat)
     rows = []
-    for label, method, params in [
-        ("rff cos_sin", "rff", {"gamma": gamma}),
-        ("rff phase", "rff", {"gamma": gamma, "variant": "phase"}),
-        ("nrff phase", "nrff", {"gamma": 1.0}),
-    ]:
-        m = create_map({"method": method, "input_dim": d, "n_components": D, "params": params})
-        rows.append((f"{label} float32 in", best_time(lambda: m.transform(X32), repeat)))
-        rows.append((f"{label} float64 in", best_time(lambda: m.transform(X64), repeat)))
-    m = create_map({"method": "rff", "input_dim": d, "n_components": D, "params": {"gamma": gamma}})
-    rows.append(("rff cos_sin float64 out", best_time(lambda: m.transform(X64, dtype=np.float64), repeat)))
+    for label, _, _, half_product in DENSE_METHODS:
+        ours = best[label]
+        gemm = best["gemm_half" if half_product else "gemm"]
+        rows.append(f"  {(n, d, D)!s:20s} {np.dtype(dtype).name:8s} {label:16s} {ours * 1e3:9.2f} ms "
+                    f"{best['sklearn'] / ours:7.2f}x {best['floor'] / ours:7.2f}x {ours / gemm:7.2f}x")
+    return rows
 
-    sklearn_times = {}
-    try:
-        from sklearn.kernel_approximation import RBFSampler
-    except ImportError:
-        print("  (scikit-learn not installed: no RBFSampler comparison)")
-    else:
-        for label, data in (("float32", X32), ("float64", X64)):
-            sampler = RBFSampler(gamma=gamma, n_components=D, random_state=0).fit(data)
-            sklearn_times[label] = best_time(lambda: sampler.transform(data), repeat)
-            rows.append((f"sklearn RBFSampler {label}", sklearn_times[label]))
 
-    for label, seconds in rows:
-        line = f"  {label:28s} {seconds * 1e3:8.1f} ms  {seconds / floor:5.2f}x floor"
-        reference = sklearn_times.get("float64" if "float64 in" in label or "float64 out" in label else "float32")
-        if reference and not label.startswith("sklearn"):
-            line += f"  RBFSampler/this {reference / seconds:5.2f}x"
-        print(line)
+def bench_dense(repeat: int, shapes) -> str:
+    lines = ["Dense maps: RBFSampler / ours, floor / ours (above 1 = ours faster), ours / GEMM-only",
+             (f"  {'(n, d, D)':20s} {'output':8s} {'method':16s} {'time':>12s} {'RBFSamp':>8s} {'floor':>8s} "
+              f"{'GEMM':>8s}")]
+    print("\n".join(lines), flush=True)
+    for n, d, D in shapes:
+        for dtype in (np.float32, np.float64):
+            rows = dense_shape_rows(n, d, D, dtype, repeat)
+            print("\n".join(rows), flush=True)
+            lines += rows
+    return "\n".join(lines)
+
+
+def gram_error_rows(name: str, D: int, seeds: int, repeat: int) -> list[str]:
+    from bench_ssf import load_dataset, median_gamma
+    from featurehash import kernels
+    from sklearn.kernel_approximation import RBFSampler
+
+    X = load_dataset(name)
+    d = X.shape[1]
+    gamma = median_gamma(X)
+    K = kernels.gaussian(X, X, gamma)
+    makers = {f"rff {kind}": (lambda seed, kind=kind: create_map(
+        {"method": "rff", "input_dim": d, "n_components": D, "seed": seed,
+         "params": {"gamma": gamma, "frequencies": kind}})) for kind in ("iid", "orthogonal", "structured")}
+    makers["ssf"] = lambda seed: create_map({"method": "ssf", "input_dim": d, "n_components": D, "seed": seed,
+                                             "params": {"gamma": gamma}})
+    makers["RBFSampler"] = lambda seed: RBFSampler(gamma=gamma, n_components=D, random_state=seed).fit(X)
+    rows = []
+    for label, make in makers.items():
+        errors, seconds = [], []
+        for seed in range(seeds):
+            m = make(seed)
+            Z = m.transform(X).astype(np.float64)
+            errors.append(np.linalg.norm(Z @ Z.T - K) / np.linalg.norm(K))
+            seconds.append(best_time(lambda m=m: m.transform(X), repeat))
+        rows.append(f"  {name:14s} d={d:<4d} D={D:<5d} {label:16s} {np.mean(errors):.4f} "
+                    f"(+- {np.std(errors):.4f})  {min(seconds) * 1e3:7.2f} ms")
+    return rows
+
+
+def bench_gram(seeds: int, repeat: int, quick: bool) -> str:
+    lines = [(f"Gram relative error ||ZZ^T - K||_F / ||K||_F, mean (+- sd) over {seeds} seeds; transform time "
+              "of all rows (featurehash float32, RBFSampler float64)")]
+    print(lines[0], flush=True)
+    for name in ("digits", "breast_cancer"):
+        for D in ((256, 1024) if quick else (256, 1024, 4096)):
+            rows = gram_error_rows(name, D, seeds, repeat)
+            print("\n".join(rows), flush=True)
+            lines += rows
+    return "\n".join(lines)
 
 
 def gcws_datasketch_seconds(X: np.ndarray, k: int, rows: int) -> float | None:
@@ -123,10 +195,20 @@ def bench_gcws(repeat: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="three shapes, D <= 1024 for the Gram errors")
+    parser.add_argument("--write", action="store_true", help="write bench/results/dense_maps.txt")
+    parser.add_argument("--skip-gcws", action="store_true")
     args = parser.parse_args()
-    bench_fourier(args.repeat)
-    bench_gcws(args.repeat)
+    dense = bench_dense(args.repeat, QUICK_SHAPES if args.quick else SHAPES)
+    gram = bench_gram(args.seeds, args.repeat, args.quick)
+    if args.write:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "dense_maps.txt").write_text(dense + "\n\n" + gram + "\n")
+        print(f"wrote {RESULTS / 'dense_maps.txt'}")
+    if not args.skip_gcws:
+        bench_gcws(args.repeat)
 
 
 if __name__ == "__main__":

@@ -24,12 +24,15 @@ from featurehash.maps import create_map
 GOLDEN = Path(__file__).resolve().parent / "golden"
 # Files whose "request"s resolve today (the others pin specs stored by older versions).
 GOLDEN_FILES = ("golden.json", "binning.json", "quadrature.json", "random_maclaurin.json", "srf_shells.json",
-                "ssf.json", "tensorsketch.json", "kernel_approximation.json")
+                "ssf.json", "tensorsketch.json", "kernel_approximation.json", "frequencies.json")
 DENSE_REQUESTS = {
     "rff_cos_sin": {"method": "rff", "params": {"gamma": 0.02}},
     "rff_phase": {"method": "rff", "params": {"gamma": 0.02, "variant": "phase"}},
     "rff_laplacian": {"method": "rff", "params": {"kernel": "laplacian", "gamma": 0.05}},
+    "rff_orthogonal": {"method": "rff", "params": {"gamma": 0.02, "frequencies": "orthogonal"}},
+    "rff_structured": {"method": "rff", "params": {"gamma": 0.02, "variant": "phase", "frequencies": "structured"}},
     "nrff": {"method": "nrff", "params": {"gamma": 2.0}},
+    "nrff_orthogonal": {"method": "nrff", "params": {"gamma": 2.0, "frequencies": "orthogonal"}},
     "srf": {"method": "srf", "params": {"degree": 5, "bias": 3.0}},
     "ssf_gaussian": {"method": "ssf", "params": {"gamma": 0.02}},
     "ssf_arccos1": {"method": "ssf", "params": {"kernel": "arccos1"}},

@@ -145,17 +145,20 @@ class RandomFourierFeatures(_FeatureMapTransformer):
     Kernel: Gaussian exp(-gamma ||x - y||^2) (`kernel="gaussian"`) or Laplacian
     exp(-gamma ||x - y||_1) (`kernel="laplacian"`). `variant` "cos_sin" (n_components / 2
     frequencies, lower variance) or "phase" (sqrt(2/D) cos(W^T x + b), as RBFSampler).
+    `frequencies` "iid", "orthogonal" or "structured" (Gaussian kernel; Yu et al., NIPS 2016).
     See `featurehash.maps.rff`.
     """
 
     _method = "rff"
-    _spec_params = ("kernel", "gamma", "variant")
+    _spec_params = ("kernel", "gamma", "variant", "frequencies")
 
-    def __init__(self, *, n_components=100, gamma=1.0, kernel="gaussian", variant="cos_sin", random_state=None):
+    def __init__(self, *, n_components=100, gamma=1.0, kernel="gaussian", variant="cos_sin", frequencies="iid",
+                 random_state=None):
         self.n_components = n_components
         self.gamma = gamma
         self.kernel = kernel
         self.variant = variant
+        self.frequencies = frequencies
         self.random_state = random_state
 
 
@@ -167,12 +170,13 @@ class NormalizedRandomFourierFeatures(_FeatureMapTransformer):
     """
 
     _method = "nrff"
-    _spec_params = ("gamma", "variant")
+    _spec_params = ("gamma", "variant", "frequencies")
 
-    def __init__(self, *, n_components=100, gamma=1.0, variant="phase", random_state=None):
+    def __init__(self, *, n_components=100, gamma=1.0, variant="phase", frequencies="iid", random_state=None):
         self.n_components = n_components
         self.gamma = gamma
         self.variant = variant
+        self.frequencies = frequencies
         self.random_state = random_state
 
 
@@ -207,13 +211,15 @@ class SphericalRandomFeatures(_FeatureMapTransformer):
     """
 
     _method = "srf"
-    _spec_params = ("degree", "bias", "variant")
+    _spec_params = ("degree", "bias", "variant", "frequencies")
 
-    def __init__(self, *, n_components=100, degree=3, bias=4.0, variant="phase", random_state=None):
+    def __init__(self, *, n_components=100, degree=3, bias=4.0, variant="phase", frequencies="iid",
+                 random_state=None):
         self.n_components = n_components
         self.degree = degree
         self.bias = bias
         self.variant = variant
+        self.frequencies = frequencies
         self.random_state = random_state
 
 

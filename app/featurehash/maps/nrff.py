@@ -14,16 +14,15 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from .. import kernels
+from . import _fourier_kernels as fourier
 from . import randomness
-from .rff import RFFMap, UnitSphereInputs
+from .rff import GaussianFrequencyParams, RFFMap, UnitSphereInputs
 
 
-class NRFFParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class NRFFParams(GaussianFrequencyParams):
     gamma: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     variant: Literal["phase", "cos_sin"] = "phase"
 
@@ -39,8 +38,8 @@ class NRFFMap(UnitSphereInputs, RFFMap):
         return float(np.sqrt(self.params.gamma))
 
     def _features_into(self, X, out: np.ndarray) -> None:
-        self._fourier_into(X, out)
-        out /= np.sqrt(np.einsum("ij,ij->i", out, out))[:, None]
+        self._fourier_into(X, out, 1.0)
+        fourier.normalize_rows(out)
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:
         X = self.check(X, "x")

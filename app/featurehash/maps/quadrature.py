@@ -79,6 +79,7 @@ import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .. import kernels
+from . import _fourier_kernels as fourier
 from . import _quadrature_design as design
 from . import _quadrature_rules as rules
 from . import randomness
@@ -447,12 +448,7 @@ class QuadratureMap(DenseFeatureMap):
 
     def _features_into(self, X, out: np.ndarray) -> None:
         W, sqrt_weights = self._parameters_for(out.dtype)
-        P = self.n_points
-        projection = self._project(X, W)
-        np.cos(projection, out=out[:, :P])
-        np.sin(projection, out=out[:, P:])
-        out[:, :P] *= sqrt_weights
-        out[:, P:] *= sqrt_weights
+        fourier.cos_sin(self._project(X, W), sqrt_weights, out)
 
     def kernel(self, X, Y=None) -> np.ndarray:
         """sum_i a_i cos(w_i . (x - y)) = sum_i a_i [cos cos + sin sin], in float64, for any signs of a_i

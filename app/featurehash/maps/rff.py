@@ -18,19 +18,39 @@ from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from .. import kernels
+from . import _fourier_kernels as fourier
 from . import randomness
+from ._orthogonal_frequencies import orthogonal_gaussian, structured_gaussian
 from .base import DenseFeatureMap, largest_magnitude, require
 from .inputs import reject_zero_rows, unit_rows
 from .spec import MapSpec
 
 
+def without_default_frequencies(params: dict) -> dict:
+    """Stored params leave `frequencies` out at "iid": specs made before the parameter existed (and
+    the same specs made today) keep their canonical JSON, hence their ids."""
+    if params.get("frequencies") == "iid":
+        del params["frequencies"]
+    return params
 
-class RFFParams(BaseModel):
+
+class GaussianFrequencyParams(BaseModel):
+    """How the Gaussian frequencies are drawn: i.i.d., orthogonal blocks or structured
+    (`_orthogonal_frequencies`)."""
+
     model_config = ConfigDict(extra="forbid")
 
+    frequencies: Literal["iid", "orthogonal", "structured"] = "iid"
+
+    @model_serializer(mode="wrap")
+    def _omit_default_frequencies(self, handler):
+        return without_default_frequencies(handler(self))
+
+
+class RFFParams(GaussianFrequencyParams):
     kernel: Literal["gaussian", "laplacian"] = "gaussian"
     gamma: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     variant: Literal["cos_sin", "phase"] = "cos_sin"
@@ -47,6 +67,7 @@ class RFFMap(DenseFeatureMap):
         self._n_frequencies = self._frequency_count(spec, self.params.variant)
         self._parameters: dict[np.dtype, tuple[np.ndarray, np.ndarray | None]] = {}
         self._largest_frequency: dict[np.dtype, float] = {}
+        self._weight_row: np.ndarray | None = None
 
     @staticmethod
     def _frequency_count(spec: MapSpec, variant: str) -> int:
@@ -54,6 +75,10 @@ class RFFMap(DenseFeatureMap):
 
     @classmethod
     def check_spec(cls, spec: MapSpec) -> None:
+        if spec.params.get("kernel") == "laplacian":
+            require(spec.params.get("frequencies", "iid") == "iid", "params.frequencies",
+                    "orthogonal and structured frequencies are for the Gaussian kernel: the Laplacian's "
+                    "are Cauchy (use 'iid')")
         if spec.params["variant"] == "cos_sin":
             require(spec.n_components % 2 == 0 and spec.n_components >= 2, "n_components",
                     "variant 'cos_sin' pairs cos and sin features: n_components must be even")
@@ -67,10 +92,18 @@ class RFFMap(DenseFeatureMap):
         return out
 
     def _fill_frequencies(self, out: np.ndarray, scale: float) -> None:
-        """out (count, d) = the frequencies times `scale`, in out's dtype, made in row blocks (the
-        float64 temporaries are one block, not the matrix)."""
-        d, law = self.input_dim, self._unit_law()
-        for rows, words in randomness.row_blocks(self.spec.seed, f"{self.method}.frequencies", out.shape[0], d):
+        """out (count, d) = the frequencies times `scale`, in out's dtype; i.i.d. ones are made in row
+        blocks (the float64 temporaries are one block, not the matrix), orthogonal and structured ones
+        block by block of their own construction."""
+        tag, d = f"{self.method}.frequencies", self.input_dim
+        if self.params.frequencies == "orthogonal":
+            out[...] = orthogonal_gaussian(self.spec.seed, tag, out.shape[0], d) * scale
+            return
+        if self.params.frequencies == "structured":
+            out[...] = structured_gaussian(self.spec.seed, tag, out.shape[0], d) * scale
+            return
+        law = self._unit_law()
+        for rows, words in randomness.row_blocks(self.spec.seed, tag, out.shape[0], d):
             out[rows] = law(words).reshape(-1, d) * scale
 
     def _unit_law(self):
@@ -114,24 +147,22 @@ class RFFMap(DenseFeatureMap):
         return l1 * self._largest_frequency[dtype] + 2.0 * np.pi
 
     def _features_into(self, X, out: np.ndarray) -> None:
-        self._fourier_into(X, out)
-        out *= out.dtype.type(np.sqrt(2.0 / self.output_dim))
+        self._fourier_into(X, out, np.sqrt(2.0 / self.output_dim))
 
-    def _fourier_into(self, X, out: np.ndarray) -> None:
-        """cos(W^T x + b) or [cos(W^T x), sin(W^T x)] into `out`, unscaled."""
+    def _fourier_into(self, X, out: np.ndarray, weight: float) -> None:
+        """weight cos(W^T x + b) (the product written into `out`, then one pass in place) or
+        weight [cos(W^T x), sin(W^T x)] (from the chunk's product)."""
         frequencies, offsets = self._parameters_for(out.dtype)
         if offsets is not None:
-            if sp.issparse(X):
-                out[...] = X @ frequencies.T
-            else:
-                np.matmul(X, frequencies.T, out=out)
-            out += offsets
-            np.cos(out, out=out)
+            fourier.shifted_cos(out, offsets, weight, lambda: project_into(X, frequencies, out))
         else:
-            projection = X @ frequencies.T
-            m = self._n_frequencies
-            np.cos(projection, out=out[:, :m])
-            np.sin(projection, out=out[:, m:])
+            fourier.cos_sin(X @ frequencies.T, self._weights(weight), out)
+
+    def _weights(self, weight: float) -> np.ndarray:
+        """The per-frequency weights of the cos_sin pass (all equal), float64, kept between chunks."""
+        if self._weight_row is None or self._weight_row[0] != weight:
+            self._weight_row = np.full(self._n_frequencies, weight)
+        return self._weight_row
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:
         X = self.check(X, "x")
@@ -139,6 +170,14 @@ class RFFMap(DenseFeatureMap):
         if self.params.kernel == "laplacian":
             return kernels.laplacian(X, Y, self.params.gamma)
         return kernels.gaussian(X, Y, self.params.gamma)
+
+
+def project_into(X, frequencies: np.ndarray, out: np.ndarray) -> None:
+    """out = X W^T for dense or CSR X, written in place."""
+    if sp.issparse(X):
+        out[...] = X @ frequencies.T
+    else:
+        np.matmul(X, frequencies.T, out=out)
 
 
 class UnitSphereInputs:

@@ -20,7 +20,8 @@ fitted numbers gets the shells (hence another id than the same request got befor
 
 Features (D = n_components): frequencies w_j = r_j v_j from k^ normalised, the radius r_j by
 inverting the radial CDF of the mixture and the direction v_j uniform (a normalised vector of
-normals), and
+normals; with `frequencies` "orthogonal" the directions of each block of d are orthonormal, with
+"structured" they are the normalised rows of Hadamard-sign products: `_orthogonal_frequencies`), and
 - "phase" (the paper's Algorithm 1): z(x) = sqrt(2 mass / D) cos(W^T x + b), b ~ U[0, 2 pi);
 - "cos_sin": z(x) = sqrt(2 mass / D) [cos(W^T x), sin(W^T x)], D/2 frequencies.
 E<z(x), z(y)> = K^(x, y) (`fitted_kernel`), which differs from K (`exact_kernel`) by the fit
@@ -34,14 +35,20 @@ import math
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic import Field, model_serializer
 
 from .. import kernels
 from . import randomness
+from ._orthogonal_frequencies import orthogonal_unit_rows, structured_gaussian
 from ._spherical_mixture import mixture_kernel, mixture_mass, mixture_radii
 from ._spherical_shells import fit_shells, shell_radii, shells_kernel, shells_mass
 from .errors import SpecError
-from .rff import RFFMap, UnitSphereInputs
+from .rff import (
+    GaussianFrequencyParams,
+    RFFMap,
+    UnitSphereInputs,
+    without_default_frequencies,
+)
 
 # The fit resolves kernels of width ~a/sqrt(p) on [0, 2]; the paper goes to p = 20.
 MAX_DEGREE = 100
@@ -64,9 +71,7 @@ MixtureScale = Annotated[float, Field(ge=1e-9, le=1e3, allow_inf_nan=False)]
 ShellRadius = Annotated[float, Field(gt=0, le=1e8, allow_inf_nan=False)]
 
 
-class SRFParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class SRFParams(GaussianFrequencyParams):
     degree: int = Field(default=3, ge=1, le=MAX_DEGREE, strict=True)
     bias: float = Field(default=4.0, ge=2.0, le=MAX_BIAS, allow_inf_nan=False)
     variant: Literal["phase", "cos_sin"] = "phase"
@@ -80,8 +85,9 @@ class SRFParams(BaseModel):
     @model_serializer(mode="wrap")
     def _without_the_other_spectrum(self, handler):
         """A spec holds one spectrum: the keys of the other are left out (not null), so specs stored
-        before the shells existed keep their canonical JSON, hence their ids."""
-        data = handler(self)
+        before the shells existed keep their canonical JSON, hence their ids (and `frequencies` at
+        "iid", as for rff)."""
+        data = without_default_frequencies(handler(self))
         for name in ("weights", "scales", "radii", "masses"):
             if data.get(name) is None:
                 data.pop(name, None)
@@ -144,14 +150,22 @@ class SRFMap(UnitSphereInputs, RFFMap):
     # -- random parameters ---------------------------------------------------------
 
     def _fill_frequencies(self, out: np.ndarray, scale: float) -> None:
-        """Frequencies r_j v_j, (count, d): uniform directions, radii from the mixture (row blocks)."""
-        seed, d = self.spec.seed, self.input_dim
-        uniforms = randomness.uniform_open(randomness.raw_words(seed, "srf.radii", out.shape[0]))
+        """Frequencies r_j v_j, (count, d): uniform directions (i.i.d. in row blocks, or orthogonal or
+        structured), radii drawn from the fitted spectrum."""
+        seed, d, count = self.spec.seed, self.input_dim, out.shape[0]
+        uniforms = randomness.uniform_open(randomness.raw_words(seed, "srf.radii", count))
         if self.params.has_shells:
             radii = shell_radii(uniforms, self.params.radii, self.params.masses)
         else:
             radii = mixture_radii(uniforms, self.params.weights, self.params.scales, d)
-        for rows, words in randomness.row_blocks(seed, "srf.directions", out.shape[0], d):
+        if self.params.frequencies == "orthogonal":
+            out[...] = orthogonal_unit_rows(seed, "srf.directions.orthogonal", count, d) * (radii[:, None] * scale)
+            return
+        if self.params.frequencies == "structured":
+            normals = structured_gaussian(seed, "srf.directions", count, d)
+            out[...] = normals / np.linalg.norm(normals, axis=1, keepdims=True) * (radii[:, None] * scale)
+            return
+        for rows, words in randomness.row_blocks(seed, "srf.directions", count, d):
             normals = randomness.normal(words).reshape(-1, d)
             out[rows] = normals / np.linalg.norm(normals, axis=1, keepdims=True) * radii[rows, None] * scale
 
@@ -161,8 +175,7 @@ class SRFMap(UnitSphereInputs, RFFMap):
     # -- features ------------------------------------------------------------------
 
     def _features_into(self, X, out: np.ndarray) -> None:
-        self._fourier_into(X, out)
-        out *= out.dtype.type(np.sqrt(2.0 * self.params.mass / self.output_dim))
+        self._fourier_into(X, out, np.sqrt(2.0 * self.params.mass / self.output_dim))
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:
         """K = (1 - ||x - y||^2 / a^2)^p = alpha (q + <x, y>)^p on the unit-normalised rows."""
