@@ -376,6 +376,7 @@ BAD = {
     "add_npy_ids_header_not_json": ("POST", f"{IX}/items", (np.ones((1, D)), {"X-Item-Ids": "a,b"}), 422, "ids"),
     "add_npy_ids_header_and_query": ("POST", f"{IX}/items?ids=a", (np.ones((1, D)), {"X-Item-Ids": '["a"]'}), 422,
                                      "ids"),
+    "add_json_with_query_ids": ("POST", f"{IX}/items?ids=b", {"ids": ["a"], "vectors": [ROW]}, 422, "ids"),
     "add_text_plain": ("POST", f"{IX}/items", (b'{"ids": ["a"], "vectors": [[1]]}', {"Content-Type": "text/plain"}),
                        415, "content-type"),
     # query

@@ -70,11 +70,14 @@ def _vectors(body, index: AsyncLSHIndex, max_rows: int):
 def _item_ids(body, request: Request) -> Any:
     """ids from the JSON body, or for an .npy body from the X-Item-Ids header (a JSON array)
     or repeated ?ids= query parameters."""
+    header, params = request.headers.get(ITEM_IDS_HEADER), request.query_params.getlist("ids")
     if isinstance(body, dict):
+        if header is not None or params:
+            raise InputError("ids", "a JSON body carries its ids in its \"ids\" field, not in the X-Item-Ids "
+                             "header or ?ids= parameters")
         if "ids" not in body:
             raise InputError("ids", "missing: send one id per vector")
         return body["ids"]
-    header, params = request.headers.get(ITEM_IDS_HEADER), request.query_params.getlist("ids")
     if header is not None and params:
         raise InputError("ids", "send ids in the X-Item-Ids header or as ?ids= parameters, not both")
     if header is None:
