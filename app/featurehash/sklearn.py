@@ -226,16 +226,20 @@ class SphericalStructuredFeatures(_FeatureMapTransformer):
 
     Kernel: Gaussian exp(-gamma ||x - y||^2) (`gamma`, default 1.0) or the arc-cosine kernel of
     order 0, 1, 2 (`kernel="arccos0"` ..., no gamma). `n_components` must be a multiple of 4 and
-    at least 4 ceil(n_features / 2). See `featurehash.maps.ssf`.
+    at least 4 ceil(n_features / 2). `randomization` "rotation" (a random rotation of the point set:
+    unbiased) or "signs" (sign flips only, as specs made before the parameter). See
+    `featurehash.maps.ssf`.
     """
 
     _method = "ssf"
-    _spec_params = ("kernel", "gamma")
+    _spec_params = ("kernel", "gamma", "randomization")
 
-    def __init__(self, *, n_components=100, kernel="gaussian", gamma=None, random_state=None):
+    def __init__(self, *, n_components=100, kernel="gaussian", gamma=None, randomization="rotation",
+                 random_state=None):
         self.n_components = n_components
         self.kernel = kernel
         self.gamma = gamma
+        self.randomization = randomization
         self.random_state = random_state
 
 
