@@ -1,6 +1,7 @@
 """Bias over seeds of every dense map, and SSF's error against i.i.d. features with and without rotation.
 
-    python bench/bench_ssf_bias.py [--seeds 30] [--error-seeds 5] [--skip-bias] [--skip-errors] [--write]
+    python bench/bench_ssf_bias.py [--seeds 30] [--error-seeds 5] [--repeat 5] [--skip-bias] [--skip-errors]
+                                   [--skip-speed] [--write]
 
 1. Bias. 16 rows of sklearn's load_digits (d = 64) scaled to unit norm, D in {256, 1024}, seeds
    0..--seeds-1. For each map and each of the 120 pairs x != y: e = K^(x, y) - K(x, y) per seed,
@@ -17,6 +18,8 @@
    gamma0 / 4, gamma0, 4 gamma0 (gamma0 = 1 / median ||x - y||^2) and arccos0/1/2, on digits and
    breast_cancer (unit rows as bench_ssf.py), SSF with randomization "signs" and "rotation". i.i.d.:
    `rff` for the Gaussian, Cho & Saul's features for the arc-cosine kernels.
+3. Speed: the SSF transform with "rotation" against "signs" and against `rff` at equal D = 4d, for
+   1024 float32 rows, d in {256, 1024, 4096}, best of --repeat, interleaved in the same run.
 Prints tables; --write also writes bench/results/ssf_bias.txt.
 """
 
@@ -28,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from bench_ssf import exact_gram, iid_features, load_dataset, median_gamma
+from timing import best_time
 from featurehash.maps import create_map
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -122,12 +126,34 @@ def error_table(seeds: int) -> str:
     return "\n".join(lines)
 
 
+def speed_table(repeat: int) -> str:
+    lines = ["Transform time, 1024 float32 rows, D = 4d, best of runs interleaved in the same run", "",
+             f"{'d':>6s} {'signs':>9s} {'rotation':>9s} {'rff':>9s} | {'rotation/signs':>14s} {'rotation/rff':>12s}"]
+    for d in (256, 1024, 4096):
+        X = np.random.default_rng(0).standard_normal((1024, d)).astype(np.float32)
+        maps = {name: create_map({"method": "ssf", "input_dim": d, "n_components": 4 * d, "seed": 1,
+                                  "params": {"gamma": 0.01, "randomization": name}}).materialize()
+                for name in ("signs", "rotation")}
+        maps["rff"] = create_map({"method": "rff", "input_dim": d, "n_components": 4 * d, "seed": 1,
+                                  "params": {"gamma": 0.01}}).materialize()
+        times = {name: np.inf for name in maps}
+        for _ in range(repeat):  # interleaved, so a busy moment of the machine hits all three
+            for name, m in maps.items():
+                times[name] = min(times[name], best_time(lambda: m.transform(X), 1))
+        lines.append(f"{d:6d} {times['signs']:9.4f} {times['rotation']:9.4f} {times['rff']:9.4f} | "
+                     f"{times['rotation'] / times['signs']:14.2f} {times['rotation'] / times['rff']:12.2f}")
+        print(lines[-1] if len(lines) > 4 else "\n".join(lines), flush=True)
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=30)
     parser.add_argument("--error-seeds", type=int, default=5)
     parser.add_argument("--skip-bias", action="store_true")
     parser.add_argument("--skip-errors", action="store_true")
+    parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--write", action="store_true", help="also write bench/results/ssf_bias.txt")
     args = parser.parse_args(argv)
     parts = []
@@ -135,6 +161,8 @@ def main(argv=None) -> int:
         parts.append(bias_table(args.seeds))
     if not args.skip_errors:
         parts.append(error_table(args.error_seeds))
+    if not args.skip_speed:
+        parts.append(speed_table(args.repeat))
     if args.write:
         RESULTS.mkdir(exist_ok=True)
         (RESULTS / "ssf_bias.txt").write_text("python bench/bench_ssf_bias.py --write\n\n" + "\n\n".join(parts) + "\n")

@@ -46,7 +46,8 @@ structure makes good). One shared radius (M = 1) ties with per-direction radii u
 fixed radial bias shows (256d, 128d). Per-direction radii integrate the radial law with N points
 at no cost (the FFT yields all N projections anyway); averaged over the seeded permutation they
 are the N x N tensor rule. So D = 4n, M = 1, each direction its own radius.
-(Those figures are from randomization "signs"; "rotation" measures the same within the seed spread.)
+(Those figures predate `randomization`: they are "signs". For "rotation" see bench/results/ssf_bias.txt:
+SSF / i.i.d. the same within the seed spread at 2d, 4d, 8d.)
 
 Randomisation (`randomization`). Unbiasedness needs each direction v_i (and radius t_i) to have the
 exact law of the kernel's integral: v_i uniform on S^{2m-1}, t_i ~ chi_{2m}.
@@ -62,10 +63,11 @@ exact law of the kernel's integral: v_i uniform on S^{2m-1}, t_i ~ chi_{2m}.
   and the radii are jittered. The whole point set is rotated jointly, so its low energy (the
   structure) is kept, and each direction is close to uniform on the sphere: a Haar-random unitary
   would make it exactly uniform (U(m) is transitive on S^{2m-1}), and four phase blocks measure as
-  such: the largest z of the mean error over 100-300 seeds is 2.3-3.5 with mean z^2 0.9-1.4 for
+  such: the largest |z| of the mean error over 100-300 seeds is 2.0-3.5 with mean z^2 0.7-1.4 for
   every kernel at d = 6, 7, 16, 64, as for an unbiased estimate (a dense Haar rotation gives the
-  same), where two blocks (P3 F P2 F P1) still left z up to 9 (Gaussian) and 32 (arccos1) on
-  digits. bench/bench_ssf_bias.py measures it for every dense map.
+  same), where two blocks (P3 F P2 F P1) still left |z| up to 9 (Gaussian) and 32 (arccos1) on
+  digits. bench/bench_ssf_bias.py measures it for every dense map (bench/results/ssf_bias.txt). The
+  error is that of "signs" within the seed spread (SSF / i.i.d. there).
 
 Index set. L is chosen by coordinate ascent on a Riesz log-energy (`optimised_index_set`), a pure
 function of (m, n, seed), cached, and stored in the spec (params.index_set) so it is covered by the
@@ -463,10 +465,11 @@ class SSFMap(DenseFeatureMap):
         return np.exp(1j * randomness.phase(words)).reshape(ROTATION_BLOCKS, self.m)
 
     def rotate(self, c: np.ndarray) -> np.ndarray:
-        """U c for the rows c of a complex (rows, m) array: U = P4 F P3 F P2 F P1, F the unitary m-point DFT
-        and P_k = diag(phases[k]), a unitary of C^m, i.e. a rotation of R^{2m}, in O(m log m)."""
+        """U c for the rows c of a complex (rows, m) array, which it overwrites: U = P4 F P3 F P2 F P1, F the
+        unitary m-point DFT and P_k = diag(phases[k]), a unitary of C^m, i.e. a rotation of R^{2m}, in
+        O(m log m)."""
         phases = self._phases_for(c.dtype)
-        c = c * phases[0]
+        c *= phases[0]
         for block in phases[1:]:
             c = scipy.fft.fft(c, axis=1, norm="ortho", workers=FFT_WORKERS, overwrite_x=True)
             c *= block
