@@ -12,7 +12,8 @@ Rows: bit_source ("mixed_code", what new requests get; "index", the low bits of 
 x b in {1, 2, 4, 8}; columns k in {16, 64, 256, 1024}. References in the same run: LinearSVC on the
 original features (min-max scaled) over the same C grid, and an SVC with the exact GMM kernel
 (precomputed) over the same grid. Chance is the largest class share of the test set.
-Prints the tables; --write also writes bench/results/gcws_bbit.txt.
+Prints the tables; --write also writes bench/results/gcws_bbit.txt (gcws_bbit_dart.txt, ..._zero_bit.txt
+for the other variants).
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--zero-bit", action="store_true", help="features from i* alone (0-bit codes)")
     parser.add_argument("--quick", action="store_true", help="k in {16, 256}, b in {1, 4}")
-    parser.add_argument("--write", action="store_true", help="also write bench/results/gcws_bbit.txt")
+    parser.add_argument("--write", action="store_true", help="also write bench/results/gcws_bbit*.txt")
     args = parser.parse_args(argv)
     samples, bits_list = ((16, 256), (1, 4)) if args.quick else (SAMPLES, BITS)
     tables = []
@@ -113,8 +114,10 @@ def main(argv=None) -> int:
     if args.write:
         RESULTS.mkdir(exist_ok=True)
         header = ("Best test accuracy of LinearSVC (C in " + ", ".join(map(str, C_GRID)) + ") on b-bit GCWS "
-                  "features; python bench/bench_gcws_bbit.py --write\n\n")
-        (RESULTS / "gcws_bbit.txt").write_text(header + "\n\n".join(tables) + "\n")
+                  f"features; python bench/bench_gcws_bbit.py --sampler {args.sampler}"
+                  f"{' --zero-bit' if args.zero_bit else ''} --write\n\n")
+        suffix = ("" if args.sampler == "icws" else f"_{args.sampler}") + ("_zero_bit" if args.zero_bit else "")
+        (RESULTS / f"gcws_bbit{suffix}.txt").write_text(header + "\n\n".join(tables) + "\n")
     return 0
 
 

@@ -13,15 +13,17 @@ Pr[(i*_j, t*_j) equal for u and v] = GMM(u, v) (Theorem 1).
 Outputs:
 - `hash`: one int64 code per sample, equal iff (i*, t*) are equal (or i* alone with
   `zero_bit`), laid out as i* << 32 | zigzag(t*) so codes are >= 0;
-- `transform`: the b-bit linearisation (Li, "b-bit minwise hashing"; papers/004_* section 1.4):
-  b = `bits` bits of each sample's code as a one-hot block of 2^bits per sample, k nonzeros each
-  1/sqrt(k) (so <f(u), f(v)> = b-bit match fraction), returned as indices + scale, never as a
-  dense k * 2^bits matrix. `bit_source` says which bits:
+- `transform`: the b-bit linearisation (papers/004_* section 1.4, after Li & Koenig's b-bit minwise
+  hashing): b = `bits` bits of each sample's code as a one-hot block of 2^bits per sample, k
+  nonzeros each 1/sqrt(k) (so <f(u), f(v)> = b-bit match fraction), returned as indices + scale,
+  never as a dense k * 2^bits matrix. `bit_source` says which bits:
   - "mixed_code" (new requests): the lowest b bits of mix(key_j + G code_j), a seeded splitmix64
-    bijection (`_counter_random.word`) of the code `hash` returns (i* with `zero_bit`, else (i*, t*)
-    or (i*, dart)). Distinct codes get independent-looking uniform bits whatever the data's signs,
-    so the b-bit match probability is P_b = P + (1 - P) 2^-b with P = Pr[codes equal] (= GMM
-    without `zero_bit`), and b = 1 is a real 1-bit minwise hash;
+    bijection (`_gcws_kernels.mixed_codes`) of the code `hash` returns (i* with `zero_bit`, as the
+    paper's features, else (i*, t*) or (i*, dart), whose match probability is exactly GMM; linear SVM
+    accuracy was about the same either way, bench/bench_gcws_bbit.py --zero-bit). Distinct codes get
+    independent-looking uniform bits whatever the data's signs, so the b-bit match probability is
+    P_b = P + (1 - P) 2^-b with P = Pr[codes equal] (= GMM without `zero_bit`), and b = 1 is a real
+    1-bit minwise hash;
   - "index" (the only one of specs stored before the parameter existed, which leave the key out):
     the lowest b bits of i* itself. Its lowest bit is the sign of the sampled entry (2i for the
     positive part, 2i+1 for the negative), so on nonnegative data b = 1 is constant and b bits
