@@ -4,9 +4,9 @@ SIMD paths and thread counts and compare (tests/test_portability.py).
     python tests/portability_fingerprint.py OUT.npz
 
 Writes, for every golden request (tests/golden/*.json): the resolved spec (id and every stored
-parameter), its discrete codes on the golden input where the map has them, and for one map of every
-dense method the features of a 1500-row input computed whole and in uneven batches (float32 and
-float64). Also what the process ran on (SIMD paths found, BLAS kernel and threads), so a variant that
+parameter), its discrete codes and one-hot feature indices on the golden input where the map has
+them, and for one map of every dense method the features of a 1500-row input computed whole and in
+uneven batches (float32 and float64). Also what the process ran on (SIMD paths found, BLAS kernel and threads), so a variant that
 did not take effect is noticed rather than passing silently.
 """
 
@@ -24,7 +24,8 @@ from featurehash.maps import create_map
 GOLDEN = Path(__file__).resolve().parent / "golden"
 # Files whose "request"s resolve today (the others pin specs stored by older versions).
 GOLDEN_FILES = ("golden.json", "binning.json", "quadrature.json", "random_maclaurin.json", "srf_shells.json",
-                "ssf.json", "tensorsketch.json", "kernel_approximation.json", "frequencies.json")
+                "ssf.json", "tensorsketch.json", "kernel_approximation.json", "frequencies.json",
+                "gcws_mixed_bits.json", "ssf_rotation.json")
 DENSE_REQUESTS = {
     "rff_cos_sin": {"method": "rff", "params": {"gamma": 0.02}},
     "rff_phase": {"method": "rff", "params": {"gamma": 0.02, "variant": "phase"}},
@@ -93,6 +94,8 @@ def fingerprint() -> dict[str, np.ndarray | str]:
             specs[key] = m.spec.to_dict()
             if m.describe().get("has_hash"):
                 out[f"codes/{key}"] = m.hash(golden_input(case["input"], m.spec.input_dim))
+            if m.one_hot:
+                out[f"codes/{key}/one_hot"] = m.transform(golden_input(case["input"], m.spec.input_dim)).indices
     out["specs"] = json.dumps(specs, sort_keys=True)
     X = dense_input()
     _, dim, width = DENSE_SHAPE

@@ -12,11 +12,16 @@ squared z-score, which is chi-square(1) per pair, must stay within 4 of its stan
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from featurehash.maps import InputError, SpecError, create_map
+from featurehash.maps import InputError, SpecError, _gcws_kernels, create_map, resolve_spec
+
+MIXED_GOLDEN = json.loads((Path(__file__).resolve().parent / "golden" / "gcws_mixed_bits.json").read_text())
 
 K = 4096
 N_PAIRS = 100
@@ -285,10 +290,11 @@ def test_zero_bit_codes_are_i_star_and_approximate_gmm(dense_data, sparse_data):
 
 
 @pytest.mark.parametrize("bits", [1, 4, 8])
-def test_b_bit_features_inner_product_is_low_bit_match_fraction(dense_data, bits):
+def test_index_b_bit_features_are_the_low_bits_of_i_star(dense_data, bits):
+    """bit_source "index" (specs stored before the parameter): the lowest bits of i* itself."""
     U, V = dense_data
     U, V = U[:40], V[:40]
-    m = gcws(DENSE_DIM, bits=bits)
+    m = gcws(DENSE_DIM, bits=bits, bit_source="index")
     fu, fv = m.transform(U), m.transform(V)
     assert fu.dim == m.output_dim == K << bits
     assert fu.scale == 1 / np.sqrt(K)
@@ -306,6 +312,78 @@ def test_b_bit_features_inner_product_is_low_bit_match_fraction(dense_data, bits
     gram = (fu.to_csr() @ fv.to_csr().T).toarray()
     np.testing.assert_array_equal(gram, expected)  # exact: k is a power of two, scale^2 = 2^-12
     assert fu.to_csr().shape == (U.shape[0], fu.dim) and np.all(fu.to_csr().getnnz(axis=1) == K)
+
+
+@pytest.mark.parametrize("sampler, zero_bit", [("icws", False), ("icws", True), ("dart", False), ("dart", True)])
+def test_mixed_b_bit_features_are_seeded_bits_of_the_codes(dense_data, sampler, zero_bit):
+    """bit_source "mixed_code" (new requests): the low bits of a seeded mix of each sample's code, and
+    the inner product of two rows' features is their b-bit match fraction."""
+    U, V = dense_data[0][:40], dense_data[1][:40]
+    for bits in (1, 4):
+        m = gcws(DENSE_DIM, bits=bits, zero_bit=zero_bit, sampler=sampler)
+        assert m.spec.params["bit_source"] == "mixed_code"
+        fu, fv = m.transform(U), m.transform(V)
+        block_start = np.arange(K) << bits
+        mixed = _gcws_kernels.mixed_codes(m._bit_keys, m.hash(U)) & ((1 << bits) - 1)
+        np.testing.assert_array_equal(fu.indices - block_start, mixed)
+        expected = (fu.indices[:, None, :] == fv.indices[None, :, :]).mean(axis=2)
+        np.testing.assert_array_equal((fu.to_csr() @ fv.to_csr().T).toarray(), expected)  # k = 2^12: exact
+
+
+@pytest.mark.parametrize("sampler", ["icws", "dart"])
+@pytest.mark.parametrize("bits", [1, 2, 4, 8])
+def test_mixed_b_bit_match_fraction_is_gmm_plus_chance(dense_data, sampler, bits):
+    """Equal codes give equal features; unequal codes agree in b uniform bits with probability 2^-b, so
+    Pr[b-bit match] = GMM + (1 - GMM) 2^-b (Li & Koenig's b-bit relation), independently per sample."""
+    U, V = dense_data
+    m = gcws(DENSE_DIM, bits=bits, sampler=sampler)
+    fu, fv = m.transform(U), m.transform(V)
+    fraction = pair_match(fu.indices, fv.indices)
+    G = pair_gmm(U, V)
+    assert_binomial_family(fraction, G + (1 - G) * 2.0**-bits, K, f"{sampler} b={bits}")
+    # Given the codes, the chance agreements of unequal codes are Binomial(#unequal, 2^-b) per pair.
+    unequal = m.hash(U) != m.hash(V)
+    chance = (unequal & (fu.indices == fv.indices)).sum(axis=1)
+    trials, p = unequal.sum(axis=1), 2.0**-bits
+    z = (chance - trials * p) / np.sqrt(np.maximum(trials * p * (1 - p), 1.0))
+    assert np.abs(z).max() <= Z_MAX, (sampler, bits, z)
+    common = (chance.sum() - trials.sum() * p) / np.sqrt(trials.sum() * p * (1 - p))
+    assert abs(common) <= Z_MAX, (sampler, bits, common)
+
+
+def test_mixed_one_bit_features_are_balanced_on_nonnegative_data(dense_data):
+    """On nonnegative data the index bits waste the lowest bit (always 0: i* = 2i); mixed bits are fair."""
+    X = np.abs(dense_data[0])
+    legacy = gcws(DENSE_DIM, bits=1, bit_source="index").transform(X)
+    assert np.all(legacy.indices % 2 == 0)
+    ones = (gcws(DENSE_DIM, bits=1).transform(X).indices % 2).mean(axis=1)
+    np.testing.assert_array_less(np.abs(ones - 0.5), Z_MAX * 0.5 / np.sqrt(K))
+
+
+def test_stored_specs_keep_index_bits_and_new_requests_get_mixed_bits(dense_data):
+    request = {"method": "gcws", "input_dim": DENSE_DIM, "n_components": 64, "seed": 3, "params": {"bits": 2}}
+    legacy = resolve_spec({**request, "params": {"bits": 2, "bit_source": "index"}})
+    assert "bit_source" not in legacy.params  # as every spec stored before the parameter
+    stored = create_map(legacy.to_dict())      # a replica rebuilding a stored spec
+    assert stored.spec.id == legacy.id and "bit_source" not in stored.spec.params
+    X = dense_data[0][:5]
+    np.testing.assert_array_equal(stored.transform(X).indices & 3, stored.samples(X)[0] & 3)
+    new = create_map(request)
+    assert new.spec.params["bit_source"] == "mixed_code" and new.spec.id != legacy.id
+    assert create_map(new.describe()).spec.id == new.spec.id
+    assert create_map(new.spec).spec.id == new.spec.id and create_map(legacy).spec.id == legacy.id
+    np.testing.assert_array_equal(new.hash(X), stored.hash(X))  # codes (and LSH keys) do not change
+
+
+@pytest.mark.parametrize("name", list(MIXED_GOLDEN["cases"]))
+def test_mixed_bits_golden(name):
+    case = MIXED_GOLDEN["cases"][name]
+    stored = case["spec"]
+    assert create_map(case["request"]).spec.id == stored["id"]
+    m = create_map({key: stored[key] for key in ("method", "input_dim", "n_components", "seed", "params", "id")})
+    X = np.array(case["input"], dtype=np.float64)
+    assert m.hash(X).tolist() == case["expected"]["hash"]
+    assert m.transform(X).indices.tolist() == case["expected"]["indices"]
 
 
 def test_b_bit_match_fractions_are_nested(dense_data):

@@ -138,9 +138,10 @@ def test_zero_bit_codes_are_i_star_and_approximate_gmm(dense_data, sparse_data):
 
 
 @pytest.mark.parametrize("bits", [1, 4, 8])
-def test_b_bit_features_inner_product_is_low_bit_match_fraction(dense_data, bits):
+def test_index_b_bit_features_inner_product_is_low_bit_match_fraction(dense_data, bits):
+    """bit_source "index" (specs stored before the parameter); "mixed_code" is tested in test_gcws.py."""
     U, V = dense_data[0][:40], dense_data[1][:40]
-    m = dart(DENSE_DIM, bits=bits)
+    m = dart(DENSE_DIM, bits=bits, bit_source="index")
     fu, fv = m.transform(U), m.transform(V)
     assert fu.dim == m.output_dim == K << bits and fu.scale == 1 / np.sqrt(K)
     block_start = np.arange(K) << bits
@@ -154,7 +155,7 @@ def test_b_bit_match_fraction_follows_the_full_codes(dense_data):
     """b-bit matches are full matches plus chance agreements of the low bits: F <= F_b, and F_b is close
     to F + (1 - F) 2^-b (Li's b-bit estimate) when the other elements' low bits look random."""
     U, V = dense_data
-    m = dart(DENSE_DIM, bits=4)
+    m = dart(DENSE_DIM, bits=4, bit_source="index")
     F = pair_match(m.hash(U), m.hash(V))
     Fb = m.kernel(U, V).diagonal()
     assert np.all(Fb >= F)
@@ -261,7 +262,7 @@ def test_sampler_param_keeps_existing_ids():
 
 def test_dart_map_has_no_table_and_refuses_out_of_range_weights():
     m = dart(10, 64, power=1e6)
-    assert not m.uses_table and m.nbytes == 0 and m.planned_nbytes == 0
+    assert not m.uses_table and m.nbytes == m.planned_nbytes == 64 * 8  # the keys of the feature bits only
     with pytest.raises(InputError) as info:
         m.hash(np.array([[1e300] + [0.0] * 9]))
     assert info.value.field == "vectors"

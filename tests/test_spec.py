@@ -29,7 +29,7 @@ def with_params(method: str, **params) -> dict:
 @pytest.mark.parametrize("method, expected", [
     ("rff", {"kernel": "gaussian", "gamma": 1.0, "variant": "cos_sin"}),
     ("nrff", {"gamma": 1.0, "variant": "phase"}),
-    ("gcws", {"power": 1.0, "bits": 8, "zero_bit": False}),
+    ("gcws", {"power": 1.0, "bits": 8, "zero_bit": False, "bit_source": "mixed_code"}),
 ])
 def test_defaults_are_resolved(method, expected):
     spec = resolve_spec({"method": method, "input_dim": 4, "n_components": 8})

@@ -187,18 +187,22 @@ class GCWSFeatures(_OneHotTransformer):
     each entry into its positive and negative part. `n_components` samples; `transform` gives the
     b-bit one-hot features (`bits`) as CSR, n_components << bits columns; `hash` the codes
     (`zero_bit`: of i* only). `sampler` "icws" (O(nnz k)) or "dart" (DartMinHash, O(k log k + nnz),
-    the same collision law). All-zero rows are refused. See `featurehash.maps.gcws`.
+    the same collision law). `bit_source` "mixed_code": the b bits are seeded uniform bits of each
+    sample's code (b-bit match probability GMM + (1 - GMM) 2^-b); "index": the lowest bits of i*, as
+    specs made before the parameter. All-zero rows are refused. See `featurehash.maps.gcws`.
     """
 
     _method = "gcws"
-    _spec_params = ("power", "bits", "zero_bit", "sampler")
+    _spec_params = ("power", "bits", "zero_bit", "sampler", "bit_source")
 
-    def __init__(self, *, n_components=100, power=1.0, bits=8, zero_bit=False, sampler="icws", random_state=None):
+    def __init__(self, *, n_components=100, power=1.0, bits=8, zero_bit=False, sampler="icws",
+                 bit_source="mixed_code", random_state=None):
         self.n_components = n_components
         self.power = power
         self.bits = bits
         self.zero_bit = zero_bit
         self.sampler = sampler
+        self.bit_source = bit_source
         self.random_state = random_state
 
 
@@ -228,16 +232,20 @@ class SphericalStructuredFeatures(_FeatureMapTransformer):
 
     Kernel: Gaussian exp(-gamma ||x - y||^2) (`gamma`, default 1.0) or the arc-cosine kernel of
     order 0, 1, 2 (`kernel="arccos0"` ..., no gamma). `n_components` must be a multiple of 4 and
-    at least 4 ceil(n_features / 2). See `featurehash.maps.ssf`.
+    at least 4 ceil(n_features / 2). `randomization` "rotation" (a random rotation of the point set:
+    unbiased) or "signs" (sign flips only, as specs made before the parameter). See
+    `featurehash.maps.ssf`.
     """
 
     _method = "ssf"
-    _spec_params = ("kernel", "gamma")
+    _spec_params = ("kernel", "gamma", "randomization")
 
-    def __init__(self, *, n_components=100, kernel="gaussian", gamma=None, random_state=None):
+    def __init__(self, *, n_components=100, kernel="gaussian", gamma=None, randomization="rotation",
+                 random_state=None):
         self.n_components = n_components
         self.kernel = kernel
         self.gamma = gamma
+        self.randomization = randomization
         self.random_state = random_state
 
 

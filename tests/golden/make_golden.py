@@ -36,11 +36,14 @@ CASES = [
     ("nrff", {"method": "nrff", "input_dim": 6, "n_components": 16, "seed": 14, "params": {"gamma": 2.0}}),
     ("nrff_cos_sin", {"method": "nrff", "input_dim": 5, "n_components": 8, "seed": 0,
                       "params": {"gamma": 0.5, "variant": "cos_sin"}}),
-    ("gcws", {"method": "gcws", "input_dim": 8, "n_components": 16, "seed": 15, "params": {"bits": 4}}),
+    # bit_source "index": the b-bit features specs had before the parameter (a plain request now gets
+    # "mixed_code", pinned in gcws_mixed_bits.json); the stored specs leave the key out.
+    ("gcws", {"method": "gcws", "input_dim": 8, "n_components": 16, "seed": 15,
+              "params": {"bits": 4, "bit_source": "index"}}),
     ("gcws_zero_bit", {"method": "gcws", "input_dim": 8, "n_components": 16, "seed": 15,
-                       "params": {"bits": 4, "zero_bit": True}}),
+                       "params": {"bits": 4, "zero_bit": True, "bit_source": "index"}}),
     ("gcws_pgmm", {"method": "gcws", "input_dim": 8, "n_components": 16, "seed": 16,
-                   "params": {"power": 0.5, "bits": 6}}),
+                   "params": {"power": 0.5, "bits": 6, "bit_source": "index"}}),
 ]
 
 # Raw randomness pinned independently of any map: (seed, tag, count).

@@ -23,16 +23,17 @@ from make_golden import fixed_input
 HERE = Path(__file__).resolve().parent
 OUTPUT = HERE / "gcws_dart.json"
 
-# (name, spec request): full codes, 0-bit, pGMM both sides of 1, a large seed, k not a power of two
+# (name, spec request): bit_source "index" as these specs were stored before the parameter (a plain
+# request now gets "mixed_code", pinned in gcws_mixed_bits.json); full codes, 0-bit, pGMM both sides of 1, a large seed, k not a power of two
 CASES = [
     ("dart", {"method": "gcws", "input_dim": 8, "n_components": 16, "seed": 15,
-              "params": {"bits": 4, "sampler": "dart"}}),
+              "params": {"bits": 4, "sampler": "dart", "bit_source": "index"}}),
     ("dart_zero_bit", {"method": "gcws", "input_dim": 8, "n_components": 16, "seed": 15,
-                       "params": {"bits": 4, "zero_bit": True, "sampler": "dart"}}),
+                       "params": {"bits": 4, "zero_bit": True, "sampler": "dart", "bit_source": "index"}}),
     ("dart_pgmm_half", {"method": "gcws", "input_dim": 8, "n_components": 24, "seed": 16,
-                        "params": {"power": 0.5, "bits": 6, "sampler": "dart"}}),
+                        "params": {"power": 0.5, "bits": 6, "sampler": "dart", "bit_source": "index"}}),
     ("dart_pgmm_two", {"method": "gcws", "input_dim": 6, "n_components": 100, "seed": 2**62 + 3,
-                       "params": {"power": 2.0, "bits": 2, "sampler": "dart"}}),
+                       "params": {"power": 2.0, "bits": 2, "sampler": "dart", "bit_source": "index"}}),
 ]
 
 

@@ -40,8 +40,9 @@ QUADRATURE_CASES = [
                             "params": {"grid": "sparse", "level": 1, "gamma": 0.5}}),
     ("sparse_kernel_only", {"method": "quadrature", "input_dim": 4, "n_components": 50,
                             "params": {"grid": "sparse", "level": 2, "gamma": 0.5}}),
+    # points_per_dim 10: the subsampled grid's default before it became 64 (the stored spec holds 10).
     ("subsampled", {"method": "quadrature", "input_dim": 5, "n_components": 24, "seed": 42,
-                    "params": {"gamma": 0.4}}),
+                    "params": {"points_per_dim": 10, "gamma": 0.4}}),
     ("subsampled_anova", {"method": "quadrature", "input_dim": 6, "n_components": 16, "seed": 2**62 + 5,
                           "params": {"grid": "subsampled", "points_per_dim": 6, "gamma": 0.4,
                                      "anova": {"window": 3}}}),

@@ -24,16 +24,22 @@ HERE = Path(__file__).resolve().parent
 OUTPUT = HERE / "ssf.json"
 
 # (name, spec request): every kernel, n = m and n > m, odd and even d, a large seed, a given index set.
+# randomization "signs": these specs were stored before the parameter (which they leave out); a plain
+# request now gets "rotation", pinned in ssf_rotation.json (make_golden_ssf_rotation.py).
+SIGNS = {"randomization": "signs"}
+
 CASES = [
     ("gaussian_square", {"method": "ssf", "input_dim": 6, "n_components": 12, "seed": 21,
-                         "params": {"kernel": "gaussian", "gamma": 0.5}}),
-    ("gaussian", {"method": "ssf", "input_dim": 5, "n_components": 32, "seed": 22, "params": {"gamma": 0.8}}),
-    ("arccos0", {"method": "ssf", "input_dim": 7, "n_components": 24, "seed": 23, "params": {"kernel": "arccos0"}}),
+                         "params": {"kernel": "gaussian", "gamma": 0.5, **SIGNS}}),
+    ("gaussian", {"method": "ssf", "input_dim": 5, "n_components": 32, "seed": 22, "params": {"gamma": 0.8, **SIGNS}}),
+    ("arccos0", {"method": "ssf", "input_dim": 7, "n_components": 24, "seed": 23,
+                 "params": {"kernel": "arccos0", **SIGNS}}),
     ("arccos1", {"method": "ssf", "input_dim": 8, "n_components": 40, "seed": 2**62 + 3,
-                 "params": {"kernel": "arccos1"}}),
-    ("arccos2", {"method": "ssf", "input_dim": 3, "n_components": 16, "seed": 24, "params": {"kernel": "arccos2"}}),
+                 "params": {"kernel": "arccos1", **SIGNS}}),
+    ("arccos2", {"method": "ssf", "input_dim": 3, "n_components": 16, "seed": 24,
+                 "params": {"kernel": "arccos2", **SIGNS}}),
     ("given_index_set", {"method": "ssf", "input_dim": 4, "n_components": 20, "seed": 25,
-                         "params": {"kernel": "arccos1", "index_set": [3, 0]}}),
+                         "params": {"kernel": "arccos1", "index_set": [3, 0], **SIGNS}}),
 ]
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ._counter_random import ONE, uniform
+from ._counter_random import GOLDEN, ONE, mix, uniform
 
 _UNIFORMS_PER_ENTRY = np.uint64(5)
 
@@ -102,3 +102,14 @@ def hash_csr_serial(indptr, indices, data, power, streams, use_table, inverse_r,
     for row in range(indptr.size - 1):
         _hash_row(row, indptr, indices, data, power, streams, use_table, inverse_r, beta, r, offset,
                   i_star, t_star)
+
+
+@nb.njit(nogil=True, cache=True)
+def mixed_codes(keys, codes):
+    """mix(keys[j] + G codes[r, j]) >> 1 for every row r and sample j: a seeded bijection of each
+    sample's code whose low bits are uniform whatever the code's structure (int64, >= 0)."""
+    out = np.empty(codes.shape, dtype=np.int64)
+    for r in range(codes.shape[0]):
+        for j in range(codes.shape[1]):
+            out[r, j] = np.int64(mix(keys[j] + GOLDEN * np.uint64(codes[r, j])) >> ONE)
+    return out

@@ -62,6 +62,13 @@ class FeatureMap(ABC):
         return params
 
     @classmethod
+    def complete_new_request(cls, params: BaseModel) -> BaseModel:
+        """Write today's value of a param whose absent key means an older behaviour (so every stored
+        spec, and its id, keeps its features). Called by `resolve_spec` for new requests only, i.e.
+        documents without `id` or `format_version`; a new request therefore gets a new id."""
+        return params
+
+    @classmethod
     def check_spec(cls, spec: MapSpec) -> None:
         """Cross-field checks beyond the params model; raise SpecError."""
 

@@ -13,9 +13,21 @@ Pr[(i*_j, t*_j) equal for u and v] = GMM(u, v) (Theorem 1).
 Outputs:
 - `hash`: one int64 code per sample, equal iff (i*, t*) are equal (or i* alone with
   `zero_bit`), laid out as i* << 32 | zigzag(t*) so codes are >= 0;
-- `transform`: the b-bit linearisation, the lowest `bits` bits of i* as a one-hot block of
-  2^bits per sample, k nonzeros each 1/sqrt(k) (so <f(u), f(v)> = b-bit match fraction),
-  returned as indices + scale, never as a dense k * 2^bits matrix.
+- `transform`: the b-bit linearisation (papers/004_* section 1.4, after Li & Koenig's b-bit minwise
+  hashing): b = `bits` bits of each sample's code as a one-hot block of 2^bits per sample, k
+  nonzeros each 1/sqrt(k) (so <f(u), f(v)> = b-bit match fraction), returned as indices + scale,
+  never as a dense k * 2^bits matrix. `bit_source` says which bits:
+  - "mixed_code" (new requests): the lowest b bits of mix(key_j + G code_j), a seeded splitmix64
+    bijection (`_gcws_kernels.mixed_codes`) of the code `hash` returns (i* with `zero_bit`, as the
+    paper's features, else (i*, t*) or (i*, dart), whose match probability is exactly GMM; linear SVM
+    accuracy was about the same either way, bench/bench_gcws_bbit.py --zero-bit). Distinct codes get
+    independent-looking uniform bits whatever the data's signs, so the b-bit match probability is
+    P_b = P + (1 - P) 2^-b with P = Pr[codes equal] (= GMM without `zero_bit`), and b = 1 is a real
+    1-bit minwise hash;
+  - "index" (the only one of specs stored before the parameter existed, which leave the key out):
+    the lowest b bits of i* itself. Its lowest bit is the sign of the sampled entry (2i for the
+    positive part, 2i+1 for the negative), so on nonnegative data b = 1 is constant and b bits
+    carry b - 1. Kept so stored specs keep their features; asked for explicitly it is still served.
 Cost is O(nnz * k) per vector: sparse input touches only its nonzeros. The per-(j, i)
 constants come from a table when it fits the byte budget and on demand otherwise, with
 identical results.
@@ -62,23 +74,42 @@ class GCWSParams(BaseModel):
     bits: int = Field(default=8, ge=1, le=24, strict=True)
     zero_bit: bool = False
     sampler: Literal["icws", "dart"] = "icws"
+    # None (an absent key: every spec stored before the parameter) means "index"; new requests get
+    # "mixed_code" written out by `complete_new_request`.
+    bit_source: Literal["index", "mixed_code"] | None = None
 
     @model_serializer(mode="wrap")
-    def _omit_default_sampler(self, handler):
-        """Stored params leave `sampler` out at "icws": the id of every spec made before the
-        parameter existed (and of the same spec made today) stays what it was."""
+    def _omit_legacy_defaults(self, handler):
+        """Stored params leave `sampler` out at "icws" and `bit_source` at "index" (or unset): the id of
+        every spec made before those parameters existed (and of the same spec asked for today with those
+        values) stays what it was."""
         params = handler(self)
         if params.get("sampler") == "icws":
             del params["sampler"]
+        if params.get("bit_source") in ("index", None):
+            params.pop("bit_source", None)
         return params
+
+    @property
+    def mixes_bits(self) -> bool:
+        return self.bit_source == "mixed_code"
 
 
 class GCWSMap(DiscreteCodeMap):
     method = "gcws"
     Params = GCWSParams
 
+    @classmethod
+    def complete_new_request(cls, params: GCWSParams) -> GCWSParams:
+        if params.bit_source is not None:
+            return params
+        return params.model_copy(update={"bit_source": "mixed_code"})
+
     def __init__(self, spec: MapSpec, *, table_budget_bytes: int = DEFAULT_TABLE_BUDGET_BYTES):
         super().__init__(spec)
+        self._bit_keys = (_counter_random.stream_keys(randomness.counter_key(spec.seed, "gcws.feature_bits"),
+                                                      spec.n_components)
+                          if self.params.mixes_bits else np.empty(0, dtype=np.uint64))
         self._darts = (DartSampler(spec.seed, spec.n_components, self.params.power)
                        if self.params.sampler == "dart" else None)
         self._streams = (_counter_random.stream_keys(randomness.counter_key(spec.seed, "gcws.samples"),
@@ -107,12 +138,12 @@ class GCWSMap(DiscreteCodeMap):
     @property
     def planned_nbytes(self) -> int:
         table = self._n_coordinates * self.spec.n_components * _TABLE_BYTES_PER_ENTRY if self.uses_table else 0
-        return table + self._streams.nbytes
+        return table + self._streams.nbytes + self._bit_keys.nbytes
 
     @property
     def nbytes(self) -> int:
         table = sum(a.nbytes for a in self._table) if self._table is not None else 0
-        return table + self._streams.nbytes
+        return table + self._streams.nbytes + self._bit_keys.nbytes
 
     def _constants(self) -> tuple[np.ndarray, ...]:
         if not self.uses_table:
@@ -147,7 +178,9 @@ class GCWSMap(DiscreteCodeMap):
         return i_star, t_star
 
     def hash(self, X) -> np.ndarray:
-        i_star, t_star = self.samples(X)
+        return self._codes(*self.samples(X))
+
+    def _codes(self, i_star: np.ndarray, t_star: np.ndarray) -> np.ndarray:
         if self.params.zero_bit:
             return i_star
         if self._darts is not None:
@@ -156,8 +189,11 @@ class GCWSMap(DiscreteCodeMap):
         return (i_star << 32) | (zigzag & _LOW_32_BITS)
 
     def transform(self, X, *, dtype=None) -> OneHotFeatures:
-        i_star, _ = self.samples(X)
-        return self._one_hot(i_star, self.params.bits)
+        i_star, t_star = self.samples(X)
+        if not self.params.mixes_bits:
+            return self._one_hot(i_star, self.params.bits)
+        return self._one_hot(_gcws_kernels.mixed_codes(self._bit_keys, self._codes(i_star, t_star)),
+                             self.params.bits)
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:
         X = self.check(X, "x")

@@ -45,11 +45,16 @@ def resolve_spec(raw: Mapping[str, Any] | MapSpec, *, max_nbytes: int | None = N
     so a spec whose id no longer matches its content is refused rather than reused.
     With `max_nbytes`, a map whose parameters would exceed it is refused before anything
     that grows with its size is fitted, enumerated or allocated (`options` as for the map class).
+    A new request (no `id` or `format_version`) also gets `complete_new_request`: params whose
+    absent key keeps an older meaning for stored specs are written out with today's value.
     """
     if isinstance(raw, MapSpec):
-        raw = raw.model_dump(exclude={"id"})
+        raw = raw.to_dict()
     if not isinstance(raw, Mapping):
         raise SpecError("spec", "expected an object")
+    # A resolved spec (as stored and returned: it carries its format version or id) keeps the meaning
+    # it was made with; only a new request gets today's values of params that changed meaning.
+    is_new_request = not any(key in raw for key in ("id", "format_version"))
     document = {key: value for key, value in raw.items() if key not in DERIVED_KEYS}
     method = document.get("method")
     if method not in METHODS:
@@ -69,6 +74,10 @@ def resolve_spec(raw: Mapping[str, Any] | MapSpec, *, max_nbytes: int | None = N
                                     seed=spec.seed)
     if completed is not checked_params:
         spec = MapSpec(**{**document, "params": completed.model_dump(mode="json")})
+    if is_new_request:
+        current = cls.complete_new_request(completed)
+        if current is not completed:
+            spec = MapSpec(**{**document, "params": current.model_dump(mode="json")})
     cls.check_spec(spec)
     _check_derived(raw, spec, cls)
     return spec
