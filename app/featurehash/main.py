@@ -18,6 +18,7 @@ from .config import Settings, get_settings
 from .map_cache import MapCache
 from .store import SpecStore
 from .store.lsh_indexes import AsyncLSHIndexes
+from .store.spec_watch import SpecWatch
 
 
 DESCRIPTION = """Seeded kernel feature maps: create a map once, transform and hash anywhere.
@@ -41,12 +42,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         redis = _redis_client(settings)
+        watch = SpecWatch(settings.redis_url, settings.key_prefix, max_staleness=settings.map_staleness_seconds,
+                          connect_timeout=settings.redis_timeout_seconds)
         app.state.service = ServiceState(settings=settings, store=SpecStore(redis, settings.key_prefix),
                                          cache=MapCache(settings.map_cache_bytes),
-                                         indexes=AsyncLSHIndexes(redis, settings.key_prefix, offload=run_in_threadpool))
+                                         indexes=AsyncLSHIndexes(redis, settings.key_prefix, offload=run_in_threadpool),
+                                         watch=watch)
+        watch.start()
         try:
             yield
         finally:
+            await watch.stop()
             await redis.aclose()
 
     # operationId = the route function name (create_map, transform, ...): what generated clients call
