@@ -64,14 +64,19 @@ def npy_answer(result: RowResult, headers: dict[str, str] | None = None) -> Resp
     first = result.compute(slices[0])
     header = npy_header((result.rows, result.width), result.dtype)
     if len(slices) == 1:
-        return Response(header + np.ascontiguousarray(first).tobytes(), media_type=NPY, headers=headers)
+        return Response(b"".join((header, _raw_bytes(first, result.dtype))), media_type=NPY, headers=headers)
 
-    def body() -> Iterator[bytes]:
+    def body() -> Iterator[bytes | memoryview]:
         yield header
         for chunk in _chunks(result, first):
-            yield np.ascontiguousarray(chunk, dtype=result.dtype).tobytes()
+            yield _raw_bytes(chunk, result.dtype)
 
     return StreamingResponse(body(), media_type=NPY, headers=headers)
+
+
+def _raw_bytes(chunk: np.ndarray, dtype: np.dtype) -> memoryview:
+    """The array's bytes in C order, as a view when it already is C-ordered `dtype` (no copy)."""
+    return memoryview(np.ascontiguousarray(chunk, dtype=dtype)).cast("B")
 
 
 def json_answer(head: dict, key: str, result: RowResult, tail: Callable[[], Iterator[tuple[str, RowResult]]]
