@@ -12,7 +12,7 @@ from . import __version__
 from .api import routes_compute, routes_health, routes_indexes, routes_maps
 from .api.deps import ServiceState
 from .api.errors import install_error_handlers
-from .api.middleware import BodyLimit, RequestRecorder, configure_access_log
+from .api.middleware import BodyLimit, RequestRecorder, access_lines, configure_access_log
 from .api.openapi import install_openapi
 from .config import Settings, get_settings
 from .map_cache import MapCache
@@ -54,6 +54,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             await watch.stop()
             await redis.aclose()
+            access_lines.flush()
 
     # operationId = the route function name (create_map, transform, ...): what generated clients call
     app = FastAPI(title="featurehash", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
