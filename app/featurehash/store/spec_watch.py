@@ -41,6 +41,7 @@ class SpecWatch:
         self._fresh_until = 0.0  # monotonic time; 0 = nothing is trusted
         self.epoch = 0  # bumped on every invalidation and reconnect: a read racing one is not trusted
         self._task: asyncio.Task | None = None
+        self._stopping = False
 
     # -- what requests call --------------------------------------------------------------
     def confirmed(self, map_id: str) -> bool:
@@ -56,22 +57,22 @@ class SpecWatch:
     def forget(self, map_id: str) -> None:
         self._confirmed.discard(map_id)
 
-    @property
-    def up(self) -> bool:
-        return time.monotonic() < self._fresh_until
-
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
         if self.max_staleness > 0:
             self._task = asyncio.create_task(self._run(), name="spec-watch")
 
     async def stop(self) -> None:
-        if self._task is not None:
+        """Cancel the watch, again if a read swallowed the cancellation, and never wait long for it."""
+        if self._task is None:
+            return
+        self._stopping = True
+        for _ in range(20):
             self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+            done, _ = await asyncio.wait({self._task}, timeout=0.1)
+            if done:
+                break
+        self._void()
 
     def _void(self) -> None:
         self._fresh_until = 0.0
@@ -80,7 +81,7 @@ class SpecWatch:
 
     async def _run(self) -> None:
         backoff = self._interval
-        while True:
+        while not self._stopping:
             try:
                 await self._watch()
             except asyncio.CancelledError:
@@ -111,7 +112,7 @@ class SpecWatch:
             await tracker.read_response()
             self._void()  # a new channel: whatever happened while there was none is unknown
             logger.info("spec invalidation channel up: confirmed maps are served without a store read")
-            while True:
+            while not self._stopping:
                 await self._heartbeat(listener, tracker)
         finally:
             await listener.disconnect()
