@@ -1,6 +1,16 @@
-"""HTTP cost of the service against the same work done in-process, in one run.
+"""HTTP cost of the service against the framework floor and the same work done in-process, in one run.
 
-    python bench/bench_service.py [--workers N] [--url URL]
+    python bench/bench_service.py [--workers N] [--url URL] [--floor-only]
+
+First (skipped with --url), the figures of issue 14, interleaved round by round so a shared
+machine's load falls on both sides of each ratio: a minimal FastAPI route of the same shape
+(bench/service_floor.py: orjson body in, a constant 1024-float array out, the same uvicorn
+settings) is the floor; single-vector p50/p99 of rff d=64 D=1024 transform (JSON, npy) and
+gcws k=256 hash over one keep-alive connection as ratios to the floor's; requests/s over 8
+connections for the service and the floor with --workers 1 and 2 as ratios to the floor with
+one worker; batch rff n=4096 d=512 D=4096 over npy as a ratio to the in-process transform.
+These use bench/raw_http.py (prebuilt requests, undecoded answers) so the client's cost stays
+small and equal on both sides. Then, against the server started with --workers:
 
 Starts the real service (`featurehash serve`, embedded Redis: REDIS_URL is removed from
 its environment) on a free port with a temporary data directory, waits for /readyz,
@@ -50,7 +60,9 @@ import numpy as np
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
+import raw_http
 from featurehash.api.codecs import json_response, parse_body, vectors_from
+from featurehash.api.streams import npy_header
 from featurehash.client import FeatureHashClient
 from featurehash.maps import OneHotFeatures, create_map
 
@@ -116,6 +128,23 @@ def running_server(workers: int):
                 tail = log_path.read_text(errors="replace").splitlines()[-20:]
                 print("server log (tail):\n  " + "\n  ".join(tail), file=sys.stderr)
             print(stopped)
+
+
+@contextlib.contextmanager
+def running_floor(workers: int):
+    """Yield the base URL of bench/service_floor.py; SIGTERM it on the way out."""
+    port = free_port()
+    here = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(here), os.environ.get("PYTHONPATH")]))}
+    process = subprocess.Popen([sys.executable, str(here / "service_floor.py"), "--port", str(port),
+                                "--workers", str(workers)], env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        base_url = f"http://127.0.0.1:{port}"
+        wait_ready(base_url, process)
+        yield base_url
+    finally:
+        stop_server(process)
 
 
 def stop_server(process: subprocess.Popen) -> str:
@@ -368,17 +397,17 @@ def server_codec_times(case: Case, X: np.ndarray, local_out, *, binary: bool) ->
         from featurehash.api.codecs import npy_response  # gone from codecs: only this section needs it (left as found)
         request = npy_bytes(X)
         steps = {"decode": lambda: vectors_from(parse_body(request, NPY), "vectors", X.shape[1]),
-                 "encode": lambda: npy_response(local_out)}
+                 "encode": lambda: npy_header(local_out.shape, local_out.dtype) + local_out.tobytes()}
     else:
         request = orjson.dumps({"vectors": X}, option=orjson.OPT_SERIALIZE_NUMPY)
         steps = {"decode": lambda: vectors_from(parse_body(request, "application/json"), "vectors", X.shape[1]),
-                 "encode": lambda: json_response({case.key: local_out})}
+                 "encode": lambda: json_response({case.key: local_out}).body}
     repeat = 1 if len(request) > 10e6 and not binary else 3
     result = {}
     for name, fn in steps.items():
         seconds, last = timed(fn, repeat)
         result[name] = min(seconds)
-    return {**result, "req_bytes": len(request), "resp_bytes": len(last.body)}
+    return {**result, "req_bytes": len(request), "resp_bytes": len(last)}
 
 
 def section_concurrent(base_url, headers, case, inputs, threads, seconds, sequential_us, local_us) -> None:
@@ -462,6 +491,109 @@ def section_verify(client, cases, outputs, batches) -> bool:
     return ok
 
 
+def section_floor(args) -> None:
+    """The issue-14 figures: every one a ratio to the floor or to the in-process call, measured interleaved."""
+    rng = np.random.default_rng(5)
+    rff_spec = {"method": "rff", "input_dim": 64, "n_components": 1024, "seed": 1, "params": {"gamma": 1 / 64}}
+    gcws_spec = {"method": "gcws", "input_dim": 64, "n_components": 256, "seed": 1}
+    big_spec = {"method": "rff", "input_dim": 512, "n_components": 4096, "seed": 2, "params": {"gamma": 1 / 512}}
+    rows = [rng.standard_normal((1, 64)).astype(np.float32) for _ in range(64)]
+    batch = rng.standard_normal((4096, 512)).astype(np.float32)
+    with contextlib.ExitStack() as stack:
+        floor1 = stack.enter_context(running_floor(1))
+        floor2 = stack.enter_context(running_floor(2))
+        service1 = stack.enter_context(running_server(1))
+        service2 = stack.enter_context(running_server(2))
+        ids = {}
+        for url in (service1, service2):
+            with FeatureHashClient(url, timeout=60.0) as client:
+                for name, spec in (("rff", rff_spec), ("gcws", gcws_spec), ("big", big_spec)):
+                    ids[name] = client.create_map(spec["method"], spec["input_dim"], spec["n_components"],
+                                                  seed=spec["seed"], params=spec.get("params"))["id"]
+        json_rows = [orjson.dumps({"vectors": x}, option=orjson.OPT_SERIALIZE_NUMPY) for x in rows]
+        requests = {
+            "floor": [raw_http.request_bytes("/floor", b, "application/json") for b in json_rows],
+            "rff JSON": [raw_http.request_bytes(f"/v1/maps/{ids['rff']}/transform", b, "application/json")
+                         for b in json_rows],
+            "rff npy": [raw_http.request_bytes(f"/v1/maps/{ids['rff']}/transform", npy_bytes(x), NPY, NPY)
+                        for x in rows],
+            "gcws hash JSON": [raw_http.request_bytes(f"/v1/maps/{ids['gcws']}/hash", b, "application/json")
+                               for b in json_rows],
+        }
+        local_rff = create_map(rff_spec).materialize()
+        local_gcws = create_map(gcws_spec).materialize()
+        local_big = create_map(big_spec).materialize()
+        in_process = {"rff in-process": lambda i: local_rff.transform(rows[i % len(rows)]),
+                      "gcws hash in-process": lambda i: local_gcws.hash(rows[i % len(rows)].astype(np.float64))}
+
+        host, port = "127.0.0.1", int(service1.rsplit(":", 1)[1])
+        floor_port = int(floor1.rsplit(":", 1)[1])
+        connections = {name: raw_http.Connection(host, floor_port if name == "floor" else port) for name in requests}
+        rounds, per_round = 10, max(1, args.requests // 10)
+        samples: dict[str, list] = {name: [] for name in [*requests, *in_process]}
+        for name, connection in connections.items():
+            raw_http.latencies_us(connection, requests[name], args.warmup)
+        for _ in range(rounds):
+            for name, connection in connections.items():
+                samples[name].append(raw_http.latencies_us(connection, requests[name], per_round))
+            for name, fn in in_process.items():
+                clock = time.perf_counter_ns
+                part = np.empty(per_round)
+                for i in range(per_round):
+                    start = clock()
+                    fn(i)
+                    part[i] = clock() - start
+                samples[name].append(part / 1e3)
+        for connection in connections.values():
+            connection.close()
+        pct = {name: np.percentile(np.concatenate(parts), [50, 99]) for name, parts in samples.items()}
+        f50, f99 = pct["floor"]
+        print(f"\nIssue 14 figures (interleaved over {rounds} rounds; floor = minimal FastAPI route, same uvicorn "
+              "settings)")
+        print(f"  single vector, one keep-alive connection, {rounds * per_round} requests each:")
+        print(f"    {'':34s} {'p50 us':>8s} {'p99 us':>8s} {'p50/floor':>10s} {'p99/floor':>10s}")
+        for name, (p50, p99) in pct.items():
+            print(f"    {name:34s} {p50:8.0f} {p99:8.0f} {p50 / f50:10.2f} {p99 / f99:10.2f}")
+        print("    goals: p50 <= 1.3x, p99 <= 1.5x the floor")
+
+        targets = [("floor --workers 1", floor1, "floor"), ("service --workers 1", service1, "rff JSON"),
+                   ("service --workers 2", service2, "rff JSON"), ("floor --workers 2", floor2, "floor")]
+        rates: dict[str, list] = {label: [] for label, _, _ in targets}
+        for _ in range(2):
+            for label, url, name in targets:
+                rates[label].append(raw_http.throughput(host, int(url.rsplit(":", 1)[1]), requests[name], 8,
+                                                        args.seconds))
+        base = float(np.mean(rates["floor --workers 1"]))
+        print(f"  throughput, rff JSON single vectors over 8 connections ({args.seconds:.0f} s x 2 rounds each):")
+        for label, values in rates.items():
+            print(f"    {label:34s} {np.mean(values):8.0f} req/s {np.mean(values) / base:6.2f}x floor --workers 1")
+        print("    goal: service --workers 1 >= 0.6x")
+
+        big_request = raw_http.request_bytes(f"/v1/maps/{ids['big']}/transform", npy_bytes(batch), NPY, NPY)
+        connection = raw_http.Connection(host, port)
+
+        def over_http() -> np.ndarray:
+            request = raw_http.request_bytes(f"/v1/maps/{ids['big']}/transform", npy_bytes(batch), NPY, NPY)
+            status, body = connection.request(request)
+            if status != 200:
+                raise RuntimeError(f"batch: status {status}")
+            return load_npy(body)
+
+        connection.request(big_request)
+        local_times, http_times = [], []
+        for _ in range(max(3, args.repeat)):
+            local_times += timed(lambda: local_big.transform(batch), 1)[0]
+            seconds, out = timed(over_http, 1)
+            http_times += seconds
+        connection.close()
+        same = out.tobytes() == local_big.transform(batch).tobytes()
+        print(f"  batch rff n=4096 d=512 D=4096 over npy (client np.save and np.load included; best of "
+              f"{len(http_times)}, interleaved):")
+        print(f"    in-process {min(local_times) * 1e3:.0f} ms, HTTP {min(http_times) * 1e3:.0f} ms: "
+              f"{min(local_times) / min(http_times):.2f}x in-process throughput (goal >= 0.6x); "
+              f"{'bitwise equal' if same else 'NOT bitwise equal'}")
+
+
 # -- main ---------------------------------------------------------------------------
 
 def run(base_url: str, args, where: str) -> bool:
@@ -507,11 +639,17 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3, help="timed batch requests (best of)")
     parser.add_argument("--threads", type=int, default=4, help="client threads of the load test (0: skip)")
-    parser.add_argument("--seconds", type=float, default=3.0, help="duration of the load test")
+    parser.add_argument("--seconds", type=float, default=3.0, help="duration of each load test")
+    parser.add_argument("--floor-only", action="store_true", help="only the figures against the floor")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, _raise_sigterm)
     start = time.perf_counter()
-    if args.url:
+    ok = True
+    if not args.url:
+        section_floor(args)
+    if args.floor_only:
+        pass
+    elif args.url:
         args.api_key = args.api_key or os.environ.get("FEATUREHASH_API_KEY")
         wait_ready(args.url.rstrip("/"), None, timeout=10)
         ok = run(args.url.rstrip("/"), args, "external server")

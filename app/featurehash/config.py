@@ -42,6 +42,10 @@ class Settings(BaseSettings):
     # JSON lines on stderr (method, route template, status, duration, request id); 5xx at "warning".
     access_log_level: Literal["debug", "info", "warning", "off"] = "info"
 
+    # How long a map deleted on one replica may still serve on another (0: ask the store on every request).
+    # Maps confirmed in the store are trusted while Redis's invalidation channel answered within it.
+    map_staleness_seconds: float = Field(default=1.0, ge=0)
+
     redis_timeout_seconds: float = Field(default=2.0, gt=0)
     retry_after_seconds: int = Field(default=1, ge=1)
 

@@ -12,12 +12,13 @@ from . import __version__
 from .api import routes_compute, routes_health, routes_indexes, routes_maps
 from .api.deps import ServiceState
 from .api.errors import install_error_handlers
-from .api.middleware import BodyLimit, RequestRecorder, configure_access_log
+from .api.middleware import BodyLimit, RequestRecorder, access_lines, configure_access_log
 from .api.openapi import install_openapi
 from .config import Settings, get_settings
 from .map_cache import MapCache
 from .store import SpecStore
 from .store.lsh_indexes import AsyncLSHIndexes
+from .store.spec_watch import SpecWatch
 
 
 DESCRIPTION = """Seeded kernel feature maps: create a map once, transform and hash anywhere.
@@ -41,13 +42,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         redis = _redis_client(settings)
+        watch = SpecWatch(settings.redis_url, settings.key_prefix, max_staleness=settings.map_staleness_seconds,
+                          connect_timeout=settings.redis_timeout_seconds)
         app.state.service = ServiceState(settings=settings, store=SpecStore(redis, settings.key_prefix),
                                          cache=MapCache(settings.map_cache_bytes),
-                                         indexes=AsyncLSHIndexes(redis, settings.key_prefix, offload=run_in_threadpool))
+                                         indexes=AsyncLSHIndexes(redis, settings.key_prefix, offload=run_in_threadpool),
+                                         watch=watch)
+        watch.start()
         try:
             yield
         finally:
+            await watch.stop()
             await redis.aclose()
+            access_lines.flush()
 
     # operationId = the route function name (create_map, transform, ...): what generated clients call
     app = FastAPI(title="featurehash", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,

@@ -50,11 +50,26 @@ def _parse_lenient_json(raw: bytes) -> Any:
         raise InputError("body", "invalid JSON: nested too deeply") from None
 
 
+_NPY_HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+
+
 def _parse_npy(raw: bytes) -> np.ndarray:
+    """The array of an .npy body as a read-only view of the body's bytes (no copy) when its header is
+    version 1 or 2 and its dtype holds no objects; otherwise (version 3) numpy.load's copy."""
     if not raw.startswith(b"\x93NUMPY"):
         raise InputError("body", "not an .npy file (no NPY header); write it with numpy.save")
     try:
-        array = np.load(io.BytesIO(raw), allow_pickle=False)
+        stream = io.BytesIO(raw)
+        read_header = _NPY_HEADER_READERS.get(np.lib.format.read_magic(stream))
+        if read_header is None:
+            array = np.load(io.BytesIO(raw), allow_pickle=False)
+        else:
+            shape, fortran_order, dtype = read_header(stream)
+            if dtype.hasobject:
+                raise ValueError("object arrays cannot be loaded when allow_pickle=False")
+            count = int(np.prod(shape, dtype=np.int64))
+            array = np.frombuffer(raw, dtype=dtype, count=count, offset=stream.tell())
+            array = array.reshape(shape[::-1]).T if fortran_order else array.reshape(shape)
     except Exception as exc:  # numpy raises several types for malformed files
         raise InputError("body", f"not a readable .npy array ({type(exc).__name__}: {exc})") from None
     if not isinstance(array, np.ndarray):

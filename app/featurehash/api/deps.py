@@ -15,6 +15,7 @@ from ..map_cache import MapCache
 from ..maps import FeatureMap, InputError, create_map
 from ..store import SpecStore
 from ..store.lsh_indexes import AsyncLSHIndexes
+from ..store.spec_watch import SpecWatch
 from .errors import MapNotFound, Unauthorized
 
 
@@ -24,6 +25,7 @@ class ServiceState:
     store: SpecStore
     cache: MapCache
     indexes: AsyncLSHIndexes
+    watch: SpecWatch
 
     def build_map(self, spec: dict) -> FeatureMap:
         # Maps with per-(sample, coordinate) randomness cache it in a table up to this budget.
@@ -33,12 +35,24 @@ class ServiceState:
         return create_map(spec, max_nbytes=self.settings.max_map_bytes, **options).materialize()
 
     async def load_map(self, map_id: str) -> FeatureMap:
-        """The map if the store still has it (asked every time, so deletes reach all replicas)."""
+        """The map if the store still has it: asked of the store unless the watch vouches for it
+        (then a delete anywhere reaches this replica within settings.map_staleness_seconds)."""
+        if self.watch.confirmed(map_id):
+            feature_map = self.cache.get(map_id)
+            if feature_map is not None:
+                return feature_map
+        epoch = self.watch.epoch
         spec = await self.store.get(map_id)
         if spec is None:
-            self.cache.discard(map_id)
+            self.forget(map_id)
             raise MapNotFound(map_id)
-        return await self.map_for_spec(spec)
+        feature_map = await self.map_for_spec(spec)
+        self.watch.confirm(map_id, epoch)
+        return feature_map
+
+    def forget(self, map_id: str) -> None:
+        self.watch.forget(map_id)
+        self.cache.discard(map_id)
 
     async def map_for_spec(self, spec: dict) -> FeatureMap:
         """The (cached) map of a resolved spec, e.g. the copy an index keeps of its map's spec."""
@@ -49,11 +63,13 @@ class ServiceState:
         return feature_map
 
 
-def get_state(request: Request) -> ServiceState:
+# The dependencies are `async def` though they never await: FastAPI runs a plain `def` dependency in the
+# thread pool, a hop that costs more than the dependency itself on every request.
+async def get_state(request: Request) -> ServiceState:
     return request.app.state.service
 
 
-def refuse_unknown_query(request: Request) -> None:
+async def refuse_unknown_query(request: Request) -> None:
     """A query parameter the route does not read is a 422 naming it, never silently ignored."""
     unknown = sorted(set(request.query_params) - _query_names(request.scope["route"]))
     if unknown:
@@ -81,9 +97,9 @@ _QUERY_NAMES: dict[int, frozenset[str]] = {}
 _bearer = HTTPBearer(auto_error=False)
 
 
-def require_api_key(request: Request,
+async def require_api_key(request: Request,
                     credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> None:
-    expected = get_state(request).settings.api_key
+    expected = request.app.state.service.settings.api_key
     if expected is None:
         return
     supplied = credentials.credentials if credentials is not None else ""

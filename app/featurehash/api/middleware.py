@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import logging
+import os
 import re
-import sys
 import time
 import uuid
 
@@ -20,16 +22,47 @@ access_logger = logging.getLogger("featurehash.access")
 
 
 def configure_access_log(level: str) -> None:
-    """JSON lines on stderr at `level` ("off": none); 5xx answers are logged as warnings."""
+    """JSON lines on stderr at `level` ("off": none); 5xx answers are logged as warnings.
+    The logger's level decides what is written; the lines go to stderr in batches (`AccessLines`)."""
     access_logger.propagate = False
-    if level == "off":
-        access_logger.setLevel(logging.CRITICAL + 1)
-        return
-    access_logger.setLevel(level.upper())
-    if not access_logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        access_logger.addHandler(handler)
+    access_logger.setLevel(logging.CRITICAL + 1 if level == "off" else level.upper())
+
+
+class AccessLines:
+    """Access-log lines written to stderr in one write per batch, at most `delay` seconds after the
+    first line of the batch (or at 64 KiB, or at exit): a line per request costs an append, not a
+    LogRecord, a lock and a write system call."""
+
+    def __init__(self, fd: int = 2, delay: float = 0.2, max_bytes: int = 65536):
+        self.fd, self.delay, self.max_bytes = fd, delay, max_bytes
+        self._lines: list[bytes] = []
+        self._size = 0
+        self._scheduled = False
+        atexit.register(self.flush)
+
+    def add(self, line: bytes) -> None:
+        self._lines.append(line)
+        self._size += len(line)
+        if self._size >= self.max_bytes:
+            self.flush()
+        elif not self._scheduled:
+            try:
+                asyncio.get_running_loop().call_later(self.delay, self.flush)
+                self._scheduled = True
+            except RuntimeError:  # no event loop (called from a thread): write now
+                self.flush()
+
+    def flush(self) -> None:
+        self._scheduled = False
+        if self._lines:
+            data, self._lines, self._size = b"".join(self._lines), [], 0
+            try:
+                os.write(self.fd, data)
+            except OSError:
+                pass
+
+
+access_lines = AccessLines()
 
 
 class RequestRecorder:
@@ -64,13 +97,26 @@ class RequestRecorder:
     def _record(scope, status: int, seconds: float, request_id: str) -> None:
         route = scope.get("route")
         template = getattr(route, "path", None) or "unmatched"
-        REQUESTS.labels(scope["method"], template, str(status)).inc()
-        LATENCY.labels(scope["method"], template).observe(seconds)
-        level = logging.WARNING if status >= 500 else logging.INFO
-        if access_logger.isEnabledFor(level):
-            access_logger.log(level, orjson.dumps({
-                "time": time.time(), "method": scope["method"], "route": template, "status": status,
-                "duration_ms": round(seconds * 1e3, 3), "request_id": request_id}).decode())
+        method = scope["method"]
+        counter, latency = _children(method, template, status)
+        counter.inc()
+        latency.observe(seconds)
+        if access_logger.isEnabledFor(logging.WARNING if status >= 500 else logging.INFO):
+            access_lines.add(orjson.dumps({
+                "time": time.time(), "method": method, "route": template, "status": status,
+                "duration_ms": round(seconds * 1e3, 3), "request_id": request_id}, option=orjson.OPT_APPEND_NEWLINE))
+
+
+_CHILDREN: dict[tuple[str, str, int], tuple] = {}
+
+
+def _children(method: str, template: str, status: int) -> tuple:
+    """The metric children of one (method, route template, status): labels() looked up once."""
+    key = (method, template, status)
+    found = _CHILDREN.get(key)
+    if found is None:
+        found = _CHILDREN[key] = (REQUESTS.labels(method, template, str(status)), LATENCY.labels(method, template))
+    return found
 
 
 class BodyLimit:

@@ -1,9 +1,11 @@
 """/v1/maps/{id}/transform, /hash and /kernel.
 
 Each request flows one way: raw body -> decode -> validate -> map (cached) -> numpy ->
-encode. Everything after reading the body runs in the thread pool, so the event loop
-(and /healthz) stays responsive while large batches are computed; answers are computed
-and encoded chunk by chunk (`streams`), so their size never sets a request's memory.
+encode. Small requests (a body and an answer of a few vectors: online scoring) run right
+on the event loop, where a thread-pool hop would cost more than the work; everything else
+runs in the thread pool, so the event loop (and /healthz) stays responsive while large
+batches are computed; answers are computed and encoded chunk by chunk (`streams`), so
+their size never sets a request's memory.
 """
 
 from __future__ import annotations
@@ -31,6 +33,21 @@ ONE_HOT_HEADERS = {"X-Feature-Dim": {"description": "one-hot maps with an .npy a
                                      "schema": {"type": "integer"}},
                    "X-Feature-Scale": {"description": "one-hot maps with an .npy answer: the value of each one",
                                        "schema": {"type": "number"}}}
+
+
+# Inline (on the event loop) below these: at most ~1 ms of work even for the costliest per-element maps.
+INLINE_BODY_BYTES = 32 * 1024
+INLINE_OUTPUT_ELEMENTS = 4096
+
+
+async def _run(raw: bytes, prepare, answer):
+    """`answer(prepare())`: the decode inline for a small body, the rest inline for a small answer."""
+    if len(raw) > INLINE_BODY_BYTES:
+        return await run_in_threadpool(lambda: answer(prepare()))
+    prepared = prepare()
+    if prepared[0] * prepared[1] > INLINE_OUTPUT_ELEMENTS:
+        return await run_in_threadpool(answer, prepared)
+    return answer(prepared)
 
 
 def _checked_rows(X, feature_map: FeatureMap, field: str, max_rows: int):
@@ -86,18 +103,22 @@ async def transform(map_id: str, request: Request,
     content_type, accept = request.headers.get("content-type"), request.headers.get("accept")
     settings = state.settings
 
-    def work():
+    def prepare():
         body = parse_body(raw, content_type)
         X = _checked_rows(vectors_from(body, "vectors", feature_map.input_dim), feature_map, "vectors",
                           settings.max_batch_rows)
         BATCH_ROWS.labels("transform").observe(X.shape[0])
         width = feature_map.spec.n_components if feature_map.one_hot else feature_map.output_dim
         _check_output_size(X.shape[0], width, settings.max_output_elements)
+        return X.shape[0], width, X
+
+    def answer(prepared):
+        X = prepared[2]
         if feature_map.one_hot:
             return _one_hot_features(feature_map, X, wants_npy(accept), settings.stream_chunk_bytes)
         return _dense_features(feature_map, X, np.dtype(dtype), wants_npy(accept), settings.stream_chunk_bytes)
 
-    return await run_in_threadpool(work)
+    return await _run(raw, prepare, answer)
 
 
 @router.post("/hash", openapi_extra=body_doc(HashRequest),
@@ -112,7 +133,7 @@ async def hash_vectors(map_id: str, request: Request,
     content_type, accept = request.headers.get("content-type"), request.headers.get("accept")
     settings, query_bands = state.settings, bands
 
-    def work():
+    def prepare():
         body = parse_body(raw, content_type)
         bands = _bands(body, query_bands)
         if bands is not None and (not isinstance(bands, int) or isinstance(bands, bool)):
@@ -122,7 +143,12 @@ async def hash_vectors(map_id: str, request: Request,
         BATCH_ROWS.labels("hash").observe(X.shape[0])
         k = feature_map.spec.n_components
         _check_output_size(X.shape[0], k, settings.max_output_elements)
-        feature_map.hash(X[:1])  # a map without codes says so here
+        return X.shape[0], k, X, bands
+
+    def answer(prepared):
+        _, k, X, bands = prepared
+        if bands is not None or not X.shape[0]:  # a map without codes says so here (else the first chunk does)
+            feature_map.hash(X[:1])
         codes = RowResult(X.shape[0], k, np.dtype(np.int64), lambda rows: feature_map.hash(X[rows]),
                           settings.stream_chunk_bytes)
         if bands is None:
@@ -136,7 +162,7 @@ async def hash_vectors(map_id: str, request: Request,
 
         return json_answer({}, "codes", codes, tail=keys)
 
-    return await run_in_threadpool(work)
+    return await _run(raw, prepare, answer)
 
 
 def _bands(body, query_bands: int | None):

@@ -65,7 +65,7 @@ async def delete_map(map_id: str, force: bool = Query(default=False, description
             raise MapInUse(map_id, users)
     if not await state.store.delete(map_id):
         raise MapNotFound(map_id)
-    state.cache.discard(map_id)
+    state.forget(map_id)
     return Response(status_code=204)
 
 

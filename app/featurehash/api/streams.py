@@ -3,20 +3,23 @@
 A result is a 2-D array of known shape whose rows `compute(rows)` makes on demand. The first chunk
 is computed before anything is sent, so bad input still gets its 4xx; an answer of one chunk is an
 ordinary response, a longer one streams (chunked transfer encoding), each chunk computed and
-encoded in the thread pool while the event loop keeps serving. The bytes are exactly those of
+encoded in the thread pool while the event loop keeps serving, and while the previous chunk is
+being sent (so a request holds at most two chunks: compute and transfer overlap). The bytes are exactly those of
 `numpy.save` and of orjson on the whole array: clients cannot tell the difference.
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import AsyncIterator, Callable, Iterator
 
 import numpy as np
 import orjson
 from fastapi import Response
 from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
 
 from .codecs import JSON, NPY
 
@@ -64,14 +67,31 @@ def npy_answer(result: RowResult, headers: dict[str, str] | None = None) -> Resp
     first = result.compute(slices[0])
     header = npy_header((result.rows, result.width), result.dtype)
     if len(slices) == 1:
-        return Response(header + np.ascontiguousarray(first).tobytes(), media_type=NPY, headers=headers)
+        return Response(b"".join((header, _raw_bytes(first, result.dtype))), media_type=NPY, headers=headers)
 
-    def body() -> Iterator[bytes]:
+    def body() -> Iterator[bytes | memoryview]:
         yield header
         for chunk in _chunks(result, first):
-            yield np.ascontiguousarray(chunk, dtype=result.dtype).tobytes()
+            yield _raw_bytes(chunk, result.dtype)
 
-    return StreamingResponse(body(), media_type=NPY, headers=headers)
+    return StreamingResponse(_ahead(body()), media_type=NPY, headers=headers)
+
+
+async def _ahead(parts: Iterator) -> AsyncIterator:
+    """The items of `parts`, each made in the thread pool while the previous one is being sent."""
+    done = object()
+    pending = asyncio.ensure_future(run_in_threadpool(next, parts, done))
+    try:
+        while (part := await pending) is not done:
+            pending = asyncio.ensure_future(run_in_threadpool(next, parts, done))
+            yield part
+    finally:
+        pending.cancel()
+
+
+def _raw_bytes(chunk: np.ndarray, dtype: np.dtype) -> memoryview:
+    """The array's bytes in C order, as a view when it already is C-ordered `dtype` (no copy)."""
+    return memoryview(np.ascontiguousarray(chunk, dtype=dtype)).cast("B")
 
 
 def json_answer(head: dict, key: str, result: RowResult, tail: Callable[[], Iterator[tuple[str, RowResult]]]
@@ -94,7 +114,7 @@ def json_answer(head: dict, key: str, result: RowResult, tail: Callable[[], Iter
 
     if len(slices) == 1:  # one chunk, but a tail: still small, answered whole
         return Response(b"".join(body()), media_type=JSON)
-    return StreamingResponse(body(), media_type=JSON)
+    return StreamingResponse(_ahead(body()), media_type=JSON)
 
 
 def _json_array(result: RowResult, first) -> Iterator[bytes]:

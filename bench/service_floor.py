@@ -1,0 +1,56 @@
+"""The framework floor for bench_service.py: one FastAPI route of the service's shape, nothing else.
+
+    python bench/service_floor.py --port P [--workers N]
+
+POST /floor reads an orjson body and answers {"features": <a constant 1x1024 float32 array>}
+through orjson, served by the same uvicorn configuration as `featurehash serve`
+(featurehash.web.TCPListenerConfig: TCP_NODELAY listener, no uvicorn access log). What the
+service spends beyond this is its own: store, validation, compute, middleware.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import orjson
+import uvicorn
+from fastapi import FastAPI, Request, Response
+from uvicorn.supervisors import Multiprocess
+
+from featurehash.web import TCPListenerConfig
+
+FEATURES = np.linspace(-1, 1, 1024, dtype=np.float32).reshape(1, 1024)
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.post("/floor")
+    async def floor(request: Request) -> Response:
+        orjson.loads(await request.body())
+        return Response(orjson.dumps({"features": FEATURES}, option=orjson.OPT_SERIALIZE_NUMPY),
+                        media_type="application/json")
+
+    @app.get("/readyz")
+    async def ready() -> Response:
+        return Response(b'{"status":"ready"}', media_type="application/json")
+
+    return app
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--workers", type=int, default=1)
+    args = parser.parse_args()
+    config = TCPListenerConfig("service_floor:create_app", factory=True, host="127.0.0.1", port=args.port,
+                               workers=args.workers, access_log=False, timeout_graceful_shutdown=20)
+    if config.workers > 1:
+        Multiprocess(config, sockets=[config.bind_socket()]).run()
+    else:
+        uvicorn.Server(config).run()
+
+
+if __name__ == "__main__":
+    main()
