@@ -38,3 +38,29 @@ def write_golden(builders: dict[Path, Callable[[], dict]], force: bool) -> int:
         path.write_text(json.dumps(build(), indent=1) + "\n")
         print(f"wrote {path}")
     return 0
+
+
+def golden_cases(cases, fixed_input: Callable[[int, int], list], input_offset: int,
+                 outputs: Callable[[object, np.ndarray], dict]) -> dict:
+    """The document of (name, request) cases: each resolved spec, a fixed input chosen by the spec's
+    seed (`input_offset` keeps the generators' inputs apart) and today's outputs on it."""
+    from featurehash.maps import create_map
+
+    built = {}
+    for name, request in cases:
+        m = create_map(request)
+        X = fixed_input(m.spec.input_dim, input_offset + m.spec.seed % 1000)
+        built[name] = {"request": request, "spec": m.describe(), "input": X,
+                       "expected": outputs(m, np.array(X, dtype=np.float64))}
+    return golden_document(cases=built)
+
+
+def single_file_main(description: str, output: Path, build: Callable[[], dict], argv: list[str] | None) -> int:
+    """The command line of a generator that writes one file: --force to overwrite, --output elsewhere."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--force", action="store_true", help=f"overwrite an existing {output.name}")
+    parser.add_argument("--output", type=Path, default=output)
+    args = parser.parse_args(argv)
+    return write_golden({args.output: build}, args.force)

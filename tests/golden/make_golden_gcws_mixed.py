@@ -10,13 +10,10 @@ against them. Regenerate only on a deliberate change of the numeric format:
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-import numpy as np
 
-from featurehash.maps import create_map
-from golden_io import golden_document, write_golden
+from golden_io import golden_cases, single_file_main
 from make_golden import fixed_input
 from make_golden_gcws_dart import outputs
 
@@ -37,21 +34,11 @@ CASES = [
 
 
 def build() -> dict:
-    cases = {}
-    for name, request in CASES:
-        m = create_map(request)
-        X = fixed_input(m.spec.input_dim, 500 + m.spec.seed % 1000)
-        cases[name] = {"request": request, "spec": m.describe(), "input": X,
-                       "expected": outputs(m, np.array(X, dtype=np.float64))}
-    return golden_document(cases=cases)
+    return golden_cases(CASES, fixed_input, 500, outputs)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--force", action="store_true", help="overwrite an existing gcws_mixed_bits.json")
-    parser.add_argument("--output", type=Path, default=OUTPUT)
-    args = parser.parse_args(argv)
-    return write_golden({args.output: build}, args.force)
+    return single_file_main(__doc__.splitlines()[0], OUTPUT, build, argv)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from featurehash.maps import create_map
-from golden_io import golden_document, write_golden
+from golden_io import golden_cases, write_golden
 
 HERE = Path(__file__).resolve().parent
 
@@ -100,13 +99,7 @@ def outputs(m, X: np.ndarray) -> dict:
 
 
 def build(method: str) -> dict:
-    cases = {}
-    for name, request in CASES[method]:
-        m = create_map(request)
-        X = fixed_input(m.spec.input_dim, 100 + m.spec.seed % 1000)
-        cases[name] = {"request": request, "spec": m.describe(), "input": X,
-                       "expected": outputs(m, np.array(X, dtype=np.float64))}
-    return golden_document(cases=cases)
+    return golden_cases(CASES[method], fixed_input, 100, outputs)
 
 
 def main(argv: list[str] | None = None) -> int:
