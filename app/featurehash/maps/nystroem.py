@@ -148,14 +148,7 @@ class NystroemMap(DenseFeatureMap):
             np.maximum(block, 0.0, out=block)
             block *= -p.gamma
             return np.exp(block, out=block)
-        X = to_dense(X)
-        if p.kernel == "laplacian":
-            return kernels.laplacian(X, S, p.gamma)
-        if p.kernel == "chi2":
-            return kernels.chi2(X, S, p.gamma)
-        if p.kernel == "gmm":
-            return kernels.gmm(X, S, p.power)
-        return kernels.arccos(X, S, int(p.kernel[-1]))
+        return _kernel(p, to_dense(X), S)
 
     def _features_into(self, X, out: np.ndarray) -> None:
         k = self._landmarks.shape[0]
@@ -167,19 +160,22 @@ class NystroemMap(DenseFeatureMap):
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:
         X = self.check(X, "x")
-        Y = X if Y is None else self.check(Y, "y")
-        p = self.params
-        if p.kernel == "gaussian":
-            return kernels.gaussian(X, Y, p.gamma)
-        if p.kernel == "laplacian":
-            return kernels.laplacian(X, Y, p.gamma)
-        if p.kernel == "chi2":
-            return kernels.chi2(X, Y, p.gamma)
-        if p.kernel == "polynomial":
-            return kernels.polynomial(p.gamma * to_dense(X), Y, p.degree, p.coef0)
-        if p.kernel == "gmm":
-            return kernels.gmm(X, Y, p.power)
-        return kernels.arccos(X, Y, int(p.kernel[-1]))
+        return _kernel(self.params, X, X if Y is None else self.check(Y, "y"))
+
+
+def _kernel(p: NystroemParams, X, Y) -> np.ndarray:
+    """The exact kernel the params name, X against Y (featurehash.kernels)."""
+    if p.kernel == "gaussian":
+        return kernels.gaussian(X, Y, p.gamma)
+    if p.kernel == "laplacian":
+        return kernels.laplacian(X, Y, p.gamma)
+    if p.kernel == "chi2":
+        return kernels.chi2(X, Y, p.gamma)
+    if p.kernel == "polynomial":
+        return kernels.polynomial(p.gamma * to_dense(X), Y, p.degree, p.coef0)
+    if p.kernel == "gmm":
+        return kernels.gmm(X, Y, p.power)
+    return kernels.arccos(X, Y, int(p.kernel[-1]))
 
 
 def _fit_sample(params: NystroemParams, input_dim: int, n_components: int) -> np.ndarray:
