@@ -83,7 +83,7 @@ from typing import Annotated, Literal
 
 import numpy as np
 import scipy.sparse as sp
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from .. import kernels
 from . import _fourier_kernels as fourier
@@ -109,6 +109,8 @@ DEFAULT_LEVEL = 2
 # Reweighted fit. The NNLS problems have `candidates` unknowns (cost ~ candidates^3 in the worst
 # case), the Gram matrix costs pairs * candidates^2: these bounds keep a create call under a minute.
 DEFAULT_CANDIDATES_PER_POINT = 4
+# Forward selection (new requests) gains from more candidates where the l1 path lost (bench_quadrature).
+DEFAULT_CANDIDATES_PER_POINT_FORWARD = 8
 MAX_CANDIDATES = 4096
 DEFAULT_FIT_PAIRS = 8000
 DEFAULT_DIAGONAL_WEIGHT = 1.0
@@ -157,6 +159,10 @@ class QuadratureParams(BaseModel):
     fit_sample: list[list[FiniteFloat]] | None = Field(default=None, min_length=2, max_length=MAX_FIT_ROWS)
     fit_pairs: int | None = Field(default=None, ge=1, le=MAX_FIT_PAIRS, strict=True)
     candidates: int | None = Field(default=None, ge=1, le=MAX_CANDIDATES, strict=True)
+    # How the D / 2 points are chosen among the candidates: None (an absent key: every spec stored before
+    # the parameter) or "l1_path" is the l1 path with `penalty`; new requests get "forward" (greedy forward
+    # selection, no penalty) written out by `complete_new_request` unless they give a penalty.
+    selection: Literal["l1_path", "forward"] | None = None
     penalty: Literal["adaptive_l1", "l1"] | None = None
     # Weight of k~(x, x) = k(0) in the fit, relative to all the sample pairs together (0: the paper's fit on
     # sample pairs only, which leaves the diagonal 2-17% low; default 1).
@@ -165,6 +171,19 @@ class QuadratureParams(BaseModel):
     points: list[list[NodeIndex]] | None = Field(default=None, min_length=1)
     weights: list[NonNegativeFloat] | None = Field(default=None, min_length=1)
     point_subsets: list[NonNegativeInt] | None = Field(default=None, min_length=1)
+
+    @model_serializer(mode="wrap")
+    def _omit_legacy_selection(self, handler):
+        """Stored params leave `selection` out at "l1_path" (or unset), so every spec made before the
+        parameter, and the same request made today with selection "l1_path", keeps its id."""
+        params = handler(self)
+        if params.get("selection", "l1_path") in ("l1_path", None):
+            params.pop("selection", None)
+        return params
+
+    @property
+    def selects_forward(self) -> bool:
+        return self.selection == "forward"
 
 
 # -------------------------------------------------------------------------------------------
@@ -255,7 +274,8 @@ class QuadratureMap(DenseFeatureMap):
         subsets = anova_subsets(params.anova, input_dim)
         subset_sizes = family_sizes(params.anova, input_dim)
         grid, updates = params.grid, {}
-        fit_names = ("fit_sample", "fit_pairs", "candidates", "penalty", "diagonal_weight", *FITTED_FIELDS)
+        fit_names = ("fit_sample", "fit_pairs", "candidates", "selection", "penalty", "diagonal_weight",
+                     *FITTED_FIELDS)
         if grid != "reweighted":
             _refuse_unused(params, fit_names, f"only the 'reweighted' grid is fitted to data, not {grid!r}")
         if grid == "sparse":
@@ -279,6 +299,14 @@ class QuadratureMap(DenseFeatureMap):
             resolved = _complete_reweighted(resolved, subsets, input_dim, n_components // 2, seed)
         # A stored spec has everything already and comes back as the same object.
         return resolved
+
+    @classmethod
+    def complete_new_request(cls, params: QuadratureParams) -> QuadratureParams:
+        """A new reweighted request that fits (fit_sample, no penalty, no selection) gets forward selection."""
+        if (params.grid != "reweighted" or params.fit_sample is None or params.selection is not None
+                or params.penalty is not None):
+            return params
+        return params.model_copy(update={"selection": "forward"})
 
     # -- the rule ------------------------------------------------------------------
 
@@ -514,6 +542,9 @@ def fit_pair_indices(rows: int, pairs: int, seed: int) -> tuple[np.ndarray, np.n
 def _complete_reweighted(params: QuadratureParams, subsets: list[list[int]], input_dim: int, n_points: int,
                          seed: int) -> QuadratureParams:
     L = params.points_per_dim
+    if params.selects_forward and params.penalty is not None:
+        raise SpecError("params.penalty", "the penalty belongs to the l1 path; selection 'forward' has none: "
+                        "leave it out, or ask for selection 'l1_path'")
     fitted = [name for name in FITTED_FIELDS if getattr(params, name) is not None]
     if fitted:
         if params.fit_sample is not None:
@@ -531,10 +562,11 @@ def _complete_reweighted(params: QuadratureParams, subsets: list[list[int]], inp
         sample = None
     if sample is None or sample.ndim != 2 or sample.shape[1] != input_dim:
         raise SpecError("params.fit_sample", f"rows of the data to fit: each must have input_dim = {input_dim} entries")
+    per_point = DEFAULT_CANDIDATES_PER_POINT_FORWARD if params.selects_forward else DEFAULT_CANDIDATES_PER_POINT
     resolved = params.model_copy(update={
         "fit_pairs": params.fit_pairs or DEFAULT_FIT_PAIRS,
-        "candidates": params.candidates or min(MAX_CANDIDATES, DEFAULT_CANDIDATES_PER_POINT * n_points),
-        "penalty": params.penalty or "adaptive_l1",
+        "candidates": params.candidates or min(MAX_CANDIDATES, per_point * n_points),
+        "penalty": None if params.selects_forward else params.penalty or "adaptive_l1",
         "diagonal_weight": DEFAULT_DIAGONAL_WEIGHT if params.diagonal_weight is None else params.diagonal_weight,
     })
     if resolved.candidates < n_points:
@@ -544,7 +576,8 @@ def _complete_reweighted(params: QuadratureParams, subsets: list[list[int]], inp
     if resolved.candidates < len(subsets):
         raise SpecError("params.candidates", f"need at least one candidate per subset ({len(subsets)})")
     fit = fit_reweighted(sample, subsets, n_points, seed, gamma=resolved.gamma, points_per_dim=L,
-                         candidates=resolved.candidates, fit_pairs=resolved.fit_pairs, penalty=resolved.penalty,
+                         candidates=resolved.candidates, fit_pairs=resolved.fit_pairs,
+                         penalty="forward" if resolved.selects_forward else resolved.penalty,
                          diagonal_weight=resolved.diagonal_weight,
                          with_anova=params.anova is not None)
     return resolved.model_copy(update={"fit_sample": None, **fit})
@@ -554,7 +587,8 @@ def fit_reweighted(sample: np.ndarray, subsets: list[list[int]], n_points: int, 
                    points_per_dim: int, candidates: int, fit_pairs: int, penalty: str, diagonal_weight: float,
                    with_anova: bool) -> dict:
     """The reweighted rule for `sample` (rows x d): {"points", "weights", "point_subsets"} as stored in the
-    spec (point_subsets None without anova). See the module docstring and `_quadrature_rules.fit_weights`."""
+    spec (point_subsets None without anova). `penalty`: "forward" (forward selection) or the l1 path's
+    penalty. See the module docstring and `_quadrature_rules.fit_weights`."""
     L, sizes = points_per_dim, [len(subset) for subset in subsets]
     input_dim = sample.shape[1]
     # Candidates: folded (w ~ -w give the same cosine) and deduplicated, subset by subset.
@@ -600,7 +634,8 @@ def _check_fitted(params: QuadratureParams, subsets: list[list[int]], n_points: 
     if missing:
         raise SpecError(f"params.{missing[0]}", "points and weights come together (as a resolved spec returns "
                         "them) or not at all (then give fit_sample)")
-    for name in ("fit_pairs", "candidates", "penalty", "diagonal_weight"):
+    recorded = ("fit_pairs", "candidates", "diagonal_weight") + (() if params.selects_forward else ("penalty",))
+    for name in recorded:
         if getattr(params, name) is None:
             raise SpecError(f"params.{name}", "a fitted spec records how it was fitted: give it back as returned")
     if len(params.points) != n_points or len(params.weights) != n_points:
