@@ -382,22 +382,29 @@ def test_a_request_with_a_penalty_or_l1_path_keeps_the_l1_path_and_its_id(diabet
 
 def test_forward_selection_beats_the_l1_path_on_digits():
     """Issue 19: on 64-dimensional data the plain NNLS keeps nearly every candidate, so the choice of the
-    D/2 points decides; forward selection's held-out RMSE is below the adaptive l1 path's (measured on this
-    split, seeds 0-2 at D = 128: 5-10% lower; bench/results/quadrature_reweighted.txt)."""
+    D/2 points decides; forward selection's held-out RMSE is below the adaptive l1 path's. The split of
+    bench/bench_quadrature.py (500 rows to fit, the last 600 held out), D = 128, seeds 0-2: measured
+    0.0519 against 0.0566 (8% lower; 3-15% over the bench's sets and sizes)."""
     from sklearn.datasets import load_digits
 
     X = load_digits().data
     X = (X - X.mean(axis=0)) / np.maximum(X.std(axis=0), 1e-12)
     X = X[np.random.default_rng(0).permutation(len(X))]
-    fit, held = X[:300], X[-300:]
-    gamma = float(1.0 / np.median(pdist(X[:500], "sqeuclidean")))
+    fit, held = X[:500], X[-600:]
+    gamma = float(1.0 / np.median(pdist(X, "sqeuclidean")))
+    exact = kernels.gaussian(held, held, gamma)
+    upper = np.triu_indices(len(held), k=1)
+
+    def rmse(m) -> float:
+        return float(np.sqrt(np.mean((m.kernel(held) - exact)[upper] ** 2)))
+
     forward, l1_path = [], []
     for seed in range(3):
-        request = {"grid": "reweighted", "gamma": gamma, "fit_sample": fit.tolist(), "fit_pairs": 4000}
-        forward.append(held_out_rmse(make_map(64, 128, seed, **request), held))
-        l1_path.append(held_out_rmse(make_map(64, 128, seed, **request, selection="l1_path"), held))
+        request = {"grid": "reweighted", "gamma": gamma, "fit_sample": fit.tolist()}
+        forward.append(rmse(make_map(64, 128, seed, **request)))
+        l1_path.append(rmse(make_map(64, 128, seed, **request, selection="l1_path")))
     print(f"digits D=128 held-out RMSE: forward {np.mean(forward):.4f}, l1 path {np.mean(l1_path):.4f}")
-    assert np.mean(forward) < 0.97 * np.mean(l1_path)
+    assert np.mean(forward) < 0.96 * np.mean(l1_path)
 
 
 def test_forward_selection_is_orthogonal_least_squares():

@@ -38,19 +38,37 @@ Grids and n_components (D = n_components = 2 P, P the number of points):
   points_per_dim gets another id than it got before.
 - "reweighted": a data-dependent rule (section 3.5), fitted when the spec is resolved, from
   `fit_sample` (rows of the user's data): `candidates` points of the subsampled L-grid (folded,
-  deduplicated), `fit_pairs` random pairs of sample rows, weights a >= 0 by NNLS
-  (`_active_set_nnls`) and an l1 path with bisection on lambda to keep exactly P = D / 2 points,
-  then a debiasing NNLS on those (`_quadrature_rules.fit_weights`; `penalty` "adaptive_l1"
-  (default) or the paper's plain "l1"). Beyond the paper, the fit also asks k~(x, x) = k(0)
+  deduplicated), `fit_pairs` random pairs of sample rows, and P = D / 2 of the candidates with weights
+  a >= 0 minimising the mean squared kernel error on those pairs. How the P are chosen (`selection`):
+  - "forward" (new requests; candidates default 8 P): greedy forward selection, each step the candidate
+    that lowers the least-squares error on the chosen set most (`_forward_selection`), then the weights
+    by NNLS on the chosen ones (`_active_set_nnls`; `_quadrature_rules.fit_weights_forward`).
+  - "l1_path" (every spec stored before the parameter, whose key is absent; and any request naming a
+    `penalty`; candidates default 4 P): NNLS over all candidates, an l1 path with bisection on lambda
+    to keep exactly P points, then a debiasing NNLS on those (`_quadrature_rules.fit_weights`;
+    `penalty` "adaptive_l1" (default) or the paper's plain "l1").
+  Why forward selection: in d >= 30 the NNLS over all candidates keeps nearly all of them (the paper's
+  "often sparse" holds in low dimension), so the choice of the P decides the error; the l1 path's
+  choice got worse with more candidates (USPS-like, D = 64: RFF ratio 1.53 / 1.47 / 1.36 with 4 / 8 /
+  16 P), forward selection's better. Measured (bench/results/quadrature_reweighted.txt, fit on 500
+  rows, RMSE over held-out pairs, ratio RFF / reweighted at D = 64 / 128 / 256 / 512; forward, and the
+  l1 path in brackets): diabetes (d = 10) 2.6 / 3.2 / 3.6 / 5.1 (2.2 / 3.0 / 3.5 / 4.9); breast_cancer
+  (d = 30) 1.8 / 1.8 / 2.0 / 2.2 (1.7 / 1.7 / 2.0 / 2.3); digits (d = 64, standardised) 1.4 / 1.5 /
+  1.6 / 1.7 (1.3 / 1.3 / 1.6 / 1.7), 1.8 at D = 1024; USPS-like (digits at 16 x 16 in [-1, 1]) 1.6 /
+  1.8 / 2.1 / 2.4 (1.5 / 1.6 / 1.9 / 2.2), 2.6 at D = 1024. The paper's 2-3x (TIMIT) is for a sparse
+  ANOVA kernel of 5-coordinate subsets, where each sub-rule lives in 5 dimensions: there this fit gives
+  2.3-3.7x (50 random 5-subsets of digits / USPS-like, D = 400 and 1000). On a full Gaussian kernel the
+  gain falls with the data's dimension (effective dimension 20 for standardised digits: 1.4-1.8x).
+  Beyond the paper, the fit also asks k~(x, x) = k(0)
   (`diagonal_weight`, the weight of that one equation against all sample pairs together; default
   1): fitted on sample pairs alone the estimate's diagonal came out 2-17% low (measured on diabetes,
-  breast_cancer, digits) for 0-20% more off-diagonal error; with weight 1 it is within 1%, see
-  bench/results/quadrature_reweighted.txt. The spec then stores the fitted numbers instead of the
-  sample: `points` (node indices into the L-point rule, one per coordinate of the point's subset),
+  breast_cancer, digits) for 0-20% more off-diagonal error; with weight 1 it is within 1%. The spec
+  then stores the fitted numbers instead of the sample:
+  `points` (node indices into the L-point rule, one per coordinate of the point's subset),
   `weights` (rounded to 8 significant digits), and with anova `point_subsets`; fit_sample
   becomes null. So the id covers the fit, and a stored spec is rebuilt without data and without
-  refitting. If the unpenalised NNLS already keeps fewer than P points, the remaining points keep
-  weight 0 (silent features).
+  refitting. If fewer than P candidates get a positive weight, the remaining points keep weight 0
+  (silent features).
   Same request, same fit, on every machine (issue 10): the fit uses no operation whose result
   depends on the CPU, the BLAS kernel, the SIMD path or the thread count, so its unrounded numbers,
   not only the rounded ones, are bit-identical everywhere (tests/test_quadrature.py runs it under
@@ -58,16 +76,22 @@ Grids and n_components (D = n_components = 2 P, P the number of points):
   candidates drawn and evaluated with `_quadrature_rules.hermite_rule` (Sturm bisection,
   not LAPACK); the design cos(w . delta) and target in numba with `_portable_numba` cos/exp;
   the Gram matrix exact whatever BLAS does (error-free splitting, `_quadrature_design`); the NNLS,
-  l1 path and debiasing by a compiled active set in a fixed order (`_active_set_nnls`). The
-  formulation is unchanged, so a refit of a request made before this change gives the same spec
+  l1 path and debiasing by a compiled active set in a fixed order (`_active_set_nnls`), forward
+  selection by compiled loops in a fixed order, ties to the lowest index (`_forward_selection`). The
+  final weights are the unique optimum of a strictly convex problem (NNLS with a ridge) on the chosen
+  points. The l1 path's formulation is unchanged, so a refit of a request made before this change gives the same spec
   in the cases checked (the golden requests; diabetes and digits at D = 64 and 256): the rounding
   absorbed the old last-bit noise there. Where it did not (a weight at a rounding edge, or a
   support decided by noise), the refit is the new, portable answer under a new id, while the
   stored spec keeps its id and transforms as before (its points and weights are in it).
-  Cost: about 1.5 pairs * candidates^2 flops for the Gram matrix (two exact BLAS products) plus
-  active-set NNLS solves of ~candidates * support^2 flops. Measured on digits (d = 64, 200 rows,
-  2 cores, same run): 0.05 / 0.5 / 0.9 / 7.7 s for D = 64 / 256 / 512 / 1024, against 0.09 / 0.4 /
-  2.4 / 20.9 s with BLAS and scipy's NNLS; a new process first loads the compiled kernels (~0.5 s).
+  Cost: about 1.5 pairs * candidates^2 flops for the Gram matrix (two exact BLAS products) and
+  pairs * candidates * d for the design, plus the selection: forward ~candidates * P^2 flops and one
+  NNLS of size P; the l1 path active-set NNLS solves of ~candidates * support^2 flops each. Measured
+  (500 rows, 8000 pairs, 2 cores with load average ~4.4, median of 3): forward 0.5 / 0.8 / 1.1 /
+  4.7 s on digits and 0.9 / 1.0 / 2.2 / 6.2 s on USPS-like (d = 256) at D = 64 / 128 / 256 / 512,
+  16 s and 21 s at D = 1024 (4096 candidates); the l1 path with its 4 P candidates 0.2 / 0.5 / 0.8 /
+  2.2, 2.5 s at 512 and 9 / 13 s at 1024: forward's twice as many candidates cost twice the Gram
+  time. A new process first loads the compiled kernels (~0.5 s).
 Randomness (subsampled points, candidates, fit pairs) comes from `randomness.raw_words` blocks
 "quadrature.points", "quadrature.candidates", "quadrature.fit_pairs"; dense and sparse grids are
 deterministic (the seed does not matter).
