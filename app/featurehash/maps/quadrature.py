@@ -79,9 +79,9 @@ Grids and n_components (D = n_components = 2 P, P the number of points):
   l1 path and debiasing by a compiled active set in a fixed order (`_active_set_nnls`), forward
   selection by compiled loops in a fixed order, ties to the lowest index (`_forward_selection`). The
   final weights are the unique optimum of a strictly convex problem (NNLS with a ridge) on the chosen
-  points. The l1 path's formulation is unchanged, so a refit of a request made before this change gives the same spec
-  in the cases checked (the golden requests; diabetes and digits at D = 64 and 256): the rounding
-  absorbed the old last-bit noise there. Where it did not (a weight at a rounding edge, or a
+  points. The l1 path's formulation is unchanged, so a refit of a request made before this change
+  gives the same spec in the cases checked (the golden requests; diabetes and digits at D = 64 and
+  256): the rounding absorbed the old last-bit noise there. Where it did not (a weight at a rounding edge, or a
   support decided by noise), the refit is the new, portable answer under a new id, while the
   stored spec keeps its id and transforms as before (its points and weights are in it).
   Cost: about 1.5 pairs * candidates^2 flops for the Gram matrix (two exact BLAS products) and
