@@ -948,7 +948,10 @@ def test_service_fits_stores_and_serves_the_same_map(embedded_server, diabetes):
 # (h) golden vectors
 # ---------------------------------------------------------------------------------------
 
-GOLDEN = json.loads((Path(__file__).resolve().parent / "golden" / "quadrature.json").read_text())
+# quadrature.json: reweighted specs fitted by the l1 path (as stored before `selection`);
+# quadrature_forward.json: by forward selection (what new requests get).
+GOLDEN = {"cases": {name: case for file_name in ("quadrature.json", "quadrature_forward.json") for name, case in
+                    json.loads((Path(__file__).resolve().parent / "golden" / file_name).read_text())["cases"].items()}}
 FLOAT = {"rtol": 1e-5, "atol": 1e-6}  # as tests/test_golden.py: libm and BLAS order may differ by ulps
 SPEC_FIELDS = ("method", "input_dim", "n_components", "seed", "params")
 
