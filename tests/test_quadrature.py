@@ -369,9 +369,13 @@ def test_a_request_with_a_penalty_or_l1_path_keeps_the_l1_path_and_its_id(diabet
         assert "selection" not in m.spec.params and m.spec.params["penalty"] == "adaptive_l1"
         assert m.spec.params["candidates"] == 4 * 16
     assert by_penalty.spec.id == by_selection.spec.id != forward.spec.id
-    # A resolved spec is taken as stored, whatever today's default.
-    stored = by_penalty.describe()
-    assert resolve_spec(stored).id == by_penalty.spec.id
+    # A resolved spec is taken as stored, whatever today's default, also posted back without id and
+    # format version (its fitted points stand; nothing is refitted).
+    for m in (by_penalty, forward):
+        stored = m.describe()
+        assert resolve_spec(stored).id == m.spec.id
+        bare = {key: stored[key] for key in ("method", "input_dim", "n_components", "seed", "params")}
+        assert resolve_spec(bare).id == m.spec.id
     with pytest.raises(SpecError) as info:
         make_map(10, 32, 1, **request, selection="forward", penalty="l1")
     assert info.value.field == "params.penalty"
