@@ -228,8 +228,8 @@ def reweighted_rows(datasets: list[str], sizes: list[int], seeds: int, fit_rows:
 
 def reweighted_table(rows: list[dict], seeds: int, fit_rows: int) -> str:
     lines = [f"Kernel RMSE over all pairs of up to 600 held-out rows (fit_sample: {fit_rows} other rows, at most half",
-             "the set: diabetes 221), Gaussian",
-             "kernel, gamma = 1 / median squared distance. RFF: mean (sd) over 5 seeds; subsampled grid: mean over 3;",
+             "the set: diabetes 221), Gaussian kernel, gamma = 1 / median squared distance. RFF: mean (sd) over 5 seeds;",
+             "subsampled grid: mean over 3;",
              f"reweighted: mean over {seeds} seeds (candidates, fit pairs), fit = median seconds to resolve the spec.",
              "forward = greedy forward selection among 8 candidates per point (new requests' default);",
              "l1 path = adaptive l1 path among 4 per point (the default before; selection 'l1_path');",
