@@ -103,6 +103,7 @@ whatever the sparsity, so a sparse path would save nothing that matters.
 from __future__ import annotations
 
 import functools
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -115,6 +116,7 @@ from scipy import stats
 from .. import kernels
 from . import _fourier_kernels as fourier
 from . import _portable_math as pm
+from . import _ssf_search_kernels as search_kernels
 from . import randomness
 from .base import CHUNK_ELEMENTS, DenseFeatureMap, require
 from .errors import SpecError
@@ -139,8 +141,12 @@ SEARCH_TERM_BUDGET = 2**30
 _RELATIVE_GAIN = 1e-12
 # Coincident points make 1 - <u_i, u_j> zero; the search clips there (a huge penalty, still finite).
 _FACTOR_FLOOR = 1e-12
-# Bounded temporaries when every candidate is evaluated exactly.
-_CANDIDATE_CHUNK_TERMS = 2**20
+
+# Candidate evaluations of at least this many terms, and ranking FFTs of at least this size, are split
+# over two threads (both parts release the GIL); the results do not depend on the split.
+_THREADED_TERMS = 2**14
+_THREADED_FFT = 2**10
+_SEARCH_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="featurehash-ssf-search")
 
 # Phase diagonals of the random rotation P4 F P3 F P2 F P1 (module docstring, "Randomisation").
 ROTATION_BLOCKS = 4
@@ -229,9 +235,9 @@ def _unit_roots(n: int) -> tuple[np.ndarray, np.ndarray]:
 def _exponentials(indices: np.ndarray, n: int, roots: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """h_p = sum_s exp(2 pi i k_s p / n) for p = 0..n-1, the terms added in the order of the set."""
     cos_table, sin_table = _unit_roots(n) if roots is None else roots
-    p = np.arange(n)
-    phases = np.multiply.outer(np.asarray(indices, dtype=np.int64), p) % n
-    return pm.ordered_sum(cos_table[phases], axis=0) + 1j * pm.ordered_sum(sin_table[phases], axis=0)
+    real, imag = np.zeros(n), np.zeros(n)
+    search_kernels.exponentials(np.asarray(indices, dtype=np.int64), cos_table, sin_table, real, imag)
+    return real + 1j * imag
 
 
 def _log_terms(real: np.ndarray, imag: np.ndarray, points: str, floor: float) -> np.ndarray:
@@ -277,41 +283,47 @@ def random_index_set(m: int, n: int, seed: int) -> np.ndarray:
 
 
 class _CoordinateSearch:
-    """State of the ascent: the set, which indices are used, and h = sum_s exp(2 pi i k_s p / n)."""
+    """State of the ascent: the set, which indices are used, and h = sum_s exp(2 pi i k_s p / n) (real
+    and imaginary parts). The loops are compiled (`_ssf_search_kernels`, the same bits as numpy's
+    formulas); only the two ranking FFTs and the shortlist's selection run in numpy/scipy."""
 
     def __init__(self, indices: np.ndarray, n: int, points: str):
         self.indices = indices.copy()
         self.m, self.n, self.points = indices.size, n, points
+        self.antipodal = points == "antipodal"
         self.used = np.zeros(n, dtype=bool)
         self.used[indices] = True
         self.p, self.weights = _half_range(n)
         self.cos_table, self.sin_table = _unit_roots(n)
+        self.h_real, self.h_imag = np.empty(n), np.empty(n)
+        self.base_real, self.base_imag = np.empty(n), np.empty(n)  # h without the coordinate's index
+        self.gradient, self.curvature = np.empty(n, dtype=np.complex128), np.empty(n)
         self.refresh()
 
     def refresh(self) -> None:
         """Recompute h from the set (no drift from many incremental updates)."""
-        self.h_full = _exponentials(self.indices, self.n, (self.cos_table, self.sin_table))
+        search_kernels.exponentials(self.indices, self.cos_table, self.sin_table, self.h_real, self.h_imag)
 
-    def column(self, k: int, p: np.ndarray) -> np.ndarray:
-        """exp(2 pi i k p / n) from exact tables."""
-        phase = (k * p) % self.n
-        return self.cos_table[phase] + 1j * self.sin_table[phase]
-
-    def exact_objectives(self, base: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-        """Q with each candidate in place of the removed index; base = h - removed, half range."""
-        p, m, n = self.p, self.m, self.n
+    def exact_objectives(self, candidates: np.ndarray) -> np.ndarray:
+        """Q with each candidate in place of the removed index (base = h - removed); large batches are
+        split between two threads (each candidate's sum is computed whole by one of them)."""
         out = np.empty(candidates.size)
-        rows = max(1, _CANDIDATE_CHUNK_TERMS // max(1, p.size))
-        for start in range(0, candidates.size, rows):
-            chunk = candidates[start:start + rows]
-            phase = np.multiply.outer(chunk, p) % n
-            real = (base.real + self.cos_table[phase]) / m
-            imag = (base.imag + self.sin_table[phase]) / m
-            terms = _log_terms(real, imag, self.points, _FACTOR_FLOOR) * self.weights
-            out[start:start + chunk.size] = pm.ordered_sum(terms, axis=1)
+        half = slice(1, self.p.size + 1)
+
+        def evaluate(part: slice) -> None:
+            search_kernels.exact_objectives(self.base_real[half], self.base_imag[half], candidates[part],
+                                            self.cos_table, self.sin_table, self.weights, self.m, self.antipodal,
+                                            _FACTOR_FLOOR, out[part])
+        if candidates.size * self.p.size < _THREADED_TERMS:
+            evaluate(slice(None))
+            return out
+        middle = (candidates.size + 1) // 2
+        other = _SEARCH_POOL.submit(evaluate, slice(middle, None))
+        evaluate(slice(0, middle))
+        other.result()
         return out
 
-    def ranked_candidates(self, base_full: np.ndarray, free: np.ndarray, count: int) -> np.ndarray:
+    def ranked_candidates(self, free: np.ndarray, count: int) -> np.ndarray:
         """The `count` free indices with the best second-order estimate of Q (two FFTs).
 
         With (a, b) = h_p / m and f(a, b) the term of Q, adding index k moves (a_p, b_p) by
@@ -319,25 +331,17 @@ class _CoordinateSearch:
         Re sum_p (f_a - i f_b) e^{2 pi i k p / n}, and the quadratic part is a constant plus
         1/4 sum_p (f_aa - f_bb) cos(4 pi k p / n) (f_ab = 0): inverse DFTs read at k and 2k.
         """
-        m, n = self.m, self.n
-        a = np.clip(base_full.real / m, -1.0 + 1e-6, 1.0 - 1e-6)
-        b = np.clip(base_full.imag / m, -1.0 + 1e-6, 1.0 - 1e-6)
-        one_minus_b2 = 1.0 - b * b
-        if self.points == "columns":  # f = log(1 - a) + 1/2 log(1 - b^2)
-            f_a, f_aa = -1.0 / (1.0 - a), -1.0 / (1.0 - a) ** 2
-            f_b, f_bb = -b / one_minus_b2, -(1.0 + b * b) / one_minus_b2**2
-        else:  # f = log(1 - a^2) + log(1 - b^2)
-            one_minus_a2 = 1.0 - a * a
-            f_a, f_aa = -2.0 * a / one_minus_a2, -2.0 * (1.0 + a * a) / one_minus_a2**2
-            f_b, f_bb = -2.0 * b / one_minus_b2, -2.0 * (1.0 + b * b) / one_minus_b2**2
-        gradient = f_a - 1j * f_b
-        curvature = f_aa - f_bb
-        gradient[0] = curvature[0] = 0.0  # p = 0 pairs a column with itself or its partner: fixed
-        linear = scipy.fft.ifft(gradient, norm="forward").real / m
-        quadratic = scipy.fft.ifft(curvature, norm="forward").real / (4.0 * m * m)
         if free.size <= count:
             return free
-        score = linear[free] + quadratic[(2 * free) % n]
+        m, n = self.m, self.n
+        search_kernels.ranking_inputs(self.base_real, self.base_imag, m, self.antipodal, self.gradient,
+                                      self.curvature)
+        # The two transforms on two threads when they are large enough to pay for the hop.
+        other = _SEARCH_POOL.submit(scipy.fft.ifft, self.curvature, norm="forward") if n >= _THREADED_FFT else None
+        linear = scipy.fft.ifft(self.gradient, norm="forward")
+        quadratic = other.result() if other is not None else scipy.fft.ifft(self.curvature, norm="forward")
+        score = np.empty(free.size)
+        search_kernels.shortlist_scores(linear, quadratic, free, m, score)
         best = np.argpartition(-score, count - 1)[:count]
         return free[np.sort(best)]
 
@@ -350,22 +354,22 @@ class _CoordinateSearch:
         """A pass over the coordinates q = 0..coordinates-1 (m for a full sweep); returns the swaps."""
         swaps = 0
         all_indices = np.arange(self.n)
+        tables = (self.cos_table, self.sin_table)
         for q in range(coordinates):
             removed = int(self.indices[q])
-            base_full = self.h_full - self.column(removed, all_indices)
+            search_kernels.add_column(self.h_real, self.h_imag, removed, -1, *tables, self.base_real, self.base_imag)
             free = all_indices[~self.used]
             if not exact:
-                free = self.ranked_candidates(base_full, free, SHORTLIST)
-            values = self.exact_objectives(base_full[self.p], np.concatenate(([removed], free)))
-            current, top = values[0], float(values[1:].max())
+                free = self.ranked_candidates(free, SHORTLIST)
+            values = self.exact_objectives(np.concatenate(([removed], free)))
             # Candidates within the noise of the best tie (symmetries make exact ties common): the
             # lowest index wins, so rounding noise never decides.
-            best = int(np.flatnonzero(values[1:] >= top - _RELATIVE_GAIN * max(1.0, abs(top)))[0])
-            if top > current + _RELATIVE_GAIN * max(1.0, abs(current)):
+            best, better = search_kernels.choose(values, _RELATIVE_GAIN)
+            if better:
                 added = int(free[best])
                 self.indices[q] = added
                 self.used[removed], self.used[added] = False, True
-                self.h_full = base_full + self.column(added, all_indices)
+                search_kernels.add_column(self.base_real, self.base_imag, added, 1, *tables, self.h_real, self.h_imag)
                 swaps += 1
         self.refresh()
         return swaps
