@@ -13,6 +13,7 @@ import re
 import numba
 import numpy as np
 import pytest
+import scipy.fft
 import ssf_reference_search as reference
 from featurehash.maps import _ssf_search_kernels as kernels
 from featurehash.maps import ssf
@@ -35,8 +36,11 @@ def test_exact_objectives_have_the_numpy_bits(points, m, n):
     numpy_search = reference.ReferenceCoordinateSearch(start, n, points)
     removed = int(start[1])
     base_full = numpy_search.h_full - numpy_search.column(removed, np.arange(n))
-    kernels.add_column(compiled.h_real, compiled.h_imag, removed, -1, compiled.cos_table, compiled.sin_table,
-                       compiled.base_real, compiled.base_imag)
+    free = np.empty(n, dtype=np.int64)
+    count = kernels.prepare_coordinate(compiled.h_real, compiled.h_imag, removed, compiled.used, compiled.cos_table,
+                                       compiled.sin_table, m, compiled.antipodal, True, compiled.base_real,
+                                       compiled.base_imag, compiled.gradient, compiled.curvature, free)
+    np.testing.assert_array_equal(free[:count], np.flatnonzero(~compiled.used))
     np.testing.assert_array_equal(compiled.base_real, base_full.real)
     np.testing.assert_array_equal(compiled.base_imag, base_full.imag)
     candidates = np.concatenate(([removed], np.flatnonzero(~compiled.used)))
@@ -44,8 +48,25 @@ def test_exact_objectives_have_the_numpy_bits(points, m, n):
     np.testing.assert_array_equal(compiled.exact_objectives(candidates).view(np.int64), expected.view(np.int64))
     free = np.flatnonzero(~compiled.used)
     if free.size > ssf.SHORTLIST:
-        np.testing.assert_array_equal(compiled.ranked_candidates(free, ssf.SHORTLIST),
-                                      numpy_search.ranked_candidates(base_full, free, ssf.SHORTLIST))
+        expected = numpy_search.ranked_candidates(base_full, free, ssf.SHORTLIST)
+        np.testing.assert_array_equal(compiled.ranked_candidates(free, ssf.SHORTLIST), expected)
+        shortlisted = np.empty(ssf.SHORTLIST + 1, dtype=np.int64)
+        if kernels.shortlist(*compiled._ranking_transforms(), free, m, ssf.SHORTLIST, removed, shortlisted):
+            np.testing.assert_array_equal(shortlisted, np.concatenate(([removed], expected)))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_the_direct_inverse_dft_is_scipys(dtype):
+    x = np.random.default_rng(2).standard_normal(4096 * (2 if dtype == np.complex128 else 1)).view(dtype)
+    np.testing.assert_array_equal(ssf._inverse_dft(x).view(np.int64), scipy.fft.ifft(x, norm="forward").view(np.int64))
+
+
+def test_a_tie_at_the_shortlist_edge_is_left_to_numpy():
+    candidates = np.empty(3, dtype=np.int64)
+    linear = np.array([0, 3, 2, 2, 1], dtype=np.complex128)   # k = 2 and 3 tie for the second place
+    assert not kernels.shortlist(linear, np.zeros(5, np.complex128), np.arange(1, 5), 1, 2, 0, candidates)
+    assert kernels.shortlist(linear, np.zeros(5, np.complex128), np.arange(1, 5), 1, 1, 0, candidates)
+    assert candidates[:2].tolist() == [0, 1]
 
 
 @pytest.mark.parametrize("m,n,seed,points", [
@@ -69,6 +90,11 @@ def test_search_kernels_compile_without_fused_multiply_add():
                                     True, 1e-12, np.empty(3))),
         (kernels.shortlist_scores, (np.ones(n, np.complex128), np.ones(n, np.complex128), np.arange(4), 4,
                                     np.empty(4))),
+        (kernels.shortlist, (np.arange(n) * (1 + 0j), np.ones(n, np.complex128), np.arange(6), 4, 3, 9,
+                             np.empty(4, np.int64))),
+        (kernels.prepare_coordinate, (np.ones(n), np.ones(n), 3, np.zeros(n, np.bool_), *tables, 4, True, True,
+                                      np.empty(n), np.empty(n), np.empty(n, np.complex128), np.empty(n),
+                                      np.empty(n, np.int64))),
     ]
     for kernel, arguments in calls:
         fresh = numba.njit(error_model="numpy")(kernel.py_func)

@@ -196,3 +196,51 @@ def choose(values, relative_gain):
         best += 1
     current = values[0]
     return best, top > current + relative_gain * max(1.0, abs(current))
+
+
+@nb.njit(nogil=True, cache=True, error_model="numpy")
+def prepare_coordinate(h_real, h_imag, removed, used, cos_table, sin_table, m, antipodal, rank, base_real,
+                       base_imag, gradient, curvature, free):
+    """base = h - exp(2 pi i removed p / n); free[:count] = the unused indices, ascending; with `rank`,
+    the ranking FFTs' inputs (`ranking_inputs`). Returns count."""
+    add_column(h_real, h_imag, removed, -1, cos_table, sin_table, base_real, base_imag)
+    count = 0
+    for k in range(used.size):
+        if not used[k]:
+            free[count] = k
+            count += 1
+    if rank:
+        ranking_inputs(base_real, base_imag, m, antipodal, gradient, curvature)
+    return count
+
+
+@nb.njit(nogil=True, cache=True, error_model="numpy")
+def shortlist(linear, quadratic, free, m, size, removed, candidates):
+    """candidates = [removed, the `size` free indices of highest score (`shortlist_scores`), ascending]
+    and True; or False when the choice is not unique (a tie at the edge, or a nan), for the caller to
+    decide as numpy's argpartition does."""
+    score = np.empty(free.size)
+    shortlist_scores(linear, quadratic, free, m, score)
+    # The size + 1 highest scores, in decreasing order, by insertion.
+    top = np.full(size + 1, -np.inf)
+    for i in range(free.size):
+        value = score[i]
+        if value != value:
+            return False
+        if value > top[size]:
+            j = size
+            while j > 0 and top[j - 1] < value:
+                top[j] = top[j - 1]
+                j -= 1
+            top[j] = value
+    edge = top[size - 1]
+    if not edge > top[size]:
+        return False
+    candidates[0] = removed
+    taken = 1
+    for i in range(free.size):
+        if score[i] >= edge:
+            candidates[taken] = free[i]
+            taken += 1
+    return True
+

@@ -109,6 +109,11 @@ from typing import Annotated, Literal
 
 import numpy as np
 import scipy.fft
+
+try:
+    from scipy.fft._pocketfft import pypocketfft as _pocketfft
+except ImportError:  # another scipy layout: the public call (same bits, slower)
+    _pocketfft = None
 import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 from scipy import stats
@@ -142,10 +147,9 @@ _RELATIVE_GAIN = 1e-12
 # Coincident points make 1 - <u_i, u_j> zero; the search clips there (a huge penalty, still finite).
 _FACTOR_FLOOR = 1e-12
 
-# Candidate evaluations of at least this many terms, and ranking FFTs of at least this size, are split
-# over two threads (both parts release the GIL); the results do not depend on the split.
-_THREADED_TERMS = 2**14
-_THREADED_FFT = 2**10
+# Candidate evaluations of at least this many terms are split over two threads (the kernel releases the
+# GIL; the results do not depend on the split). A hop costs ~20-40 us of CPU, so smaller ones stay serial.
+_THREADED_TERMS = 2**15
 _SEARCH_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="featurehash-ssf-search")
 
 # Phase diagonals of the random rotation P4 F P3 F P2 F P1 (module docstring, "Randomisation").
@@ -282,6 +286,15 @@ def random_index_set(m: int, n: int, seed: int) -> np.ndarray:
     return np.argsort(words, kind="stable")[:m].astype(np.int64)
 
 
+def _inverse_dft(x: np.ndarray) -> np.ndarray:
+    """scipy.fft.ifft(x, norm="forward") of a contiguous 1-d float64 or complex128 array: the same call
+    into pocketfft without scipy's dispatch layers, which cost more than a 4096-point transform (the
+    bits are the same: tests/test_ssf_search.py)."""
+    if _pocketfft is None:
+        return scipy.fft.ifft(x, norm="forward")
+    return _pocketfft.c2c(x, (-1,), False, 0, None, 1)  # inverse, no scaling (norm "forward"), one worker
+
+
 class _CoordinateSearch:
     """State of the ascent: the set, which indices are used, and h = sum_s exp(2 pi i k_s p / n) (real
     and imaginary parts). The loops are compiled (`_ssf_search_kernels`, the same bits as numpy's
@@ -323,8 +336,13 @@ class _CoordinateSearch:
         other.result()
         return out
 
+    def _ranking_transforms(self) -> tuple[np.ndarray, np.ndarray]:
+        """The inverse DFTs of the gradient and curvature inputs (a thread hop costs more than one of them)."""
+        return _inverse_dft(self.gradient), _inverse_dft(self.curvature)
+
     def ranked_candidates(self, free: np.ndarray, count: int) -> np.ndarray:
-        """The `count` free indices with the best second-order estimate of Q (two FFTs).
+        """The `count` free indices with the best second-order estimate of Q (two FFTs), ascending,
+        from the ranking inputs of the current base (`prepare_coordinate`).
 
         With (a, b) = h_p / m and f(a, b) the term of Q, adding index k moves (a_p, b_p) by
         (cos, sin)(2 pi k p / n) / m. To second order, sum_p f_a cos + f_b sin is
@@ -333,15 +351,9 @@ class _CoordinateSearch:
         """
         if free.size <= count:
             return free
-        m, n = self.m, self.n
-        search_kernels.ranking_inputs(self.base_real, self.base_imag, m, self.antipodal, self.gradient,
-                                      self.curvature)
-        # The two transforms on two threads when they are large enough to pay for the hop.
-        other = _SEARCH_POOL.submit(scipy.fft.ifft, self.curvature, norm="forward") if n >= _THREADED_FFT else None
-        linear = scipy.fft.ifft(self.gradient, norm="forward")
-        quadratic = other.result() if other is not None else scipy.fft.ifft(self.curvature, norm="forward")
+        linear, quadratic = self._ranking_transforms()
         score = np.empty(free.size)
-        search_kernels.shortlist_scores(linear, quadratic, free, m, score)
+        search_kernels.shortlist_scores(linear, quadratic, free, self.m, score)
         best = np.argpartition(-score, count - 1)[:count]
         return free[np.sort(best)]
 
@@ -353,20 +365,27 @@ class _CoordinateSearch:
     def sweep(self, exact: bool, coordinates: int) -> int:
         """A pass over the coordinates q = 0..coordinates-1 (m for a full sweep); returns the swaps."""
         swaps = 0
-        all_indices = np.arange(self.n)
         tables = (self.cos_table, self.sin_table)
+        free = np.empty(self.n, dtype=np.int64)
+        shortlisted = np.empty(SHORTLIST + 1, dtype=np.int64)
         for q in range(coordinates):
             removed = int(self.indices[q])
-            search_kernels.add_column(self.h_real, self.h_imag, removed, -1, *tables, self.base_real, self.base_imag)
-            free = all_indices[~self.used]
-            if not exact:
-                free = self.ranked_candidates(free, SHORTLIST)
-            values = self.exact_objectives(np.concatenate(([removed], free)))
+            count = search_kernels.prepare_coordinate(
+                self.h_real, self.h_imag, removed, self.used, *tables, self.m, self.antipodal, not exact,
+                self.base_real, self.base_imag, self.gradient, self.curvature, free)
+            if exact or count <= SHORTLIST:
+                candidates = np.concatenate(([removed], free[:count]))
+            elif search_kernels.shortlist(*self._ranking_transforms(), free[:count], self.m, SHORTLIST, removed,
+                                          shortlisted):
+                candidates = shortlisted
+            else:  # a tie at the shortlist's edge: numpy's selection decides, as it always did
+                candidates = np.concatenate(([removed], self.ranked_candidates(free[:count], SHORTLIST)))
+            values = self.exact_objectives(candidates)
             # Candidates within the noise of the best tie (symmetries make exact ties common): the
             # lowest index wins, so rounding noise never decides.
             best, better = search_kernels.choose(values, _RELATIVE_GAIN)
             if better:
-                added = int(free[best])
+                added = int(candidates[best + 1])
                 self.indices[q] = added
                 self.used[removed], self.used[added] = False, True
                 search_kernels.add_column(self.base_real, self.base_imag, added, 1, *tables, self.h_real, self.h_imag)
