@@ -64,14 +64,15 @@ def _dense_path(m):
 @pytest.mark.parametrize("method,params", [("rff", {"gamma": 0.3}), ("nrff", {"gamma": 1.5}),
                                            ("srf", {"degree": 3, "bias": 4.0})])
 @pytest.mark.parametrize("variant", ["cos_sin", "phase"])
-@pytest.mark.parametrize("d", [7, 64, 200])
+@pytest.mark.parametrize("d", [7, 64, 200, 300])
 def test_features_match_the_dense_path_within_the_promise(method, params, variant, d):
     fast, dense = _maps(method, variant, d, 3 * d + 2 + d % 2, **params)
     _dense_path(dense)
     X = np.random.default_rng(d).standard_normal((50, d))
     assert_dense_features_match(fast.transform(X), fast.transform(X, dtype=np.float64),
                                 dense.transform(X), dense.transform(X, dtype=np.float64))
-    assert not fast._parameters   # no dense W was made
+    fast_path = orthogonal.padded_width(d) >= structured.StructuredProjection.SMALLEST_WIDTH
+    assert (not fast._parameters) == fast_path   # no dense W was made (small d: the dense W, faster there)
 
 
 def test_the_map_holds_o_of_d_bytes():
@@ -84,7 +85,7 @@ def test_the_map_holds_o_of_d_bytes():
 
 
 def test_inputs_near_the_float32_limit_are_scaled_not_overflowed():
-    d, count = 64, 128
+    d, count = 200, 256
     X = np.random.default_rng(3).standard_normal((4, d)) * 1e37   # intermediates would reach ~1e39
     projection = structured.StructuredProjection(4, "t", count, d, np.full(count, 1e-37), np.float32)
     expected = X @ (orthogonal.structured_gaussian(4, "t", count, d) * 1e-37).T
@@ -97,11 +98,12 @@ def test_inputs_near_the_float32_limit_are_scaled_not_overflowed():
 
 
 def test_frequencies_that_overflow_float32_are_refused_as_before():
-    m, _ = _maps("rff", "cos_sin", 4, 8, gamma=1e78)
+    m, _ = _maps("rff", "cos_sin", 200, 8, gamma=1e78)
     with pytest.raises(SpecError) as error:
-        m.transform(np.ones((1, 4)))
+        m.transform(np.ones((1, 200)))
     assert error.value.field == "params.gamma"
-    assert np.isfinite(m.transform(np.ones((1, 4)) * 1e-80, dtype=np.float64)).all()
+    assert np.isfinite(m.transform(np.ones((1, 200)) * 1e-80, dtype=np.float64)).all()
+    assert m._structured_for(np.dtype(np.float64)) is not None
 
 
 def test_projection_kernels_compile_without_fused_multiply_add():

@@ -130,12 +130,14 @@ class RFFMap(DenseFeatureMap):
 
     def _structured_for(self, dtype: np.dtype) -> StructuredProjection | None:
         """The O(D log d) projection of "structured" frequencies in `dtype`; None for other frequencies,
-        and where the frequencies could overflow `dtype` (then the dense W decides, as it always did)."""
+        where the frequencies could overflow `dtype` (then the dense W decides, as it always did) and
+        for small d, where the dense W is small and BLAS faster."""
         if self.params.frequencies != "structured":
             return None
         if dtype not in self._structured:
             factors, largest_row_norm = self._structured_factors()
-            fits = largest_row_norm < float(np.finfo(dtype).max)
+            fits = (largest_row_norm < float(np.finfo(dtype).max)
+                    and padded_width(self.input_dim) >= StructuredProjection.SMALLEST_WIDTH)
             self._structured[dtype] = StructuredProjection(
                 self.spec.seed, self._structured_tag, self._n_frequencies, self.input_dim, factors,
                 dtype) if fits else None
@@ -175,7 +177,8 @@ class RFFMap(DenseFeatureMap):
     @property
     def planned_nbytes(self) -> int:
         offsets = self._n_frequencies if self.params.variant == "phase" else 0
-        if self.params.frequencies == "structured":
+        if (self.params.frequencies == "structured"
+                and padded_width(self.input_dim) >= StructuredProjection.SMALLEST_WIDTH):
             return StructuredProjection.planned_nbytes(self._n_frequencies, self.input_dim) + 4 * offsets
         return 4 * (self._n_frequencies * self.input_dim + offsets)
 
