@@ -37,8 +37,16 @@ class RowResult:
     chunk_bytes: int
 
     @property
+    def chunk_rows(self) -> int:
+        return max(1, self.chunk_bytes // max(1, self.width * np.dtype(self.dtype).itemsize))
+
+    @property
+    def chunks(self) -> int:
+        return -(-self.rows // self.chunk_rows)
+
+    @property
     def slices(self) -> list[slice]:
-        step = max(1, self.chunk_bytes // max(1, self.width * np.dtype(self.dtype).itemsize))
+        step = self.chunk_rows
         return [slice(start, min(self.rows, start + step)) for start in range(0, self.rows, step)]
 
 
