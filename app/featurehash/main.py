@@ -66,7 +66,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="featurehash", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   generate_unique_id_function=operation_id, description=DESCRIPTION)
     install_error_handlers(app, settings.retry_after_seconds)
-    for module in (routes_maps, routes_compute, routes_indexes, routes_health):
+    for module in (routes_compute, routes_maps, routes_indexes, routes_health):  # the hot routes match first
         _add_routes(app, module.router)
     install_openapi(app)
     app.add_middleware(RequestRecorder, max_body_bytes=settings.max_body_bytes)
