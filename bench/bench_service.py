@@ -434,7 +434,6 @@ def section_batch(http, clock: ServerClock, cases, batches, repeat) -> dict:
 def server_codec_times(case: Case, X: np.ndarray, local_out, *, binary: bool) -> dict:
     """Seconds, in this process, of the server's decode (parse + rows) and encode steps."""
     if binary:
-        from featurehash.api.codecs import npy_response  # gone from codecs: only this section needs it (left as found)
         request = npy_bytes(X)
         steps = {"decode": lambda: vectors_from(parse_body(request, NPY), "vectors", X.shape[1]),
                  "encode": lambda: npy_header(local_out.shape, local_out.dtype) + local_out.tobytes()}
