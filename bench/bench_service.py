@@ -153,6 +153,7 @@ def running_floor(workers: int):
         stop_server(process)
 
 
+ROUNDS = 3  # interleaved throughput rounds
 SERVER_PIDS: dict[str, int] = {}  # base URL -> the started process (its tree serves the URL)
 
 
@@ -504,8 +505,13 @@ def section_verify(client, cases, outputs, batches) -> bool:
             got.tobytes() == expected.tobytes()
         if same_bits:
             verdict = f"bitwise equal ({got.dtype}, {got.shape[0]}x{got.shape[1]})"
+        elif got.shape == expected.shape and got.dtype == expected.dtype and got.dtype.kind == "f" and \
+                np.max(np.abs(got - expected)) <= 64 * np.spacing(np.abs(expected).max()):
+            # The server computes chunks of rows, the library the whole batch: BLAS blocks them differently.
+            verdict = (f"equal within 64 ulps of the largest feature, the dense float promise (max abs diff "
+                       f"{np.max(np.abs(got.astype(float) - expected)):.3g}: BLAS blocking of row chunks)")
         elif got.shape == expected.shape:
-            verdict = f"NOT bitwise equal: max abs diff {np.max(np.abs(got.astype(float) - expected)):.3g}"
+            verdict = f"NOT equal: max abs diff {np.max(np.abs(got.astype(float) - expected)):.3g}"
             ok = False
         else:
             verdict = f"NOT equal: shapes {got.shape} vs {expected.shape}"
@@ -605,8 +611,8 @@ def section_floor(args) -> None:
 
         targets = [("floor --workers 1", floor1, "floor"), ("service --workers 1", service1, "rff JSON"),
                    ("service --workers 2", service2, "rff JSON"), ("floor --workers 2", floor2, "floor")]
-        print(f"  throughput, rff JSON single vectors over 8 connections ({args.seconds:.0f} s x 2 rounds each; "
-              "load generator: one asyncio process, this one):")
+        print(f"  throughput, rff JSON single vectors over 8 connections ({args.seconds:.0f} s x {ROUNDS} rounds each, "
+              "median; load generator: one asyncio process, this one):")
         section_throughput(targets, requests, args.seconds, "unpinned (client and servers share both cores)",
                            None)
         if len(os.sched_getaffinity(0)) >= 2:
@@ -645,8 +651,8 @@ def section_floor(args) -> None:
 
 
 def section_throughput(targets, requests, seconds: float, title: str, pinning) -> None:
-    """Requests/s of each target, 2 interleaved rounds, as ratios to the first; the load generator's CPU
-    share says whether it, not the server, was the limit."""
+    """Requests/s of each target, ROUNDS interleaved rounds (the median), as ratios to the first; the load
+    generator's CPU share says whether it, not the server, was the limit."""
     everything = os.sched_getaffinity(0)
     rates: dict[str, list] = {label: [] for label, _, _ in targets}
     client_cpu: dict[str, list] = {label: [] for label, _, _ in targets}
@@ -655,7 +661,7 @@ def section_throughput(targets, requests, seconds: float, title: str, pinning) -
             pin(None, pinning[0])
             for _, url, _ in targets:
                 pin(url, pinning[1])
-        for _ in range(2):
+        for _ in range(ROUNDS):
             for label, url, name in targets:
                 start = time.process_time()
                 rates[label].append(raw_http.throughput("127.0.0.1", int(url.rsplit(":", 1)[1]), requests[name], 8,
@@ -666,10 +672,10 @@ def section_throughput(targets, requests, seconds: float, title: str, pinning) -
         for _, url, _ in targets:
             pin(url, everything)
     base_label = targets[0][0]
-    base = float(np.mean(rates[base_label]))
+    base = float(np.median(rates[base_label]))
     print(f"   {title}:")
     for label, values in rates.items():
-        print(f"    {label:34s} {np.mean(values):8.0f} req/s {np.mean(values) / base:6.2f}x {base_label} "
+        print(f"    {label:34s} {np.median(values):8.0f} req/s {np.median(values) / base:6.2f}x {base_label} "
               f"(load generator {100 * np.mean(client_cpu[label]):3.0f}% of a core)")
 
 

@@ -211,10 +211,12 @@ def test_input_beyond_float32_range_does_not_give_nan_features(name):
     assert np.isfinite(Z).all()
 
 
-@pytest.mark.parametrize("X", [np.random.default_rng(0).standard_normal((1, 64)),
-                               np.random.default_rng(1).standard_normal((5, 7)).astype(np.float32),
-                               (np.random.default_rng(2).random((40, 30)) < 0.2) * np.random.default_rng(3).random((40, 30)),
-                               np.zeros((3, 4)), np.asfortranarray(np.arange(12.0).reshape(3, 4) - 5)])
+_RNG = np.random.default_rng(0)
+
+
+@pytest.mark.parametrize("X", [_RNG.standard_normal((1, 64)), _RNG.standard_normal((5, 7)).astype(np.float32),
+                               (_RNG.random((40, 30)) < 0.2) * _RNG.random((40, 30)), np.zeros((3, 4)),
+                               np.asfortranarray(np.arange(12.0).reshape(3, 4) - 5)])
 def test_csr_parts_of_a_dense_input_are_scipys(X):
     parts, expected = csr_parts(X), sp.csr_matrix(X)
     for name in ("indptr", "indices", "data"):
