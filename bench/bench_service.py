@@ -14,7 +14,9 @@ on CPU 1 (the per-core rate, which N workers on N free cores multiply); batch rf
 D=4096 over npy as a ratio to the in-process transform, for a raw-socket client that reads the
 answer straight into the array and for FeatureHashClient (httpx, numpy.load).
 These use bench/raw_http.py (prebuilt requests, undecoded answers) so the client's cost stays
-small and equal on both sides. Then, against the server started with --workers:
+small and equal on both sides. Beside them, bench/asgi_cost.py: each app's own CPU per request
+driven as raw ASGI in this process (no HTTP), the figure a busy machine disturbs least.
+Then, against the server started with --workers:
 
 Starts the real service (`featurehash serve`, embedded Redis: REDIS_URL is removed from
 its environment) on a free port with a temporary data directory, waits for /readyz,
@@ -64,6 +66,7 @@ import numpy as np
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
+import asgi_cost
 import raw_http
 from featurehash.api.codecs import json_response, parse_body, vectors_from
 from featurehash.api.streams import npy_header
@@ -544,6 +547,7 @@ def section_floor(args) -> None:
     big_spec = {"method": "rff", "input_dim": 512, "n_components": 4096, "seed": 2, "params": {"gamma": 1 / 512}}
     rows = [rng.standard_normal((1, 64)).astype(np.float32) for _ in range(64)]
     batch = rng.standard_normal((4096, 512)).astype(np.float32)
+    app_cpu = asgi_cost.app_cpu_per_request()
     with contextlib.ExitStack() as stack:
         floor1 = stack.enter_context(running_floor(1))
         floor2 = stack.enter_context(running_floor(2))
@@ -608,6 +612,7 @@ def section_floor(args) -> None:
             print(f"    {name:34s} {p50:8.0f} {p99:8.0f} {p50 / f50:10.2f} {p99 / f99:10.2f} {cpu}")
         print("    goals: p50 <= 1.3x, p99 <= 1.5x the floor (server CPU: /proc ticks of the server's processes,\n"
               "    which a busy machine's load does not inflate as it does latency)")
+        asgi_cost.report(app_cpu)
 
         targets = [("floor --workers 1", floor1, "floor"), ("service --workers 1", service1, "rff JSON"),
                    ("service --workers 2", service2, "rff JSON"), ("floor --workers 2", floor2, "floor")]
