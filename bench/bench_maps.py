@@ -10,7 +10,8 @@ the floor's D-column product). Contenders are timed round-robin, best of `repeat
 loaded machine slows them alike.
 Gram error of i.i.d. / orthogonal / structured rff, ssf and RBFSampler at equal D on digits and
 breast_cancer (unit rows, gamma = 1 / median squared distance), mean over seeds, and transform
-times. GCWS hashing (dense n=200, d=256, k=256; sparse d=100000 at 1% and 10% density) against
+times. Structured rff against the dense i.i.d. product at d = 1024, 2048, 4096 (D = 4d, n = 1, 64, 4096):
+time ratio and parameter bytes. GCWS hashing (dense n=200, d=256, k=256; sparse d=100000 at 1% and 10% density) against
 datasketch's WeightedMinHashGenerator, when it is installed. With --write the dense tables go to
 bench/results/dense_maps.txt. Ratios, not seconds, are the targets: DESIGN.md "Performance targets".
 """
@@ -29,6 +30,9 @@ from timing import best_time
 RESULTS = Path(__file__).resolve().parent / "results"
 SHAPES = ((1, 784, 4096), (64, 784, 4096), (4096, 512, 4096), (20000, 128, 2048), (1000, 32, 1024),
           (100000, 64, 512))
+# Structured against dense frequencies: d >= 1024, D = 4d.
+STRUCTURED_DIMS = (1024, 2048, 4096)
+STRUCTURED_ROWS = (1, 64, 4096)
 QUICK_SHAPES = ((64, 784, 4096), (20000, 128, 2048), (1000, 32, 1024))
 DENSE_METHODS = (
     ("rff cos_sin", "rff", {}, True),
@@ -101,6 +105,40 @@ def bench_dense(repeat: int, shapes) -> str:
     for n, d, D in shapes:
         for dtype in (np.float32, np.float64):
             rows = dense_shape_rows(n, d, D, dtype, repeat)
+            print("\n".join(rows), flush=True)
+            lines += rows
+    return "\n".join(lines)
+
+
+def structured_rows(n: int, d: int, D: int, repeat: int) -> list[str]:
+    """rff "structured" (O(D log d) projection, `_structured_projection`) against the dense i.i.d. product,
+    cos_sin and phase, float32, timed round-robin in one run."""
+    X = (np.random.default_rng(0).standard_normal((n, d)) / np.sqrt(d)).astype(np.float32)
+    maps, contenders = {}, {}
+    for variant in ("cos_sin", "phase"):
+        for kind in ("iid", "structured"):
+            m = create_map({"method": "rff", "input_dim": d, "n_components": D,
+                            "params": {"gamma": 0.5, "variant": variant, "frequencies": kind}}).materialize()
+            maps[variant, kind] = m
+            contenders[variant, kind] = lambda m=m: m.transform(X)
+    best = round_robin(contenders, repeat)
+    rows = []
+    for variant in ("cos_sin", "phase"):
+        dense, fast = best[variant, "iid"], best[variant, "structured"]
+        rows.append(f"  {(n, d, D)!s:20s} {variant:8s} {dense * 1e3:10.2f} ms {fast * 1e3:10.2f} ms {dense / fast:8.2f}x "
+                    f"{maps[variant, 'iid'].nbytes / 2**20:9.1f} MiB {maps[variant, 'structured'].nbytes / 2**10:8.1f} KiB")
+    return rows
+
+
+def bench_structured(repeat: int, quick: bool) -> str:
+    lines = ["Structured rff (O(D log d), no dense W) against the dense i.i.d. product, float32 transform: time, "
+             "dense / structured (above 1 = structured faster), parameter bytes",
+             (f"  {'(n, d, D)':20s} {'variant':8s} {'dense':>13s} {'structured':>13s} {'ratio':>9s} "
+              f"{'dense W':>13s} {'structured':>12s}")]
+    print("\n".join(lines), flush=True)
+    for d in STRUCTURED_DIMS[:1] if quick else STRUCTURED_DIMS:
+        for n in STRUCTURED_ROWS:
+            rows = structured_rows(n, d, 4 * d, repeat)
             print("\n".join(rows), flush=True)
             lines += rows
     return "\n".join(lines)
@@ -200,14 +238,17 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="three shapes, D <= 1024 for the Gram errors")
     parser.add_argument("--write", action="store_true", help="write bench/results/dense_maps.txt")
     parser.add_argument("--skip-gcws", action="store_true")
+    parser.add_argument("--only", choices=("dense", "structured", "gram"), help="run one table (no GCWS)")
     args = parser.parse_args()
-    dense = bench_dense(args.repeat, QUICK_SHAPES if args.quick else SHAPES)
-    gram = bench_gram(args.seeds, args.repeat, args.quick)
+    run = (lambda name: args.only in (None, name))
+    dense = bench_dense(args.repeat, QUICK_SHAPES if args.quick else SHAPES) if run("dense") else ""
+    structured = bench_structured(args.repeat, args.quick) if run("structured") else ""
+    gram = bench_gram(args.seeds, args.repeat, args.quick) if run("gram") else ""
     if args.write:
         RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "dense_maps.txt").write_text(dense + "\n\n" + gram + "\n")
+        (RESULTS / "dense_maps.txt").write_text("\n\n".join(filter(None, (dense, structured, gram))) + "\n")
         print(f"wrote {RESULTS / 'dense_maps.txt'}")
-    if not args.skip_gcws:
+    if not args.skip_gcws and args.only is None:
         bench_gcws(args.repeat)
 
 

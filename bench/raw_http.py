@@ -8,6 +8,7 @@ ratio pay the same client cost, so the ratios show the servers.
 from __future__ import annotations
 
 import asyncio
+import io
 import socket
 import time
 
@@ -71,8 +72,86 @@ class Connection:
             if size == 0:
                 return b"".join(parts)
 
+    def request_array(self, raw: bytes) -> tuple[int, np.ndarray | bytes]:
+        """Like `request`, for an .npy answer, read as a client that wants the ndarray would: the bytes go
+        from the socket straight into the array, allocated once the .npy header is read (no copy of
+        the whole body, no numpy.load). Answers other than 200 come back as bytes."""
+        self.sock.sendall(raw)
+        status, length = _parse_head(self._line(b"\r\n\r\n"))
+        body = _Body(self, length)
+        if status != 200:
+            return status, body.read(body.remaining()) if length is not None else self._chunked()
+        lead = body.read(8)  # magic and version; then the header's size in 2 (version 1) or 4 bytes
+        size_field = body.read(2 if lead[6] == 1 else 4)
+        stream = io.BytesIO(lead + size_field + body.read(int.from_bytes(size_field, "little")))
+        read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                       (2, 0): np.lib.format.read_array_header_2_0}[np.lib.format.read_magic(stream)]
+        shape, fortran_order, dtype = read_header(stream)
+        array = np.empty(shape, dtype=dtype, order="F" if fortran_order else "C")
+        body.read_into(memoryview(array.reshape(-1, order="A")).cast("B"))
+        body.finish()
+        return status, array
+
+    def _read_into(self, view: memoryview) -> None:
+        """Fill `view` from the bytes already read, then from the socket."""
+        taken = min(len(view), len(self.buffer))
+        view[:taken] = self.buffer[:taken]
+        del self.buffer[:taken]
+        while taken < len(view):
+            received = self.sock.recv_into(view[taken:])
+            if not received:
+                raise ConnectionError("server closed the connection")
+            taken += received
+
     def close(self) -> None:
         self.sock.close()
+
+
+class _Body:
+    """An answer's body of Content-Length `length`, or chunked (None), read across chunk boundaries."""
+
+    def __init__(self, connection: Connection, length: int | None):
+        self.connection, self.chunked = connection, length is None
+        self.left = length or 0
+        self.first_chunk = True
+
+    def remaining(self) -> int:
+        return self.left
+
+    def read(self, n: int) -> bytes:
+        out = bytearray(n)
+        self.read_into(memoryview(out))
+        return bytes(out)
+
+    def read_into(self, view: memoryview) -> None:
+        done = 0
+        while done < len(view):
+            if self.left == 0:
+                self._next_chunk()
+            step = min(self.left, len(view) - done)
+            self.connection._read_into(view[done:done + step])
+            done += step
+            self.left -= step
+
+    def _next_chunk(self) -> None:
+        if not self.chunked:
+            raise ConnectionError("the body ended early")
+        if not self.first_chunk:
+            self.connection._line()  # the CRLF that closes the previous chunk
+        self.first_chunk = False
+        self.left = int(self.connection._line().split(b";")[0], 16)
+        if self.left == 0:
+            raise ConnectionError("the body ended early")
+
+    def finish(self) -> None:
+        """Read the chunked body's end (the last CRLF, the empty chunk, the empty trailer)."""
+        if not self.chunked:
+            return
+        if not self.first_chunk:
+            self.connection._line()
+        if int(self.connection._line().split(b";")[0], 16):
+            raise ConnectionError("more body than the .npy header announced")
+        self.connection._line()
 
 
 def latencies_us(connection: Connection, requests: list[bytes], count: int) -> np.ndarray:

@@ -8,6 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 from featurehash.maps import InputError, create_map
+from featurehash.maps.inputs import csr_parts
 
 D_IN = 5
 SPECS = {
@@ -208,3 +209,17 @@ def test_input_beyond_float32_range_does_not_give_nan_features(name):
     except InputError:
         return
     assert np.isfinite(Z).all()
+
+
+_RNG = np.random.default_rng(0)
+
+
+@pytest.mark.parametrize("X", [_RNG.standard_normal((1, 64)), _RNG.standard_normal((5, 7)).astype(np.float32),
+                               (_RNG.random((40, 30)) < 0.2) * _RNG.random((40, 30)), np.zeros((3, 4)),
+                               np.asfortranarray(np.arange(12.0).reshape(3, 4) - 5)])
+def test_csr_parts_of_a_dense_input_are_scipys(X):
+    parts, expected = csr_parts(X), sp.csr_matrix(X)
+    for name in ("indptr", "indices", "data"):
+        got, want = getattr(parts, name), getattr(expected, name)
+        assert got.dtype == want.dtype and np.array_equal(got, want), name
+    assert parts.shape == expected.shape

@@ -116,6 +116,23 @@ def test_unknown_query_parameters_are_refused_naming_them(service_client, main_m
     assert fine.status_code == 200 and load_npy(fine.content).dtype == np.float64
 
 
+def test_plain_routes_validate_their_query_like_declared_parameters(service_client, main_maps):
+    """/transform and /hash read dtype and bands themselves: a bad value is the 422 FastAPI gave."""
+    rff, gcws = main_maps["rff"]["id"], main_maps["gcws"]["id"]
+    body = {"vectors": [[0.5] * 16]}
+    bad_dtype = service_client.post(f"/v1/maps/{rff}/transform", params={"dtype": "float16"}, json=body)
+    assert bad_dtype.status_code == 422 and bad_dtype.json() == {
+        "detail": "dtype: Input should be 'float32' or 'float64'", "field": "dtype"}
+    bad_bands = service_client.post(f"/v1/maps/{gcws}/hash", params={"bands": "four"}, json=body)
+    assert bad_bands.status_code == 422 and bad_bands.json()["field"] == "bands"
+    assert "valid integer" in bad_bands.json()["detail"]
+    last_wins = service_client.post(f"/v1/maps/{rff}/transform", params=[("dtype", "float16"), ("dtype", "float64")],
+                                    content=npy_bytes(np.ones((1, 16))), headers={"Content-Type": NPY, "Accept": NPY})
+    assert last_wins.status_code == 200 and load_npy(last_wins.content).dtype == np.float64
+    missing = service_client.post("/v1/maps/nope/transform", json=body)
+    assert missing.status_code == 404 and missing.json()["field"] == "map_id"
+
+
 def test_hash_on_a_dense_map_and_a_3d_array_are_422s_that_say_what_to_do(service_client, main_maps):
     dense = service_client.post(f"/v1/maps/{main_maps['rff']['id']}/hash", json={"vectors": [[1.0] * 16]})
     assert dense.status_code == 422 and dense.json()["field"] == "method" and "no discrete codes" in dense.text

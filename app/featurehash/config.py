@@ -46,6 +46,12 @@ class Settings(BaseSettings):
     # Maps confirmed in the store are trusted while Redis's invalidation channel answered within it.
     map_staleness_seconds: float = Field(default=1.0, ge=0)
 
+    # Threads each web worker's BLAS (OpenBLAS, MKL) may use; `featurehash serve` sets them before the web
+    # tier starts. One: a streamed answer's next chunk is computed on one core while the event loop sends
+    # the last, and N workers on N cores do not oversubscribe them (on a busy 2-core host two BLAS
+    # threads made a 128-row chunk's product 10x slower than one).
+    blas_threads: int = Field(default=1, ge=1)
+
     redis_timeout_seconds: float = Field(default=2.0, gt=0)
     retry_after_seconds: int = Field(default=1, ge=1)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from redis.asyncio import Redis
 from starlette.concurrency import run_in_threadpool
 
@@ -12,8 +12,9 @@ from . import __version__
 from .api import routes_compute, routes_health, routes_indexes, routes_maps
 from .api.deps import ServiceState
 from .api.errors import install_error_handlers
-from .api.middleware import BodyLimit, RequestRecorder, access_lines, configure_access_log
+from .api.middleware import RequestRecorder, access_lines, configure_access_log
 from .api.openapi import install_openapi
+from .api.schemas import operation_id
 from .config import Settings, get_settings
 from .map_cache import MapCache
 from .store import SpecStore
@@ -36,6 +37,12 @@ def _redis_client(settings: Settings) -> Redis:
                           socket_connect_timeout=settings.redis_timeout_seconds, health_check_interval=10)
 
 
+def _add_routes(app: FastAPI, router: APIRouter) -> None:
+    """The router's routes, made whole by it (prefix, tags, dependencies, answers), as the app's own:
+    include_router keeps a router level that every request walks through, route by route."""
+    app.router.routes.extend(router.routes)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
 
@@ -56,17 +63,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await redis.aclose()
             access_lines.flush()
 
-    # operationId = the route function name (create_map, transform, ...): what generated clients call
     app = FastAPI(title="featurehash", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
-                  generate_unique_id_function=lambda route: route.name,
-                  description=DESCRIPTION)
+                  generate_unique_id_function=operation_id, description=DESCRIPTION)
     install_error_handlers(app, settings.retry_after_seconds)
-    app.include_router(routes_maps.router)
-    app.include_router(routes_compute.router)
-    app.include_router(routes_indexes.router)
-    app.include_router(routes_health.router)
+    for module in (routes_compute, routes_maps, routes_indexes, routes_health):  # the hot routes match first
+        _add_routes(app, module.router)
     install_openapi(app)
-    app.add_middleware(BodyLimit, max_body_bytes=settings.max_body_bytes)
-    app.add_middleware(RequestRecorder)  # added last: outermost, so it sees every answer, 413s included
+    app.add_middleware(RequestRecorder, max_body_bytes=settings.max_body_bytes)
     configure_access_log(settings.access_log_level)
     return app

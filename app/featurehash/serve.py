@@ -21,6 +21,7 @@ import time
 from .config import Settings
 from .store.embedded import EmbeddedRedis, EmbeddedRedisError, die_with_parent
 
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")  # read once, when numpy loads BLAS
 REDIS_LOST = 4  # exit code: the embedded Redis died and could not be restarted
 SUPERVISE_INTERVAL = 0.05
 RESTART_BACKOFF = (0.0, 0.1, 0.3, 1.0, 3.0)  # seconds before each restart attempt
@@ -38,7 +39,8 @@ def _metrics_dir(settings: Settings) -> str:
 def serve(settings: Settings) -> int:
     embedded = None
     env = {**os.environ, "FEATUREHASH_HOST": settings.host, "FEATUREHASH_PORT": str(settings.port),
-           "FEATUREHASH_WORKERS": str(settings.workers), "FEATUREHASH_DATA_DIR": str(settings.data_dir)}
+           "FEATUREHASH_WORKERS": str(settings.workers), "FEATUREHASH_DATA_DIR": str(settings.data_dir),
+           **{name: str(settings.blas_threads) for name in BLAS_THREAD_VARIABLES}}
     if not settings.redis_url:
         embedded = EmbeddedRedis(settings.data_dir)
         embedded.start()

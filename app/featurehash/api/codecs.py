@@ -7,6 +7,7 @@ body is one 2-D numeric array. Every problem is an InputError naming the field.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 from typing import Any
@@ -59,22 +60,39 @@ def _parse_npy(raw: bytes) -> np.ndarray:
     if not raw.startswith(b"\x93NUMPY"):
         raise InputError("body", "not an .npy file (no NPY header); write it with numpy.save")
     try:
-        stream = io.BytesIO(raw)
-        read_header = _NPY_HEADER_READERS.get(np.lib.format.read_magic(stream))
-        if read_header is None:
+        header = _npy_header_bytes(raw)
+        if header is None:
             array = np.load(io.BytesIO(raw), allow_pickle=False)
         else:
-            shape, fortran_order, dtype = read_header(stream)
-            if dtype.hasobject:
-                raise ValueError("object arrays cannot be loaded when allow_pickle=False")
+            shape, fortran_order, dtype = _npy_layout(header)
             count = int(np.prod(shape, dtype=np.int64))
-            array = np.frombuffer(raw, dtype=dtype, count=count, offset=stream.tell())
+            array = np.frombuffer(raw, dtype=dtype, count=count, offset=len(header))
             array = array.reshape(shape[::-1]).T if fortran_order else array.reshape(shape)
     except Exception as exc:  # numpy raises several types for malformed files
         raise InputError("body", f"not a readable .npy array ({type(exc).__name__}: {exc})") from None
     if not isinstance(array, np.ndarray):
         raise InputError("body", "expected one .npy array")
     return array
+
+
+def _npy_header_bytes(raw: bytes) -> bytes | None:
+    """The magic, version and header of a version 1 or 2 .npy file (None for other versions)."""
+    length_bytes = {1: 2, 2: 4}.get(raw[6]) if len(raw) > 7 and raw[7] == 0 else None
+    if length_bytes is None:
+        return None
+    start = 8 + length_bytes
+    return raw[:start + int.from_bytes(raw[8:start], "little")]
+
+
+@functools.lru_cache(maxsize=256)
+def _npy_layout(header: bytes) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """(shape, fortran order, dtype) of an .npy header: numpy parses it with ast.literal_eval, which
+    costs more than transforming a vector, and clients send the same few headers again and again."""
+    stream = io.BytesIO(header)
+    shape, fortran_order, dtype = _NPY_HEADER_READERS[np.lib.format.read_magic(stream)](stream)
+    if dtype.hasobject:
+        raise ValueError("object arrays cannot be loaded when allow_pickle=False")
+    return shape, fortran_order, dtype
 
 
 def parse_model(raw: bytes, content_type: str | None, model: type[BaseModel],

@@ -1,4 +1,8 @@
-"""What routes depend on: the service state (store, map cache, indexes, settings) and the API key."""
+"""What routes depend on: the service state (store, map cache, indexes, settings) and the API key.
+
+Most routes declare these as FastAPI dependencies. The compute routes online scoring calls once per
+event are plain (`checked_state`): solving a route's dependencies took longer than transforming a
+vector, so they make the same checks themselves, in the same order, with the same answers."""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ from dataclasses import dataclass
 from fastapi import Depends, Request
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
+from pydantic import TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from ..config import Settings
@@ -71,6 +77,12 @@ async def get_state(request: Request) -> ServiceState:
 
 async def refuse_unknown_query(request: Request) -> None:
     """A query parameter the route does not read is a 422 naming it, never silently ignored."""
+    _refuse_unknown_query(request)
+
+
+def _refuse_unknown_query(request: Request) -> None:
+    if not request.scope["query_string"]:
+        return
     unknown = sorted(set(request.query_params) - _query_names(request.scope["route"]))
     if unknown:
         raise InputError(unknown[0], f"this route takes no query parameter {unknown[0]!r}")
@@ -99,9 +111,40 @@ _bearer = HTTPBearer(auto_error=False)
 
 async def require_api_key(request: Request,
                     credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> None:
-    expected = request.app.state.service.settings.api_key
+    _check_api_key(request.app.state.service, credentials.credentials if credentials is not None else "")
+
+
+def _check_api_key(state: ServiceState, supplied: str) -> None:
+    expected = state.settings.api_key
     if expected is None:
         return
-    supplied = credentials.credentials if credentials is not None else ""
     if not hmac.compare_digest(supplied.encode(), expected.get_secret_value().encode()):
         raise Unauthorized()
+
+
+def checked_state(request: Request) -> ServiceState:
+    """A plain route's service state, after require_api_key's and refuse_unknown_query's checks."""
+    state = request.app.state.service
+    if state.settings.api_key is not None:
+        _check_api_key(state, _bearer_token(request.headers.get("authorization")))
+    _refuse_unknown_query(request)
+    return state
+
+
+def _bearer_token(authorization: str | None) -> str:
+    """The credentials HTTPBearer(auto_error=False) would pass on ("" where it passes None)."""
+    scheme, credentials = get_authorization_scheme_param(authorization)
+    return credentials if authorization and scheme and credentials and scheme.lower() == "bearer" else ""
+
+
+def query_value(request: Request, name: str, adapter: TypeAdapter, default):
+    """A plain route's query parameter, validated as FastAPI would (a 422 naming it)."""
+    if not request.scope["query_string"]:
+        return default
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        return adapter.validate_python(raw)
+    except ValidationError as exc:
+        raise InputError(name, exc.errors()[0]["msg"]) from None

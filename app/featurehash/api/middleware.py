@@ -1,4 +1,4 @@
-"""ASGI middleware: the request id, per-route metrics and the access log; the body-size limit."""
+"""ASGI middleware: the request id, per-route metrics and the access log, the body-size limit."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import logging
 import os
 import re
 import time
-import uuid
 
 import orjson
 
@@ -67,17 +66,25 @@ access_lines = AccessLines()
 
 class RequestRecorder:
     """Gives every request an id (the caller's X-Request-ID, or a new one), echoes it in the answer, and
-    records method, route template, status and duration as metrics and as one access-log line."""
+    records method, route template, status and duration as metrics and as one access-log line; refuses
+    a body over `max_body_bytes` with a 413, by its Content-Length or as it arrives. One middleware,
+    one pass over the headers: each layer costs every request a coroutine and a wrapped send."""
 
-    def __init__(self, app):
+    def __init__(self, app, max_body_bytes: int):
         self.app = app
+        self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = dict(scope.get("headers") or ()).get(REQUEST_ID_HEADER)
-        request_id = given if given is not None and _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex.encode()
+        given = declared = None
+        for name, value in scope["headers"]:
+            if name == REQUEST_ID_HEADER:
+                given = value
+            elif name == b"content-length":
+                declared = value
+        request_id = given if given is not None and _REQUEST_ID.fullmatch(given) else os.urandom(16).hex().encode()
         status = 500
 
         async def send_with_id(message):
@@ -89,9 +96,31 @@ class RequestRecorder:
 
         start = time.perf_counter()
         try:
-            await self.app(scope, receive, send_with_id)
+            if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+                await self._too_large()(scope, receive, send_with_id)
+            else:
+                await self.app(scope, self._limited(receive), send_with_id)
         finally:
             self._record(scope, status, time.perf_counter() - start, request_id.decode())
+
+    def _too_large(self):
+        return error_response(413, "body", f"larger than the limit of {self.max_body_bytes} bytes; "
+                              "send smaller batches")
+
+    def _limited(self, receive):
+        """`receive`, raising BodyTooLarge once the body passes the limit (chunked bodies declare no length)."""
+        received = 0
+
+        async def limited_receive():
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_body_bytes:
+                    raise BodyTooLarge(self.max_body_bytes)
+            return message
+
+        return limited_receive
 
     @staticmethod
     def _record(scope, status: int, seconds: float, request_id: str) -> None:
@@ -117,35 +146,3 @@ def _children(method: str, template: str, status: int) -> tuple:
     if found is None:
         found = _CHILDREN[key] = (REQUESTS.labels(method, template, str(status)), LATENCY.labels(method, template))
     return found
-
-
-class BodyLimit:
-    """Refuses a body over `max_body_bytes` with a 413, by its Content-Length or as it arrives."""
-
-    def __init__(self, app, max_body_bytes: int):
-        self.app = app
-        self.max_body_bytes = max_body_bytes
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope.get("headers") or ()).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
-            response = error_response(413, "body", f"larger than the limit of {self.max_body_bytes} bytes; "
-                                      "send smaller batches")
-            await response(scope, receive, send)
-            return
-
-        received = 0
-
-        async def limited_receive():
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_body_bytes:
-                    raise BodyTooLarge(self.max_body_bytes)
-            return message
-
-        await self.app(scope, limited_receive, send)

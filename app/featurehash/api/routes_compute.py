@@ -6,6 +6,9 @@ on the event loop, where a thread-pool hop would cost more than the work; everyt
 runs in the thread pool, so the event loop (and /healthz) stays responsive while large
 batches are computed; answers are computed and encoded chunk by chunk (`streams`), so
 their size never sets a request's memory.
+
+/transform and /hash are plain routes (`PlainRoute`: no FastAPI parameters or dependencies; `checked_state`
+and `query_value` make the same checks), so a single vector costs little more than the framework itself.
 """
 
 from __future__ import annotations
@@ -13,22 +16,33 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
+from pydantic import TypeAdapter
 from starlette.concurrency import run_in_threadpool
 
 from ..maps import FeatureMap, InputError
 from ..maps.base import DenseFeatureMap
 from ..maps.lsh import band_keys
 from .codecs import json_response, parse_body, vectors_from, wants_npy
-from .deps import ServiceState, get_state, refuse_unknown_query, require_api_key
+from .deps import ServiceState, checked_state, get_state, query_value, refuse_unknown_query, require_api_key
 from .metrics import BATCH_ROWS
+from .plain_route import PlainRoute
 from .schemas import (NPY_CONTENT, DenseFeatures, HashRequest, HashResponse, KernelRequest, KernelResponse,
-                      OneHotFeaturesResponse, VectorsRequest, body_doc, errors)
+                      OneHotFeaturesResponse, VectorsRequest, body_doc, errors, operation_id, plain_route_doc)
 from .streams import RowResult, json_answer, npy_answer
 
-router = APIRouter(prefix="/v1/maps/{map_id}", tags=["features"],
-                   dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)],
-                   responses=errors(401, 404, 413, 415, 422, 503))
+router = APIRouter(prefix="/v1/maps/{map_id}", tags=["features"], responses=errors(401, 404, 413, 415, 422, 503),
+                   generate_unique_id_function=operation_id, route_class=PlainRoute)
+MAP_ID = {"name": "map_id", "schema": {"title": "Map Id", "type": "string"}}
+DTYPE = TypeAdapter(Literal["float32", "float64"])
+DTYPE_QUERY = {"name": "dtype", "schema": {"default": "float32", "enum": ["float32", "float64"], "title": "Dtype",
+                                           "type": "string"}}
+BANDS = TypeAdapter(int | None)
+BANDS_DESCRIPTION = "LSH bands, for any body type (a JSON body may carry it instead)"
+BANDS_QUERY = {"name": "bands", "description": BANDS_DESCRIPTION,
+               "schema": {"anyOf": [{"type": "integer"}, {"type": "null"}], "description": BANDS_DESCRIPTION,
+                          "title": "Bands"}}
+TRANSFORM_ROWS, HASH_ROWS, KERNEL_ROWS = (BATCH_ROWS.labels(name) for name in ("transform", "hash", "kernel"))
 ONE_HOT_HEADERS = {"X-Feature-Dim": {"description": "one-hot maps with an .npy answer: the feature dimension",
                                      "schema": {"type": "integer"}},
                    "X-Feature-Scale": {"description": "one-hot maps with an .npy answer: the value of each one",
@@ -63,15 +77,14 @@ def _check_output_size(rows: int, width: int, limit: int) -> None:
                          "per answer (FEATUREHASH_MAX_OUTPUT_ELEMENTS); split the batch")
 
 
-async def _prepare(request: Request, map_id: str, state: ServiceState):
+async def _prepare(request: Request, state: ServiceState):
     raw = await request.body()
-    feature_map = await state.load_map(map_id)
+    feature_map = await state.load_map(request.path_params["map_id"])
     return raw, feature_map
 
 
 def _dense_features(feature_map: DenseFeatureMap, X, dtype: np.dtype, npy: bool, chunk_bytes: int) -> Response:
     feature_map.require_features()
-    feature_map.refuse_overflow(X, dtype=dtype)  # before any byte is sent: a bad row is a 422, not a cut stream
 
     def compute(rows: slice) -> np.ndarray:
         out = np.empty((rows.stop - rows.start, feature_map.output_dim), dtype=dtype)
@@ -79,6 +92,8 @@ def _dense_features(feature_map: DenseFeatureMap, X, dtype: np.dtype, npy: bool,
         return out
 
     result = RowResult(X.shape[0], feature_map.output_dim, dtype, compute, chunk_bytes)
+    if result.chunks > 1:  # before any byte is sent: a bad row is a 422, not a cut stream (one chunk is
+        feature_map.refuse_overflow(X, dtype=dtype)  # computed whole first, and refused like this)
     return npy_answer(result) if npy else json_answer({}, "features", result)
 
 
@@ -91,15 +106,15 @@ def _one_hot_features(feature_map: FeatureMap, X, npy: bool, chunk_bytes: int) -
     return json_answer({"dim": first.dim, "scale": first.scale}, "indices", result)
 
 
-@router.post("/transform", openapi_extra=body_doc(VectorsRequest),
+@router.post("/transform", openapi_extra=plain_route_doc(VectorsRequest, (MAP_ID,), (DTYPE_QUERY,)),
              responses={200: {"model": DenseFeatures | OneHotFeaturesResponse, "content": NPY_CONTENT,
                               "headers": ONE_HOT_HEADERS,
                               "description": "dense features, or a one-hot map's indices; .npy with Accept: "
                                              "application/x-npy"}})
-async def transform(map_id: str, request: Request,
-                    dtype: Literal["float32", "float64"] = Query(default="float32"),
-                    state: ServiceState = Depends(get_state)):
-    raw, feature_map = await _prepare(request, map_id, state)
+async def transform(request: Request):
+    state = checked_state(request)
+    dtype = query_value(request, "dtype", DTYPE, "float32")
+    raw, feature_map = await _prepare(request, state)
     content_type, accept = request.headers.get("content-type"), request.headers.get("accept")
     settings = state.settings
 
@@ -107,7 +122,7 @@ async def transform(map_id: str, request: Request,
         body = parse_body(raw, content_type)
         X = _checked_rows(vectors_from(body, "vectors", feature_map.input_dim), feature_map, "vectors",
                           settings.max_batch_rows)
-        BATCH_ROWS.labels("transform").observe(X.shape[0])
+        TRANSFORM_ROWS.observe(X.shape[0])
         width = feature_map.spec.n_components if feature_map.one_hot else feature_map.output_dim
         _check_output_size(X.shape[0], width, settings.max_output_elements)
         return X.shape[0], width, X
@@ -121,17 +136,16 @@ async def transform(map_id: str, request: Request,
     return await _run(raw, prepare, answer)
 
 
-@router.post("/hash", openapi_extra=body_doc(HashRequest),
+@router.post("/hash", openapi_extra=plain_route_doc(HashRequest, (MAP_ID,), (BANDS_QUERY,)),
              responses={200: {"model": HashResponse, "content": NPY_CONTENT,
                               "description": "codes; .npy with Accept: application/x-npy (JSON whenever bands "
                                              "are asked for: codes and band keys)"}})
-async def hash_vectors(map_id: str, request: Request,
-                       bands: int | None = Query(default=None, description="LSH bands, for any body type (a JSON "
-                                                 "body may carry it instead)"),
-                       state: ServiceState = Depends(get_state)):
-    raw, feature_map = await _prepare(request, map_id, state)
+async def hash_vectors(request: Request):
+    state = checked_state(request)
+    query_bands = query_value(request, "bands", BANDS, None)
+    raw, feature_map = await _prepare(request, state)
     content_type, accept = request.headers.get("content-type"), request.headers.get("accept")
-    settings, query_bands = state.settings, bands
+    settings = state.settings
 
     def prepare():
         body = parse_body(raw, content_type)
@@ -140,7 +154,7 @@ async def hash_vectors(map_id: str, request: Request,
             raise InputError("bands", "expected an integer")
         X = _checked_rows(vectors_from(body, "vectors", feature_map.input_dim), feature_map, "vectors",
                           settings.max_batch_rows)
-        BATCH_ROWS.labels("hash").observe(X.shape[0])
+        HASH_ROWS.observe(X.shape[0])
         k = feature_map.spec.n_components
         _check_output_size(X.shape[0], k, settings.max_output_elements)
         return X.shape[0], k, X, bands
@@ -172,10 +186,10 @@ def _bands(body, query_bands: int | None):
     return query_bands if in_body is None else in_body
 
 
-@router.post("/kernel", openapi_extra=body_doc(KernelRequest),
-             responses={200: {"model": KernelResponse}})
+@router.post("/kernel", openapi_extra=body_doc(KernelRequest), responses={200: {"model": KernelResponse}},
+             dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)])
 async def kernel(map_id: str, request: Request, state: ServiceState = Depends(get_state)):
-    raw, feature_map = await _prepare(request, map_id, state)
+    raw, feature_map = await _prepare(request, state)
     content_type = request.headers.get("content-type")
     settings = state.settings
 
@@ -186,7 +200,7 @@ async def kernel(map_id: str, request: Request, state: ServiceState = Depends(ge
         if not isinstance(body, np.ndarray):
             given = vectors_from(body, "y", feature_map.input_dim, required=False)
             Y = X if given is None else _checked_rows(given, feature_map, "y", settings.max_batch_rows)
-        BATCH_ROWS.labels("kernel").observe(X.shape[0])
+        KERNEL_ROWS.observe(X.shape[0])
         _check_kernel_size(feature_map, X.shape[0], None if Y is X else Y.shape[0], settings)
         estimate, exact = feature_map.kernel(X, Y), feature_map.exact_kernel(X, Y)
         if not (np.isfinite(estimate).all() and np.isfinite(exact).all()):

@@ -10,9 +10,9 @@ from .codecs import json_response
 from .deps import ServiceState, get_state
 from .errors import error_response
 from .metrics import render
-from .schemas import HealthResponse, ReadyResponse, errors
+from .schemas import HealthResponse, ReadyResponse, errors, operation_id
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], generate_unique_id_function=operation_id)
 
 
 @router.get("/healthz", response_model=HealthResponse)

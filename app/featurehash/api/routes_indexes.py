@@ -23,9 +23,9 @@ from .deps import ServiceState, get_state, refuse_unknown_query, require_api_key
 from .metrics import BATCH_ROWS
 from .schemas import (LOCATION, AddItemsRequest, AddItemsResponse, CreateIndexRequest, DeleteItemsRequest,
                       DeleteItemsResponse, IndexListResponse, IndexQueryRequest, IndexQueryResponse, IndexResponse,
-                      body_doc, errors)
+                      body_doc, errors, operation_id)
 
-router = APIRouter(prefix="/v1/indexes", tags=["indexes"],
+router = APIRouter(prefix="/v1/indexes", tags=["indexes"], generate_unique_id_function=operation_id,
                    dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)],
                    responses=errors(401, 422, 503))
 BODY_ERRORS = errors(404, 409, 413, 415, 422)

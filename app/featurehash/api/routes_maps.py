@@ -14,9 +14,9 @@ from ..maps import SpecError
 from .codecs import json_response, parse_model
 from .deps import ServiceState, get_state, refuse_unknown_query, require_api_key
 from .errors import MapInUse, MapNotFound
-from .schemas import LOCATION, CreateMapRequest, MapListResponse, MapSpecResponse, body_doc, errors
+from .schemas import LOCATION, CreateMapRequest, MapListResponse, MapSpecResponse, body_doc, errors, operation_id
 
-router = APIRouter(prefix="/v1/maps", tags=["maps"],
+router = APIRouter(prefix="/v1/maps", tags=["maps"], generate_unique_id_function=operation_id,
                    dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)],
                    responses=errors(401, 422, 503))
 INDEX_PAGE = 1000

@@ -235,3 +235,22 @@ def body_doc(model: type[BaseModel], npy: bool = True, query: tuple[dict[str, An
     if query:
         extra["parameters"] = [{"in": "query", "required": False, **parameter} for parameter in query]
     return extra
+
+
+# Plain routes (featurehash.api.deps.checked_state) document what FastAPI would have from their signature.
+BEARER_SECURITY = [{"HTTPBearer": []}]
+
+
+def plain_route_doc(model: type[BaseModel], path: tuple[dict[str, Any], ...],
+                    query: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
+    """body_doc for a route that reads its path and query parameters and the API key itself."""
+    extra = body_doc(model, query=query)
+    extra["parameters"] = [{"in": "path", "required": True, **parameter} for parameter in path] \
+        + extra.get("parameters", [])
+    extra["security"] = BEARER_SECURITY
+    return extra
+
+
+def operation_id(route) -> str:
+    """operationId = the route function's name (create_map, transform, ...): what generated clients call."""
+    return route.name

@@ -11,6 +11,7 @@ being sent (so a request holds at most two chunks: compute and transfer overlap)
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 from dataclasses import dataclass
 from typing import AsyncIterator, Callable, Iterator
@@ -37,11 +38,20 @@ class RowResult:
     chunk_bytes: int
 
     @property
+    def chunk_rows(self) -> int:
+        return max(1, self.chunk_bytes // max(1, self.width * np.dtype(self.dtype).itemsize))
+
+    @property
+    def chunks(self) -> int:
+        return -(-self.rows // self.chunk_rows)
+
+    @property
     def slices(self) -> list[slice]:
-        step = max(1, self.chunk_bytes // max(1, self.width * np.dtype(self.dtype).itemsize))
+        step = self.chunk_rows
         return [slice(start, min(self.rows, start + step)) for start in range(0, self.rows, step)]
 
 
+@functools.lru_cache(maxsize=256)  # numpy formats and pads it anew each time: many microseconds
 def npy_header(shape: tuple[int, ...], dtype: np.dtype) -> bytes:
     """The header `numpy.save` writes for a C-ordered array of this shape and dtype."""
     buffer = io.BytesIO()

@@ -16,9 +16,11 @@ Yu, Suresh, Choromanski, Holtmann-Rice, Kumar, "Orthogonal Random Features", NIP
   Theorem 3 bounds it as O(1/sqrt(d))). That bias is fixed by d', not by D: measured on 16 unit
   digits rows (d' = 64, gamma = 1.59, 100 seeds, bench/bench_ssf_bias.py) the error averaged over
   pairs is -5.9e-3 at D = 256 and -5.5e-3 at D = 1024 (t = -11 and -18), beside an RMSE of 3.0e-2 and
-  1.6e-2 (i.i.d.: 5.3e-2 and 2.7e-2; "orthogonal", unbiased: 3.0e-2 and 1.5e-2). The product is built by three fast Walsh-Hadamard
-  transforms per row, O(D d' log d') at creation; the entries are integers times one power of
-  two, computed exactly, so they are the same bits everywhere.
+  1.6e-2 (i.i.d.: 5.3e-2 and 2.7e-2; "orthogonal", unbiased: 3.0e-2 and 1.5e-2). The maps never
+  build this W: `_structured_projection` applies the sign diagonals and fast Walsh-Hadamard
+  transforms to each input row, O(D log d'), holding O(D) bytes. `structured_gaussian` builds the
+  dense rows for checks (three transforms per row, O(D d' log d')); the entries are integers times
+  one power of two, computed exactly, so they are the same bits everywhere.
 
 Same on every machine: the random words are the raw streams; the ORF's QR is LAPACK's, whose
 last bits vary with the CPU and BLAS (measured ~1e-15 relative on W): that is far inside the
@@ -75,13 +77,26 @@ def _walsh_hadamard_rows(a: np.ndarray) -> None:
         half *= 2
 
 
-def structured_gaussian(seed: int, tag: str, count: int, d: int) -> np.ndarray:
-    """SORF: `count` rows of sqrt(d') H D1 H D2 H D3 (blocks of d' rows), first d columns."""
-    width = 1 << max(0, (d - 1).bit_length())
-    rows = []
-    for block in range(-(-count // width)):
+def padded_width(d: int) -> int:
+    """d' = the power of two >= d: the width of a structured block."""
+    return 1 << max(0, (d - 1).bit_length())
+
+
+def structured_signs(seed: int, tag: str, blocks: int, width: int) -> np.ndarray:
+    """The sign diagonals (S0, S1, S2) of each block, float64 +-1, shape (blocks, 3, width)."""
+    signs = np.empty((blocks, 3, width))
+    for block in range(blocks):
         words = randomness.raw_words(seed, f"{tag}.structured{block}", 3 * width)
-        signs = (1.0 - 2.0 * (words >> np.uint64(63)).astype(np.float64)).reshape(3, width)
+        signs[block] = (1.0 - 2.0 * (words >> np.uint64(63)).astype(np.float64)).reshape(3, width)
+    return signs
+
+
+def structured_gaussian(seed: int, tag: str, count: int, d: int) -> np.ndarray:
+    """SORF: `count` rows of sqrt(d') H D1 H D2 H D3 (blocks of d' rows), first d columns. The dense
+    matrix, for checks: the maps project with `_structured_projection`, O(D log d') without it."""
+    width = padded_width(d)
+    rows = []
+    for block, signs in enumerate(structured_signs(seed, tag, -(-count // width), width)):
         take = min(width, count - block * width)
         # Row i of M = H D1 H D2 H D3 (H unnormalised, symmetric) is ((e_i H D1) H D2) H D3.
         m = np.zeros((take, width))

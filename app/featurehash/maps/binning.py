@@ -31,13 +31,13 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import kernels
 from . import _binning_kernels, _counter_random, randomness
 from .base import DiscreteCodeMap, OneHotFeatures
 from .gcws import _PARALLEL_KERNEL_LOCK, PARALLEL_MIN_ROWS
+from .inputs import csr_parts
 from .spec import MapSpec
 
 DEFAULT_TABLE_BUDGET_BYTES = 256 * 2**20
@@ -111,7 +111,7 @@ class BinningMap(DiscreteCodeMap):
         """int64 codes >= 0, shape (n, P): code p is equal for two rows iff their bins in grid p are
         (up to a ~2^-63 hash collision)."""
         X = self.check(X)
-        X = X if sp.issparse(X) else sp.csr_matrix(X)
+        X = csr_parts(X)
         codes = np.empty((X.shape[0], self.spec.n_components), dtype=np.int64)
         arguments = (X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int64, copy=False),
                      X.data.astype(np.float64, copy=False), self._streams, self._code_streams,

@@ -46,14 +46,13 @@ import threading
 from typing import Literal
 
 import numpy as np
-import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from .. import kernels
 from . import _counter_random, _gcws_kernels, randomness
 from .gcws_dart import DartSampler
 from .base import DiscreteCodeMap, OneHotFeatures
-from .inputs import reject_zero_rows
+from .inputs import csr_parts, reject_zero_rows
 from .spec import MapSpec
 
 DEFAULT_TABLE_BUDGET_BYTES = 256 * 2**20
@@ -159,7 +158,7 @@ class GCWSMap(DiscreteCodeMap):
         """(i*, t*) for every row and sample ("icws"), or (i*, dart identity) ("dart"): two int64
         arrays of shape (n, k)."""
         X = self.check(X)
-        X = X if sp.issparse(X) else sp.csr_matrix(X)
+        X = csr_parts(X)
         if self._darts is not None:
             if X.shape[0] < PARALLEL_MIN_ROWS:
                 return self._darts.samples(X, parallel=False)

@@ -62,6 +62,7 @@ import scipy.sparse as sp
 
 from . import _gcws_dart_kernels, randomness
 from .errors import InputError
+from .inputs import CSRParts
 
 _EXTRA_DARTS_PER_SAMPLE = 2.0
 _LOG2_WEIGHT_LIMIT = 2.0**26  # bands must fit the counter layout of the kernels
@@ -91,7 +92,7 @@ class DartSampler:
             raise InputError(field, f"|x|^power leaves the range sampler 'dart' handles (2^-{2**26:.0f} "
                              f"to 2^{2**26:.0f}); use sampler 'icws' or a power nearer 1")
 
-    def samples(self, X: sp.csr_matrix, parallel: bool) -> tuple[np.ndarray, np.ndarray]:
+    def samples(self, X: CSRParts, parallel: bool) -> tuple[np.ndarray, np.ndarray]:
         """(i*, dart identity) for every row and bucket: two int64 arrays of shape (n, k)."""
         n, k = X.shape[0], self.n_components
         i_star = np.empty((n, k), dtype=np.int64)

@@ -23,7 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer
 from .. import kernels
 from . import _fourier_kernels as fourier
 from . import randomness
-from ._orthogonal_frequencies import orthogonal_gaussian, structured_gaussian
+from ._orthogonal_frequencies import orthogonal_gaussian, padded_width, structured_gaussian
+from ._structured_projection import StructuredProjection
 from .base import DenseFeatureMap, largest_magnitude, require
 from .inputs import reject_zero_rows, unit_rows
 from .spec import MapSpec
@@ -68,6 +69,9 @@ class RFFMap(DenseFeatureMap):
         self._parameters: dict[np.dtype, tuple[np.ndarray, np.ndarray | None]] = {}
         self._largest_frequency: dict[np.dtype, float] = {}
         self._weight_row: np.ndarray | None = None
+        self._structured: dict[np.dtype, StructuredProjection | None] = {}
+        self._structured_phase_offsets: dict[np.dtype, np.ndarray | None] = {}
+        self._structured_row_norm = np.inf
 
     @staticmethod
     def _frequency_count(spec: MapSpec, variant: str) -> int:
@@ -119,30 +123,78 @@ class RFFMap(DenseFeatureMap):
             frequencies = np.empty((m, self.input_dim), dtype=dtype)
             self._fill_frequencies(frequencies, self._frequency_scale())
             self._largest_frequency[dtype] = largest_magnitude(frequencies, self.scale_field)
-            offsets = None
-            if self.params.variant == "phase":
-                words = randomness.raw_words(self.spec.seed, f"{self.method}.offsets", m)
-                offsets = randomness.phase(words).astype(dtype)
-            self._parameters[dtype] = (frequencies, offsets)
+            self._parameters[dtype] = (frequencies, self._new_offsets(dtype))
         return self._parameters[dtype]
 
+    # -- structured frequencies without the dense W (`_structured_projection`) -----------
+
+    def _structured_for(self, dtype: np.dtype) -> StructuredProjection | None:
+        """The O(D log d) projection of "structured" frequencies in `dtype`; None for other frequencies,
+        where the frequencies could overflow `dtype` (then the dense W decides, as it always did) and
+        for small d, where the dense W is small and BLAS faster."""
+        if self.params.frequencies != "structured":
+            return None
+        if dtype not in self._structured:
+            factors, largest_row_norm = self._structured_factors()
+            fits = (largest_row_norm < float(np.finfo(dtype).max)
+                    and padded_width(self.input_dim) >= StructuredProjection.SMALLEST_WIDTH)
+            self._structured[dtype] = StructuredProjection(
+                self.spec.seed, self._structured_tag, self._n_frequencies, self.input_dim, factors,
+                dtype) if fits else None
+            self._structured_row_norm = largest_row_norm
+        return self._structured[dtype]
+
+    @property
+    def _structured_tag(self) -> str:
+        """The random stream of the sign diagonals (as `_fill_frequencies` names it)."""
+        return f"{self.method}.frequencies"
+
+    def _structured_factors(self) -> tuple[np.ndarray, float]:
+        """(factors c with W_i = c_i M_i[:d] / d', the largest ||W_i||): rows of M / d' have norm
+        at most sqrt(d')."""
+        scale = self._frequency_scale()
+        return np.full(self._n_frequencies, scale), float(np.sqrt(padded_width(self.input_dim))) * scale
+
+    def _new_offsets(self, dtype: np.dtype) -> np.ndarray | None:
+        if self.params.variant != "phase":
+            return None
+        words = randomness.raw_words(self.spec.seed, f"{self.method}.offsets", self._n_frequencies)
+        return randomness.phase(words).astype(dtype)
+
     def materialize(self) -> "RFFMap":
-        self._parameters_for(np.dtype(np.float32))
+        dtype = np.dtype(np.float32)
+        if self._structured_for(dtype) is not None:
+            self._structured_offsets(dtype)
+        else:
+            self._parameters_for(dtype)
         return self
+
+    def _structured_offsets(self, dtype: np.dtype) -> np.ndarray | None:
+        if dtype not in self._structured_phase_offsets:
+            self._structured_phase_offsets[dtype] = self._new_offsets(dtype)
+        return self._structured_phase_offsets[dtype]
 
     @property
     def planned_nbytes(self) -> int:
         offsets = self._n_frequencies if self.params.variant == "phase" else 0
+        if (self.params.frequencies == "structured"
+                and padded_width(self.input_dim) >= StructuredProjection.SMALLEST_WIDTH):
+            return StructuredProjection.planned_nbytes(self._n_frequencies, self.input_dim) + 4 * offsets
         return 4 * (self._n_frequencies * self.input_dim + offsets)
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for pair in self._parameters.values() for a in pair if a is not None)
+        held = sum(a.nbytes for pair in self._parameters.values() for a in pair if a is not None)
+        held += sum(a.nbytes for a in self._structured_phase_offsets.values() if a is not None)
+        return held + sum(p.nbytes for p in self._structured.values() if p is not None)
 
     # -- features ------------------------------------------------------------------
 
     def _magnitude_bound(self, l1: np.ndarray, dtype: np.dtype) -> np.ndarray:
-        """|w . x + b| <= ||x||_1 max|w| + 2 pi; cos and sin of a finite number are finite."""
+        """|w . x + b| <= ||x||_1 max|w| + 2 pi; cos and sin of a finite number are finite. Structured
+        frequencies bound max|w| by the largest row norm (which also bounds the transform's intermediates)."""
+        if self._structured_for(dtype) is not None:
+            return l1 * self._structured_row_norm + 2.0 * np.pi
         self._parameters_for(dtype)
         return l1 * self._largest_frequency[dtype] + 2.0 * np.pi
 
@@ -152,11 +204,17 @@ class RFFMap(DenseFeatureMap):
     def _fourier_into(self, X, out: np.ndarray, weight: float) -> None:
         """weight cos(W^T x + b) (the product written into `out`, then one pass in place) or
         weight [cos(W^T x), sin(W^T x)] (from the chunk's product)."""
-        frequencies, offsets = self._parameters_for(out.dtype)
-        if offsets is not None:
-            fourier.shifted_cos(out, offsets, weight, lambda: project_into(X, frequencies, out))
+        structured = self._structured_for(out.dtype)
+        if structured is not None:
+            offsets = self._structured_offsets(out.dtype)
+            project, product = lambda: structured.project(X, out), lambda: structured.project(X)
         else:
-            fourier.cos_sin(X @ frequencies.T, self._weights(weight), out)
+            frequencies, offsets = self._parameters_for(out.dtype)
+            project, product = lambda: project_into(X, frequencies, out), lambda: X @ frequencies.T
+        if offsets is not None:
+            fourier.shifted_cos(out, offsets, weight, project)
+        else:
+            fourier.cos_sin(product(), self._weights(weight), out)
 
     def _weights(self, weight: float) -> np.ndarray:
         """The per-frequency weights of the cos_sin pass (all equal), float64, kept between chunks."""

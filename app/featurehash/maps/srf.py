@@ -39,8 +39,9 @@ from pydantic import Field, model_serializer
 
 from .. import kernels
 from . import randomness
-from ._orthogonal_frequencies import orthogonal_unit_rows, structured_gaussian
+from ._orthogonal_frequencies import orthogonal_unit_rows, padded_width, structured_gaussian
 from ._spherical_mixture import mixture_kernel, mixture_mass, mixture_radii
+from ._structured_projection import structured_row_squares
 from ._spherical_shells import fit_shells, shell_radii, shells_kernel, shells_mass
 from .errors import SpecError
 from .rff import (
@@ -149,20 +150,23 @@ class SRFMap(UnitSphereInputs, RFFMap):
 
     # -- random parameters ---------------------------------------------------------
 
+    def _radii(self, count: int) -> np.ndarray:
+        """|w_j|, drawn from the fitted spectrum."""
+        uniforms = randomness.uniform_open(randomness.raw_words(self.spec.seed, "srf.radii", count))
+        if self.params.has_shells:
+            return shell_radii(uniforms, self.params.radii, self.params.masses)
+        return mixture_radii(uniforms, self.params.weights, self.params.scales, self.input_dim)
+
     def _fill_frequencies(self, out: np.ndarray, scale: float) -> None:
         """Frequencies r_j v_j, (count, d): uniform directions (i.i.d. in row blocks, or orthogonal or
         structured), radii drawn from the fitted spectrum."""
         seed, d, count = self.spec.seed, self.input_dim, out.shape[0]
-        uniforms = randomness.uniform_open(randomness.raw_words(seed, "srf.radii", count))
-        if self.params.has_shells:
-            radii = shell_radii(uniforms, self.params.radii, self.params.masses)
-        else:
-            radii = mixture_radii(uniforms, self.params.weights, self.params.scales, d)
+        radii = self._radii(count)
         if self.params.frequencies == "orthogonal":
             out[...] = orthogonal_unit_rows(seed, "srf.directions.orthogonal", count, d) * (radii[:, None] * scale)
             return
         if self.params.frequencies == "structured":
-            normals = structured_gaussian(seed, "srf.directions", count, d)
+            normals = structured_gaussian(seed, self._structured_tag, count, d)
             out[...] = normals / np.linalg.norm(normals, axis=1, keepdims=True) * (radii[:, None] * scale)
             return
         for rows, words in randomness.row_blocks(seed, "srf.directions", count, d):
@@ -171,6 +175,16 @@ class SRFMap(UnitSphereInputs, RFFMap):
 
     def _frequency_scale(self) -> float:
         return 1.0
+
+    _structured_tag = "srf.directions"
+
+    def _structured_factors(self) -> tuple[np.ndarray, float]:
+        """Row i of W is r_i M_i[:d] / ||M_i[:d]||: c_i = r_i d' / ||M_i[:d]|| (exact integer squares),
+        ||W_i|| = r_i."""
+        seed, d, count = self.spec.seed, self.input_dim, self._n_frequencies
+        radii = self._radii(count)
+        squares = structured_row_squares(seed, self._structured_tag, count, d)
+        return radii * (padded_width(d) / np.sqrt(squares)), float(radii.max())
 
     # -- features ------------------------------------------------------------------
 

@@ -79,7 +79,11 @@ O(n^2) point pairs. Small searches evaluate every free index so (exact coordinat
 ones rank all free indices by a second-order expansion (two FFTs per coordinate) and evaluate a
 shortlist exactly, which found the very same sets wherever both were run. The search computes with
 `_portable_math` (exact trigonometric tables, logs and ordered sums, no BLAS), so the stored set is
-the same on every machine; only the shortlist ranking of large searches uses scipy's FFT, whose
+the same on every machine. Its loops are compiled (`_ssf_search_kernels`: the same operations in the
+same order, vectorised, no FMA; tests/test_ssf_search.py checks the bits and the sets against the numpy
+formulation, tests/ssf_reference_search.py): ~30x less CPU than numpy, ~2.5 s at m = 2048, n = 4096,
+where the exact evaluation of the 17 candidates per step (~3 ns a term) and the two ranking FFTs
+are most of it. Only the shortlist ranking of large searches uses scipy's FFT, whose
 last bits could differ across platforms, and the exact choice within the shortlist makes that matter
 only if two candidates tie to ~1e-13 at the shortlist's edge and that one is the best. The energy is that of the
 4n points +-V ("antipodal"), not of the 2n columns alone ("columns", ALGORITHMS.md's form): the
@@ -103,11 +107,17 @@ whatever the sparsity, so a sparse path would save nothing that matters.
 from __future__ import annotations
 
 import functools
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
 import numpy as np
 import scipy.fft
+
+try:
+    from scipy.fft._pocketfft import pypocketfft as _pocketfft
+except ImportError:  # another scipy layout: the public call (same bits, slower)
+    _pocketfft = None
 import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 from scipy import stats
@@ -115,6 +125,7 @@ from scipy import stats
 from .. import kernels
 from . import _fourier_kernels as fourier
 from . import _portable_math as pm
+from . import _ssf_search_kernels as search_kernels
 from . import randomness
 from .base import CHUNK_ELEMENTS, DenseFeatureMap, require
 from .errors import SpecError
@@ -133,14 +144,18 @@ EXACT_SEARCH_TERMS = 2**22
 SHORTLIST = 16
 # At most this many (candidate, p) terms in all (~10-40 ns each): past it the ascent stops, mid-sweep
 # if need be, and reports converged=False, so creating a huge spec takes seconds, not hours.
-# d = 4096, D = 16384 (m = 2048, n = 4096) converges in 7 sweeps, ~0.7e9 terms, ~7 s.
+# d = 4096, D = 16384 (m = 2048, n = 4096) converges in 7 sweeps, ~0.7e9 terms budgeted (0.5e9 of them
+# exact terms, ~3 ns each compiled), ~2.5 s of CPU.
 SEARCH_TERM_BUDGET = 2**30
 # A swap must raise Q by more than this (relative) to count: float noise cannot make sweeps cycle.
 _RELATIVE_GAIN = 1e-12
 # Coincident points make 1 - <u_i, u_j> zero; the search clips there (a huge penalty, still finite).
 _FACTOR_FLOOR = 1e-12
-# Bounded temporaries when every candidate is evaluated exactly.
-_CANDIDATE_CHUNK_TERMS = 2**20
+
+# Candidate evaluations of at least this many terms are split over two threads (the kernel releases the
+# GIL; the results do not depend on the split). A hop costs ~20-40 us of CPU, so smaller ones stay serial.
+_THREADED_TERMS = 2**15
+_SEARCH_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="featurehash-ssf-search")
 
 # Phase diagonals of the random rotation P4 F P3 F P2 F P1 (module docstring, "Randomisation").
 ROTATION_BLOCKS = 4
@@ -229,9 +244,9 @@ def _unit_roots(n: int) -> tuple[np.ndarray, np.ndarray]:
 def _exponentials(indices: np.ndarray, n: int, roots: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """h_p = sum_s exp(2 pi i k_s p / n) for p = 0..n-1, the terms added in the order of the set."""
     cos_table, sin_table = _unit_roots(n) if roots is None else roots
-    p = np.arange(n)
-    phases = np.multiply.outer(np.asarray(indices, dtype=np.int64), p) % n
-    return pm.ordered_sum(cos_table[phases], axis=0) + 1j * pm.ordered_sum(sin_table[phases], axis=0)
+    real, imag = np.zeros(n), np.zeros(n)
+    search_kernels.exponentials(np.asarray(indices, dtype=np.int64), cos_table, sin_table, real, imag)
+    return real + 1j * imag
 
 
 def _log_terms(real: np.ndarray, imag: np.ndarray, points: str, floor: float) -> np.ndarray:
@@ -276,68 +291,74 @@ def random_index_set(m: int, n: int, seed: int) -> np.ndarray:
     return np.argsort(words, kind="stable")[:m].astype(np.int64)
 
 
+def _inverse_dft(x: np.ndarray) -> np.ndarray:
+    """scipy.fft.ifft(x, norm="forward") of a contiguous 1-d float64 or complex128 array: the same call
+    into pocketfft without scipy's dispatch layers, which cost more than a 4096-point transform (the
+    bits are the same: tests/test_ssf_search.py)."""
+    if _pocketfft is None:
+        return scipy.fft.ifft(x, norm="forward")
+    return _pocketfft.c2c(x, (-1,), False, 0, None, 1)  # inverse, no scaling (norm "forward"), one worker
+
+
 class _CoordinateSearch:
-    """State of the ascent: the set, which indices are used, and h = sum_s exp(2 pi i k_s p / n)."""
+    """State of the ascent: the set, which indices are used, and h = sum_s exp(2 pi i k_s p / n) (real
+    and imaginary parts). The loops are compiled (`_ssf_search_kernels`, the same bits as numpy's
+    formulas); only the two ranking FFTs and the shortlist's selection run in numpy/scipy."""
 
     def __init__(self, indices: np.ndarray, n: int, points: str):
         self.indices = indices.copy()
         self.m, self.n, self.points = indices.size, n, points
+        self.antipodal = points == "antipodal"
         self.used = np.zeros(n, dtype=bool)
         self.used[indices] = True
         self.p, self.weights = _half_range(n)
         self.cos_table, self.sin_table = _unit_roots(n)
+        self.h_real, self.h_imag = np.empty(n), np.empty(n)
+        self.base_real, self.base_imag = np.empty(n), np.empty(n)  # h without the coordinate's index
+        self.gradient, self.curvature = np.empty(n, dtype=np.complex128), np.empty(n)
         self.refresh()
 
     def refresh(self) -> None:
         """Recompute h from the set (no drift from many incremental updates)."""
-        self.h_full = _exponentials(self.indices, self.n, (self.cos_table, self.sin_table))
+        search_kernels.exponentials(self.indices, self.cos_table, self.sin_table, self.h_real, self.h_imag)
 
-    def column(self, k: int, p: np.ndarray) -> np.ndarray:
-        """exp(2 pi i k p / n) from exact tables."""
-        phase = (k * p) % self.n
-        return self.cos_table[phase] + 1j * self.sin_table[phase]
-
-    def exact_objectives(self, base: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-        """Q with each candidate in place of the removed index; base = h - removed, half range."""
-        p, m, n = self.p, self.m, self.n
+    def exact_objectives(self, candidates: np.ndarray) -> np.ndarray:
+        """Q with each candidate in place of the removed index (base = h - removed); large batches are
+        split between two threads (each candidate's sum is computed whole by one of them)."""
         out = np.empty(candidates.size)
-        rows = max(1, _CANDIDATE_CHUNK_TERMS // max(1, p.size))
-        for start in range(0, candidates.size, rows):
-            chunk = candidates[start:start + rows]
-            phase = np.multiply.outer(chunk, p) % n
-            real = (base.real + self.cos_table[phase]) / m
-            imag = (base.imag + self.sin_table[phase]) / m
-            terms = _log_terms(real, imag, self.points, _FACTOR_FLOOR) * self.weights
-            out[start:start + chunk.size] = pm.ordered_sum(terms, axis=1)
+        half = slice(1, self.p.size + 1)
+
+        def evaluate(part: slice) -> None:
+            search_kernels.exact_objectives(self.base_real[half], self.base_imag[half], candidates[part],
+                                            self.cos_table, self.sin_table, self.weights, self.m, self.antipodal,
+                                            _FACTOR_FLOOR, out[part])
+        if candidates.size * self.p.size < _THREADED_TERMS:
+            evaluate(slice(None))
+            return out
+        middle = (candidates.size + 1) // 2
+        other = _SEARCH_POOL.submit(evaluate, slice(middle, None))
+        evaluate(slice(0, middle))
+        other.result()
         return out
 
-    def ranked_candidates(self, base_full: np.ndarray, free: np.ndarray, count: int) -> np.ndarray:
-        """The `count` free indices with the best second-order estimate of Q (two FFTs).
+    def _ranking_transforms(self) -> tuple[np.ndarray, np.ndarray]:
+        """The inverse DFTs of the gradient and curvature inputs (a thread hop costs more than one of them)."""
+        return _inverse_dft(self.gradient), _inverse_dft(self.curvature)
+
+    def ranked_candidates(self, free: np.ndarray, count: int) -> np.ndarray:
+        """The `count` free indices with the best second-order estimate of Q (two FFTs), ascending,
+        from the ranking inputs of the current base (`prepare_coordinate`).
 
         With (a, b) = h_p / m and f(a, b) the term of Q, adding index k moves (a_p, b_p) by
         (cos, sin)(2 pi k p / n) / m. To second order, sum_p f_a cos + f_b sin is
         Re sum_p (f_a - i f_b) e^{2 pi i k p / n}, and the quadratic part is a constant plus
         1/4 sum_p (f_aa - f_bb) cos(4 pi k p / n) (f_ab = 0): inverse DFTs read at k and 2k.
         """
-        m, n = self.m, self.n
-        a = np.clip(base_full.real / m, -1.0 + 1e-6, 1.0 - 1e-6)
-        b = np.clip(base_full.imag / m, -1.0 + 1e-6, 1.0 - 1e-6)
-        one_minus_b2 = 1.0 - b * b
-        if self.points == "columns":  # f = log(1 - a) + 1/2 log(1 - b^2)
-            f_a, f_aa = -1.0 / (1.0 - a), -1.0 / (1.0 - a) ** 2
-            f_b, f_bb = -b / one_minus_b2, -(1.0 + b * b) / one_minus_b2**2
-        else:  # f = log(1 - a^2) + log(1 - b^2)
-            one_minus_a2 = 1.0 - a * a
-            f_a, f_aa = -2.0 * a / one_minus_a2, -2.0 * (1.0 + a * a) / one_minus_a2**2
-            f_b, f_bb = -2.0 * b / one_minus_b2, -2.0 * (1.0 + b * b) / one_minus_b2**2
-        gradient = f_a - 1j * f_b
-        curvature = f_aa - f_bb
-        gradient[0] = curvature[0] = 0.0  # p = 0 pairs a column with itself or its partner: fixed
-        linear = scipy.fft.ifft(gradient, norm="forward").real / m
-        quadratic = scipy.fft.ifft(curvature, norm="forward").real / (4.0 * m * m)
         if free.size <= count:
             return free
-        score = linear[free] + quadratic[(2 * free) % n]
+        linear, quadratic = self._ranking_transforms()
+        score = np.empty(free.size)
+        search_kernels.shortlist_scores(linear, quadratic, free, self.m, score)
         best = np.argpartition(-score, count - 1)[:count]
         return free[np.sort(best)]
 
@@ -349,23 +370,30 @@ class _CoordinateSearch:
     def sweep(self, exact: bool, coordinates: int) -> int:
         """A pass over the coordinates q = 0..coordinates-1 (m for a full sweep); returns the swaps."""
         swaps = 0
-        all_indices = np.arange(self.n)
+        tables = (self.cos_table, self.sin_table)
+        free = np.empty(self.n, dtype=np.int64)
+        shortlisted = np.empty(SHORTLIST + 1, dtype=np.int64)
         for q in range(coordinates):
             removed = int(self.indices[q])
-            base_full = self.h_full - self.column(removed, all_indices)
-            free = all_indices[~self.used]
-            if not exact:
-                free = self.ranked_candidates(base_full, free, SHORTLIST)
-            values = self.exact_objectives(base_full[self.p], np.concatenate(([removed], free)))
-            current, top = values[0], float(values[1:].max())
+            count = search_kernels.prepare_coordinate(
+                self.h_real, self.h_imag, removed, self.used, *tables, self.m, self.antipodal, not exact,
+                self.base_real, self.base_imag, self.gradient, self.curvature, free)
+            if exact or count <= SHORTLIST:
+                candidates = np.concatenate(([removed], free[:count]))
+            elif search_kernels.shortlist(*self._ranking_transforms(), free[:count], self.m, SHORTLIST, removed,
+                                          shortlisted):
+                candidates = shortlisted
+            else:  # a tie at the shortlist's edge: numpy's selection decides, as it always did
+                candidates = np.concatenate(([removed], self.ranked_candidates(free[:count], SHORTLIST)))
+            values = self.exact_objectives(candidates)
             # Candidates within the noise of the best tie (symmetries make exact ties common): the
             # lowest index wins, so rounding noise never decides.
-            best = int(np.flatnonzero(values[1:] >= top - _RELATIVE_GAIN * max(1.0, abs(top)))[0])
-            if top > current + _RELATIVE_GAIN * max(1.0, abs(current)):
-                added = int(free[best])
+            best, better = search_kernels.choose(values, _RELATIVE_GAIN)
+            if better:
+                added = int(candidates[best + 1])
                 self.indices[q] = added
                 self.used[removed], self.used[added] = False, True
-                self.h_full = base_full + self.column(added, all_indices)
+                search_kernels.add_column(self.base_real, self.base_imag, added, 1, *tables, self.h_real, self.h_imag)
                 swaps += 1
         self.refresh()
         return swaps

@@ -1,0 +1,134 @@
+"""The app's own CPU time per request, without HTTP: the service and the floor driven as raw ASGI apps.
+
+    python bench/asgi_cost.py
+
+Each request is a scope, one body message and the answer's send calls, timed with process_time
+(this process's CPU, which other jobs on a shared machine inflate far less than wall time),
+1000 requests a block, blocks interleaved, the best block kept. The service runs its lifespan
+on an embedded Redis, so cached maps are served as in production (no store round trip), with
+its access log on (formatted and written, to /dev/null).
+What HTTP adds (uvicorn, h11, sockets) is the same for both apps and is not here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+import service_floor
+from featurehash.api.middleware import access_lines
+from featurehash.config import Settings
+from featurehash.main import create_app
+from featurehash.store.embedded import EmbeddedRedis
+
+JSON = [(b"content-type", b"application/json")]
+NPY = [(b"content-type", b"application/x-npy"), (b"accept", b"application/x-npy")]
+
+
+async def call(app, method: str, path: str, body: bytes = b"", headers=()) -> tuple[int, bytes]:
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
+             "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+             "headers": [(b"host", b"bench"), (b"content-length", str(len(body)).encode()), *headers],
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 2)}
+    delivered = False
+
+    async def receive():
+        nonlocal delivered
+        if delivered:
+            await asyncio.Event().wait()  # a disconnect never comes
+        delivered = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return sent[0]["status"], b"".join(message.get("body", b"") for message in sent[1:])
+
+
+async def _started(app):
+    """Run the app's lifespan startup; returns the queue that later asks for its shutdown, and the task."""
+    inbox, outbox = asyncio.Queue(), asyncio.Queue()
+    task = asyncio.ensure_future(app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}},
+                                     inbox.get, outbox.put))
+    await inbox.put({"type": "lifespan.startup"})
+    message = await outbox.get()
+    if message["type"] != "lifespan.startup.complete":
+        raise RuntimeError(f"lifespan startup failed: {message}")
+    return inbox, task
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+async def _measure(rounds: int, per_block: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="featurehash-asgi-") as tmp:
+        redis = EmbeddedRedis(Path(tmp))
+        redis.start()
+        try:
+            app = create_app(Settings(REDIS_URL=redis.url, access_log_level="info"))
+            access_lines.flush()
+            access_lines.fd = os.open(os.devnull, os.O_WRONLY)
+            inbox, task = await _started(app)
+            floor = service_floor.create_app()
+            ids = {}
+            for name, spec in (("rff", {"method": "rff", "input_dim": 64, "n_components": 1024, "seed": 1,
+                                        "params": {"gamma": 1 / 64}}),
+                               ("gcws", {"method": "gcws", "input_dim": 64, "n_components": 256, "seed": 1})):
+                status, body = await call(app, "POST", "/v1/maps", orjson.dumps(spec), JSON)
+                ids[name] = orjson.loads(body)["id"]
+            x = np.random.default_rng(0).standard_normal((1, 64)).astype(np.float32)
+            as_json = orjson.dumps({"vectors": x}, option=orjson.OPT_SERIALIZE_NUMPY)
+            cases = {"floor": (floor, "POST", "/floor", as_json, JSON),
+                     "rff JSON": (app, "POST", f"/v1/maps/{ids['rff']}/transform", as_json, JSON),
+                     "rff npy": (app, "POST", f"/v1/maps/{ids['rff']}/transform", npy_bytes(x), NPY),
+                     "gcws hash JSON": (app, "POST", f"/v1/maps/{ids['gcws']}/hash", as_json, JSON),
+                     "GET /healthz": (app, "GET", "/healthz", b"", [])}
+            for name, (target, *request) in cases.items():
+                status, body = await call(target, *request)
+                if status != 200:
+                    raise RuntimeError(f"{name}: {status} {body[:200]!r}")
+            best = {name: float("inf") for name in cases}
+            for _ in range(rounds):
+                for name, (target, *request) in cases.items():
+                    start = time.process_time()
+                    for _ in range(per_block):
+                        await call(target, *request)
+                    best[name] = min(best[name], (time.process_time() - start) / per_block)
+            await inbox.put({"type": "lifespan.shutdown"})
+            await task
+            return best
+        finally:
+            access_lines.flush()
+            if access_lines.fd != 2:
+                os.close(access_lines.fd)
+                access_lines.fd = 2
+            redis.stop()
+
+
+def app_cpu_per_request(rounds: int = 7, per_block: int = 1000) -> dict[str, float]:
+    """Seconds of this process's CPU per request, best block, for the floor and the service's routes."""
+    return asyncio.run(_measure(rounds, per_block))
+
+
+def report(seconds: dict[str, float]) -> None:
+    floor = seconds["floor"]
+    print("  the app's own CPU per request, no HTTP (raw ASGI calls in this process, best of interleaved blocks):")
+    for name, value in seconds.items():
+        print(f"    {name:34s} {value * 1e6:8.0f} us {value / floor:6.2f}x floor   +{(value - floor) * 1e6:4.0f} us")
+
+
+if __name__ == "__main__":
+    report(app_cpu_per_request())
