@@ -38,6 +38,7 @@ import featurehash.maps.quadrature as quadrature_module
 from featurehash import kernels
 from featurehash.maps import InputError, SpecError, create_map, resolve_spec
 from featurehash.maps import _active_set_nnls as active_set
+from featurehash.maps import _forward_selection as forward_selection
 from featurehash.maps import _portable_math as portable_math
 from featurehash.maps import _portable_numba as portable_numba
 from featurehash.maps import _quadrature_design as quadrature_design
@@ -246,7 +247,8 @@ def reweighted_diabetes(diabetes):
     return make_map(10, 256, 0, grid="reweighted", gamma=gamma, fit_sample=fit.tolist())
 
 
-# Measured: RMSE 0.0139 (fit seed 1: 0.0141) vs RFF 0.0491 (mean of 5 seeds) at D = 256, ratio 3.5; the paper's
+# Measured (forward selection): RMSE 0.0143 (fit seed 1: 0.0140) vs RFF 0.0491 (mean of 5 seeds) at D = 256, ratio
+# 3.4 (the l1 path: 0.0139, 3.5); the paper's
 # plain l1 path on sample pairs alone gives ~2.1 (bench/bench_quadrature.py). RFF's RMSE varies by ~10% between
 # seeds, so the mean of 5 is steady; the bound 2 is the claim.
 def test_reweighted_rmse_is_at_least_twice_below_rff_on_held_out_data(diabetes, reweighted_diabetes):
@@ -270,8 +272,9 @@ def test_reweighted_spec_stores_the_fitted_numbers_not_the_sample(diabetes, rewe
     assert params["fit_sample"] is None
     assert len(params["points"]) == len(params["weights"]) == 128 and params["point_subsets"] is None
     assert all(len(point) == 10 and 0 <= min(point) and max(point) < 10 for point in params["points"])
-    assert min(params["weights"]) >= 0 and (params["fit_pairs"], params["candidates"], params["penalty"],
-                                            params["diagonal_weight"]) == (8000, 512, "adaptive_l1", 1.0)
+    assert min(params["weights"]) >= 0 and (params["fit_pairs"], params["candidates"], params["selection"],
+                                            params["penalty"], params["diagonal_weight"]) == (8000, 1024, "forward",
+                                                                                              None, 1.0)
     # The fit weighs k~(x, x) = 1 too (diagonal_weight): the diagonal is within 1% (pairs alone: 2% low here).
     assert abs(sum(params["weights"]) - 1.0) < 0.01
     np.testing.assert_allclose(m.kernel(held[:5]).diagonal(), sum(params["weights"]), rtol=1e-12)
@@ -353,6 +356,91 @@ def test_reweighted_anova_fits_per_subset_points():
     assert create_map(m.describe()).transform(held).tobytes() == m.transform(held).tobytes()
 
 
+def test_a_request_with_a_penalty_or_l1_path_keeps_the_l1_path_and_its_id(diabetes):
+    """New requests get forward selection; one that names a penalty, or selection "l1_path", is fitted as
+    before the parameter existed, and its spec leaves `selection` out (the same id as then)."""
+    fit, _, gamma = diabetes
+    request = {"grid": "reweighted", "gamma": gamma, "fit_sample": fit[:60].tolist(), "fit_pairs": 600}
+    forward = make_map(10, 32, 1, **request)
+    by_penalty = make_map(10, 32, 1, **request, penalty="adaptive_l1")
+    by_selection = make_map(10, 32, 1, **request, selection="l1_path")
+    assert forward.spec.params["selection"] == "forward" and forward.spec.params["penalty"] is None
+    assert forward.spec.params["candidates"] == 8 * 16
+    for m in (by_penalty, by_selection):
+        assert "selection" not in m.spec.params and m.spec.params["penalty"] == "adaptive_l1"
+        assert m.spec.params["candidates"] == 4 * 16
+    assert by_penalty.spec.id == by_selection.spec.id != forward.spec.id
+    # A resolved spec is taken as stored, whatever today's default, also posted back without id and
+    # format version (its fitted points stand; nothing is refitted).
+    for m in (by_penalty, forward):
+        stored = m.describe()
+        assert resolve_spec(stored).id == m.spec.id
+        bare = {key: stored[key] for key in ("method", "input_dim", "n_components", "seed", "params")}
+        assert resolve_spec(bare).id == m.spec.id
+    with pytest.raises(SpecError) as info:
+        make_map(10, 32, 1, **request, selection="forward", penalty="l1")
+    assert info.value.field == "params.penalty"
+    with pytest.raises(SpecError) as info:
+        make_map(10, 32, 1, grid="subsampled", selection="forward")
+    assert info.value.field == "params.selection"
+
+
+def test_forward_selection_beats_the_l1_path_on_digits():
+    """Issue 19: on 64-dimensional data the plain NNLS keeps nearly every candidate, so the choice of the
+    D/2 points decides; forward selection's held-out RMSE is below the adaptive l1 path's. The split of
+    bench/bench_quadrature.py (500 rows to fit, the last 600 held out), D = 128, seeds 0-2: measured
+    0.0519 against 0.0566 (8% lower; 3-15% over the bench's sets and sizes)."""
+    from sklearn.datasets import load_digits
+
+    X = load_digits().data
+    X = (X - X.mean(axis=0)) / np.maximum(X.std(axis=0), 1e-12)
+    X = X[np.random.default_rng(0).permutation(len(X))]
+    fit, held = X[:500], X[-600:]
+    gamma = float(1.0 / np.median(pdist(X, "sqeuclidean")))
+    exact = kernels.gaussian(held, held, gamma)
+    upper = np.triu_indices(len(held), k=1)
+
+    def rmse(m) -> float:
+        return float(np.sqrt(np.mean((m.kernel(held) - exact)[upper] ** 2)))
+
+    forward, l1_path = [], []
+    for seed in range(3):
+        request = {"grid": "reweighted", "gamma": gamma, "fit_sample": fit.tolist()}
+        forward.append(rmse(make_map(64, 128, seed, **request)))
+        l1_path.append(rmse(make_map(64, 128, seed, **request, selection="l1_path")))
+    print(f"digits D=128 held-out RMSE: forward {np.mean(forward):.4f}, l1 path {np.mean(l1_path):.4f}")
+    assert np.mean(forward) < 0.96 * np.mean(l1_path)
+
+
+def test_forward_selection_is_orthogonal_least_squares():
+    """Each step takes the candidate that lowers the unconstrained least-squares error on the chosen set
+    most (checked against a plain numpy computation of that error for every candidate), among those with
+    positive residual correlation; forced columns enter first; ties go to the lowest index."""
+    rng = np.random.default_rng(4)
+    A = np.cos(rng.standard_normal((300, 40)) * 1.5)
+    b = np.exp(-rng.random(300))
+    gram, moment = A.T @ A / 300, A.T @ b / 300
+    order = forward_selection.forward_selection(gram, moment, 12)
+    chosen: list[int] = []
+    for k in order:
+        def error(columns):
+            if not columns:
+                return 0.0
+            G = gram[np.ix_(columns, columns)]
+            return -moment[columns] @ np.linalg.solve(G, moment[columns])  # min of a^T G a - 2 m^T a
+        residual = moment - (gram[:, chosen] @ np.linalg.solve(gram[np.ix_(chosen, chosen)], moment[chosen])
+                             if chosen else 0.0)
+        eligible = [j for j in range(40) if j not in chosen and residual[j] > 0]
+        gains = {j: error(chosen) - error(chosen + [j]) for j in eligible}
+        assert gains[int(k)] >= max(gains.values()) * (1 - 1e-9)
+        chosen.append(int(k))
+    forced = forward_selection.forward_selection(gram, moment, 5, np.array([7, 3]))
+    assert forced[:2].tolist() == [7, 3]
+    twins = [0, 1, 1, 2]  # candidates 1 and 2 identical: 1 enters, its copy never does
+    picked = forward_selection.forward_selection(gram[np.ix_(twins, twins)] + 1e-12 * np.eye(4), moment[twins], 4)
+    assert not {1, 2} <= set(picked.tolist()) and (2 not in picked.tolist() or 1 in picked.tolist())
+
+
 # ---------------------------------------------------------------------------------------
 # (c') the reweighted fit is the same on every machine (issue 10)
 # ---------------------------------------------------------------------------------------
@@ -382,7 +470,7 @@ def test_compiled_cos_and_exp_are_the_portable_math_bits():
 
 def test_fit_kernels_compile_without_fused_multiply_add():
     """Compiled afresh for this CPU (not from the cache), the fit's kernels contain no FMA instruction."""
-    kernels_to_check = [quadrature_design._design_rows, active_set._active_set]
+    kernels_to_check = [quadrature_design._design_rows, active_set._active_set, forward_selection._select]
     rng = np.random.default_rng(0)
     sample = rng.standard_normal((10, 3))
     for kernel in kernels_to_check:
@@ -391,6 +479,8 @@ def test_fit_kernels_compile_without_fused_multiply_add():
             empty = np.zeros(0, np.int64)
             fresh(sample, np.arange(4), np.arange(4) + 1, np.ones((3, 5)), empty, empty, np.zeros(0),
                   np.array([0, 3]), np.arange(3), 0.5, np.empty((4, 5)), np.empty(4), np.zeros(5), np.zeros(1))
+        elif kernel is forward_selection._select:
+            fresh(np.eye(4) + 0.1, np.ones(4), 3, np.zeros(0, np.int64))
         else:
             fresh(np.eye(4) + 0.1, np.ones(4), 1e-12, 100)
         assembly = "\n".join(fresh.inspect_asm().values())
@@ -502,11 +592,14 @@ def is_reweighted(case: dict) -> bool:
 
 
 def reweighted_requests() -> list[dict]:
-    """The golden reweighted requests, and one with 3 chunks of pairs and a 21-step l1 path."""
+    """The golden reweighted requests, and one with 3 chunks of pairs fitted by forward selection (today's
+    default) and by a 21-step l1 path."""
     golden = [case["request"] for case in GOLDEN["cases"].values() if is_reweighted(case)]
     sample = np.round(np.random.default_rng(11).standard_normal((150, 10)) * 0.7, 3).tolist()
-    return golden + [{"method": "quadrature", "input_dim": 10, "n_components": 96, "seed": 12,
-                      "params": {"grid": "reweighted", "gamma": 0.08, "fit_pairs": 2500, "fit_sample": sample}}]
+    request = {"method": "quadrature", "input_dim": 10, "n_components": 96, "seed": 12,
+               "params": {"grid": "reweighted", "gamma": 0.08, "fit_pairs": 2500, "fit_sample": sample}}
+    l1_path = dict(request, params={**request["params"], "selection": "l1_path"})
+    return golden + [request, l1_path]
 
 
 def test_reweighted_fit_is_bit_identical_under_other_blas_kernels_simd_paths_and_threads():
@@ -539,7 +632,9 @@ def test_reweighted_fit_is_bit_identical_under_other_blas_kernels_simd_paths_and
             out, err = process.communicate(json.dumps(requests), timeout=600)
             assert process.returncode == 0, err[-2000:]
             result = json.loads(out)
-            if "OPENBLAS_CORETYPE" in variant and result["blas"]:  # the variant took effect (Prescott reads Katmai)
+            # The variant took effect (Prescott reads Katmai), unless this process already runs that kernel.
+            if ("OPENBLAS_CORETYPE" in variant and result["blas"]
+                    and os.environ.get("OPENBLAS_CORETYPE") != variant["OPENBLAS_CORETYPE"]):
                 assert result["blas"] != expected["blas"], (variant, result["blas"])
             assert result["fits"] == expected["fits"], variant
             assert result["specs"] == expected["specs"], variant
@@ -860,7 +955,10 @@ def test_service_fits_stores_and_serves_the_same_map(embedded_server, diabetes):
 # (h) golden vectors
 # ---------------------------------------------------------------------------------------
 
-GOLDEN = json.loads((Path(__file__).resolve().parent / "golden" / "quadrature.json").read_text())
+# quadrature.json: reweighted specs fitted by the l1 path (as stored before `selection`);
+# quadrature_forward.json: by forward selection (what new requests get).
+GOLDEN = {"cases": {name: case for file_name in ("quadrature.json", "quadrature_forward.json") for name, case in
+                    json.loads((Path(__file__).resolve().parent / "golden" / file_name).read_text())["cases"].items()}}
 FLOAT = {"rtol": 1e-5, "atol": 1e-6}  # as tests/test_golden.py: libm and BLAS order may differ by ulps
 SPEC_FIELDS = ("method", "input_dim", "n_components", "seed", "params")
 

@@ -257,7 +257,7 @@ class QuadratureFeatures(_FeatureMapTransformer):
     (fixed sizes: the error names the n_components to use; `points_per_dim`, `level`), or
     "reweighted": `fit` fits the weights to `fit_rows` evenly spaced rows of X (at most; the spec
     then stores the fitted points and weights, not the rows). `fit_options` passes the fit's other
-    parameters (fit_pairs, candidates, penalty, diagonal_weight). See `featurehash.maps.quadrature`.
+    parameters (fit_pairs, candidates, selection, penalty, diagonal_weight). See `featurehash.maps.quadrature`.
     """
 
     _method = "quadrature"

@@ -49,8 +49,10 @@ QUADRATURE_CASES = [
     ("dense_anova_subsets", {"method": "quadrature", "input_dim": 5, "n_components": 30, "seed": 43,
                              "params": {"grid": "dense", "points_per_dim": 3, "gamma": 0.6,
                                         "anova": {"subsets": [[0, 4], [1, 2], [3, 0]]}}}),
+    # selection "l1_path": the reweighted grid's selection before new requests got "forward" (the stored
+    # spec leaves the key out).
     ("reweighted", {"method": "quadrature", "input_dim": 4, "n_components": 12, "seed": 44,
-                    "params": {"grid": "reweighted", "gamma": 0.3, "points_per_dim": 8,
+                    "params": {"grid": "reweighted", "gamma": 0.3, "points_per_dim": 8, "selection": "l1_path",
                                "fit_sample": fit_sample(30, 4, 44)}}),
     ("reweighted_anova_l1", {"method": "quadrature", "input_dim": 5, "n_components": 16, "seed": 45,
                              "params": {"grid": "reweighted", "gamma": 0.3, "anova": {"window": 2},

@@ -34,6 +34,7 @@ import numpy as np
 from numpy.polynomial.hermite_e import _normed_hermite_e_n
 
 from ._active_set_nnls import nonnegative_least_squares
+from ._forward_selection import forward_selection
 from ._portable_math import ordered_sum
 
 # A weight within this fraction of the rule's largest weight of zero is rounding noise (the Smolyak
@@ -272,6 +273,8 @@ def fold_indices(indices: np.ndarray, points_per_dim: int) -> np.ndarray:
 GRAM_RIDGE = 1e-10
 # Bisection steps on lambda before settling for the nearest count below D (each is one NNLS).
 MAX_BISECTIONS = 60
+# Forward selection: rounds of "select, refit by NNLS, keep the positive weights, select the rest".
+FORWARD_ROUNDS = 4
 
 
 @dataclass(frozen=True)
@@ -280,9 +283,9 @@ class WeightFit:
 
     selected: np.ndarray          # indices of the chosen candidates, ascending, exactly `count` of them
     weights: np.ndarray           # their weights (>= 0; some may be 0, see fit_weights)
-    unpenalised_nonzeros: int     # nonzeros of the plain NNLS over all candidates
+    unpenalised_nonzeros: int     # nonzeros of the plain NNLS over all candidates (-1: not solved, "forward")
     penalty: float                # the lambda whose solution fixed the support (0: no path needed)
-    bisections: int
+    bisections: int               # l1 path: bisections on lambda; "forward": selection rounds
     exact_count: bool             # the path reached exactly `count` nonzeros
     train_rmse: float             # root mean squared error of the final weights on the fit pairs
 
@@ -320,6 +323,8 @@ def fit_weights(gram: np.ndarray, moment: np.ndarray, target_square: float, coun
                 penalty: str = "adaptive_l1") -> WeightFit:
     """Choose `count` of the candidates and weights a >= 0 minimising the mean squared kernel error.
 
+    penalty "forward" (the selection new requests get): `fit_weights_forward`. Otherwise the l1 path:
+
     1. NNLS over all candidates (lambda = 0). Its solution is often sparse already (active a >= 0).
     2. If it has more than `count` nonzeros, the l1 path: minimise (1/n)||M a - b||^2 + lambda sum_i a_i / s_i
        with bisection on lambda until exactly `count` weights are nonzero (the paper's section 3.5).
@@ -336,6 +341,8 @@ def fit_weights(gram: np.ndarray, moment: np.ndarray, target_square: float, coun
     after step 3 unless the refit gives them some: the map has exactly D/2 points, some of them
     possibly silent.
     """
+    if penalty == "forward":
+        return fit_weights_forward(gram, moment, target_square, count)
     problem = _GramProblem(gram, moment, target_square)
     total = gram.shape[0]
     unpenalised = problem.solve(0.0)
@@ -381,4 +388,33 @@ def fit_weights(gram: np.ndarray, moment: np.ndarray, target_square: float, coun
     weights = problem.solve(0.0, selected)
     return WeightFit(selected=selected, weights=weights, unpenalised_nonzeros=int(support.size),
                      penalty=float(chosen_penalty), bisections=bisections, exact_count=exact,
+                     train_rmse=math.sqrt(problem.mean_square_error(weights, selected)))
+
+
+def fit_weights_forward(gram: np.ndarray, moment: np.ndarray, target_square: float, count: int) -> WeightFit:
+    """`count` candidates by greedy forward selection (`_forward_selection`: each step the candidate that
+    lowers the least-squares error on the chosen set most), then weights a >= 0 by NNLS on them, as in
+    step 3 of the l1 path. If that refit leaves some weights at 0, those places are chosen again: the
+    positive ones stay (entered first, in their order) and the selection continues from them, at most
+    FORWARD_ROUNDS rounds. No penalty parameter, no path: about candidates * count^2 flops plus the NNLS.
+    Measured (bench/bench_quadrature.py, section "reweighted"), its held-out RMSE at equal D is 5-15%
+    below the adaptive l1 path's on digits and breast_cancer, and it keeps improving with more
+    candidates where the l1 path's choice gets worse. If fewer than `count` candidates ever correlate
+    positively with the residual, the rest are the next candidates in index order (weight 0 unless the
+    refit gives them some), as in `fit_weights`."""
+    problem = _GramProblem(gram, moment, target_square)
+    total = gram.shape[0]
+    forced = np.zeros(0, dtype=np.int64)
+    for rounds in range(1, FORWARD_ROUNDS + 1):
+        order = forward_selection(problem.regularised, moment, count, forced)
+        exact = order.size == count
+        rest = np.setdiff1d(np.arange(total), order)[:count - order.size]
+        selected = np.sort(np.concatenate([order, rest]))
+        weights = problem.solve(0.0, selected)
+        silent = weights[np.searchsorted(selected, order)] == 0
+        if not exact or not silent.any():
+            break
+        forced = order[~silent]
+    return WeightFit(selected=selected, weights=weights, unpenalised_nonzeros=-1, penalty=0.0,
+                     bisections=rounds, exact_count=exact,
                      train_rmse=math.sqrt(problem.mean_square_error(weights, selected)))

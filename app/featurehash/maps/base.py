@@ -65,7 +65,8 @@ class FeatureMap(ABC):
     def complete_new_request(cls, params: BaseModel) -> BaseModel:
         """Write today's value of a param whose absent key means an older behaviour (so every stored
         spec, and its id, keeps its features). Called by `resolve_spec` for new requests only, i.e.
-        documents without `id` or `format_version`; a new request therefore gets a new id."""
+        documents without `id` or `format_version`, before `complete_params` (which sees today's value, e.g.
+        when it fits the reweighted quadrature rule); a new request therefore gets a new id."""
         return params
 
     @classmethod

@@ -38,19 +38,37 @@ Grids and n_components (D = n_components = 2 P, P the number of points):
   points_per_dim gets another id than it got before.
 - "reweighted": a data-dependent rule (section 3.5), fitted when the spec is resolved, from
   `fit_sample` (rows of the user's data): `candidates` points of the subsampled L-grid (folded,
-  deduplicated), `fit_pairs` random pairs of sample rows, weights a >= 0 by NNLS
-  (`_active_set_nnls`) and an l1 path with bisection on lambda to keep exactly P = D / 2 points,
-  then a debiasing NNLS on those (`_quadrature_rules.fit_weights`; `penalty` "adaptive_l1"
-  (default) or the paper's plain "l1"). Beyond the paper, the fit also asks k~(x, x) = k(0)
+  deduplicated), `fit_pairs` random pairs of sample rows, and P = D / 2 of the candidates with weights
+  a >= 0 minimising the mean squared kernel error on those pairs. How the P are chosen (`selection`):
+  - "forward" (new requests; candidates default 8 P): greedy forward selection, each step the candidate
+    that lowers the least-squares error on the chosen set most (`_forward_selection`), then the weights
+    by NNLS on the chosen ones (`_active_set_nnls`; `_quadrature_rules.fit_weights_forward`).
+  - "l1_path" (every spec stored before the parameter, whose key is absent; and any request naming a
+    `penalty`; candidates default 4 P): NNLS over all candidates, an l1 path with bisection on lambda
+    to keep exactly P points, then a debiasing NNLS on those (`_quadrature_rules.fit_weights`;
+    `penalty` "adaptive_l1" (default) or the paper's plain "l1").
+  Why forward selection: in d >= 30 the NNLS over all candidates keeps nearly all of them (the paper's
+  "often sparse" holds in low dimension), so the choice of the P decides the error; the l1 path's
+  choice got worse with more candidates (USPS-like, D = 64: RFF ratio 1.53 / 1.47 / 1.36 with 4 / 8 /
+  16 P), forward selection's better. Measured (bench/results/quadrature_reweighted.txt, fit on 500
+  rows, RMSE over held-out pairs, ratio RFF / reweighted at D = 64 / 128 / 256 / 512; forward, and the
+  l1 path in brackets): diabetes (d = 10) 2.6 / 3.2 / 3.6 / 5.1 (2.2 / 3.0 / 3.5 / 4.9); breast_cancer
+  (d = 30) 1.8 / 1.8 / 2.0 / 2.2 (1.7 / 1.7 / 2.0 / 2.3); digits (d = 64, standardised) 1.4 / 1.5 /
+  1.6 / 1.7 (1.3 / 1.3 / 1.6 / 1.7), 1.8 at D = 1024; USPS-like (digits at 16 x 16 in [-1, 1]) 1.6 /
+  1.8 / 2.1 / 2.4 (1.5 / 1.6 / 1.9 / 2.2), 2.6 at D = 1024. The paper's 2-3x (TIMIT) is for a sparse
+  ANOVA kernel of 5-coordinate subsets, where each sub-rule lives in 5 dimensions: there this fit gives
+  2.3-3.7x (50 random 5-subsets of digits / USPS-like, D = 400 and 1000). On a full Gaussian kernel the
+  gain falls with the data's dimension (effective dimension 20 for standardised digits: 1.4-1.8x).
+  Beyond the paper, the fit also asks k~(x, x) = k(0)
   (`diagonal_weight`, the weight of that one equation against all sample pairs together; default
   1): fitted on sample pairs alone the estimate's diagonal came out 2-17% low (measured on diabetes,
-  breast_cancer, digits) for 0-20% more off-diagonal error; with weight 1 it is within 1%, see
-  bench/results/quadrature_reweighted.txt. The spec then stores the fitted numbers instead of the
-  sample: `points` (node indices into the L-point rule, one per coordinate of the point's subset),
+  breast_cancer, digits) for 0-20% more off-diagonal error; with weight 1 it is within 1%. The spec
+  then stores the fitted numbers instead of the sample:
+  `points` (node indices into the L-point rule, one per coordinate of the point's subset),
   `weights` (rounded to 8 significant digits), and with anova `point_subsets`; fit_sample
   becomes null. So the id covers the fit, and a stored spec is rebuilt without data and without
-  refitting. If the unpenalised NNLS already keeps fewer than P points, the remaining points keep
-  weight 0 (silent features).
+  refitting. If fewer than P candidates get a positive weight, the remaining points keep weight 0
+  (silent features).
   Same request, same fit, on every machine (issue 10): the fit uses no operation whose result
   depends on the CPU, the BLAS kernel, the SIMD path or the thread count, so its unrounded numbers,
   not only the rounded ones, are bit-identical everywhere (tests/test_quadrature.py runs it under
@@ -58,16 +76,22 @@ Grids and n_components (D = n_components = 2 P, P the number of points):
   candidates drawn and evaluated with `_quadrature_rules.hermite_rule` (Sturm bisection,
   not LAPACK); the design cos(w . delta) and target in numba with `_portable_numba` cos/exp;
   the Gram matrix exact whatever BLAS does (error-free splitting, `_quadrature_design`); the NNLS,
-  l1 path and debiasing by a compiled active set in a fixed order (`_active_set_nnls`). The
-  formulation is unchanged, so a refit of a request made before this change gives the same spec
-  in the cases checked (the golden requests; diabetes and digits at D = 64 and 256): the rounding
-  absorbed the old last-bit noise there. Where it did not (a weight at a rounding edge, or a
+  l1 path and debiasing by a compiled active set in a fixed order (`_active_set_nnls`), forward
+  selection by compiled loops in a fixed order, ties to the lowest index (`_forward_selection`). The
+  final weights are the unique optimum of a strictly convex problem (NNLS with a ridge) on the chosen
+  points. The l1 path's formulation is unchanged, so a refit of a request made before this change
+  gives the same spec in the cases checked (the golden requests; diabetes and digits at D = 64 and
+  256): the rounding absorbed the old last-bit noise there. Where it did not (a weight at a rounding edge, or a
   support decided by noise), the refit is the new, portable answer under a new id, while the
   stored spec keeps its id and transforms as before (its points and weights are in it).
-  Cost: about 1.5 pairs * candidates^2 flops for the Gram matrix (two exact BLAS products) plus
-  active-set NNLS solves of ~candidates * support^2 flops. Measured on digits (d = 64, 200 rows,
-  2 cores, same run): 0.05 / 0.5 / 0.9 / 7.7 s for D = 64 / 256 / 512 / 1024, against 0.09 / 0.4 /
-  2.4 / 20.9 s with BLAS and scipy's NNLS; a new process first loads the compiled kernels (~0.5 s).
+  Cost: about 1.5 pairs * candidates^2 flops for the Gram matrix (two exact BLAS products) and
+  pairs * candidates * d for the design, plus the selection: forward ~candidates * P^2 flops and one
+  NNLS of size P; the l1 path active-set NNLS solves of ~candidates * support^2 flops each. Measured
+  (500 rows, 8000 pairs, 2 cores with load average ~4.4, median of 3): forward 0.5 / 0.8 / 1.1 /
+  4.7 s on digits and 0.9 / 1.0 / 2.2 / 6.2 s on USPS-like (d = 256) at D = 64 / 128 / 256 / 512,
+  16 s and 21 s at D = 1024 (4096 candidates); the l1 path with its 4 P candidates 0.2 / 0.5 / 0.8 /
+  2.2, 2.5 s at 512 and 9 / 13 s at 1024: forward's twice as many candidates cost twice the Gram
+  time. A new process first loads the compiled kernels (~0.5 s).
 Randomness (subsampled points, candidates, fit pairs) comes from `randomness.raw_words` blocks
 "quadrature.points", "quadrature.candidates", "quadrature.fit_pairs"; dense and sparse grids are
 deterministic (the seed does not matter).
@@ -83,7 +107,7 @@ from typing import Annotated, Literal
 
 import numpy as np
 import scipy.sparse as sp
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from .. import kernels
 from . import _fourier_kernels as fourier
@@ -109,6 +133,8 @@ DEFAULT_LEVEL = 2
 # Reweighted fit. The NNLS problems have `candidates` unknowns (cost ~ candidates^3 in the worst
 # case), the Gram matrix costs pairs * candidates^2: these bounds keep a create call under a minute.
 DEFAULT_CANDIDATES_PER_POINT = 4
+# Forward selection (new requests) gains from more candidates where the l1 path lost (bench_quadrature).
+DEFAULT_CANDIDATES_PER_POINT_FORWARD = 8
 MAX_CANDIDATES = 4096
 DEFAULT_FIT_PAIRS = 8000
 DEFAULT_DIAGONAL_WEIGHT = 1.0
@@ -157,6 +183,10 @@ class QuadratureParams(BaseModel):
     fit_sample: list[list[FiniteFloat]] | None = Field(default=None, min_length=2, max_length=MAX_FIT_ROWS)
     fit_pairs: int | None = Field(default=None, ge=1, le=MAX_FIT_PAIRS, strict=True)
     candidates: int | None = Field(default=None, ge=1, le=MAX_CANDIDATES, strict=True)
+    # How the D / 2 points are chosen among the candidates: None (an absent key: every spec stored before
+    # the parameter) or "l1_path" is the l1 path with `penalty`; new requests get "forward" (greedy forward
+    # selection, no penalty) written out by `complete_new_request` unless they give a penalty.
+    selection: Literal["l1_path", "forward"] | None = None
     penalty: Literal["adaptive_l1", "l1"] | None = None
     # Weight of k~(x, x) = k(0) in the fit, relative to all the sample pairs together (0: the paper's fit on
     # sample pairs only, which leaves the diagonal 2-17% low; default 1).
@@ -165,6 +195,19 @@ class QuadratureParams(BaseModel):
     points: list[list[NodeIndex]] | None = Field(default=None, min_length=1)
     weights: list[NonNegativeFloat] | None = Field(default=None, min_length=1)
     point_subsets: list[NonNegativeInt] | None = Field(default=None, min_length=1)
+
+    @model_serializer(mode="wrap")
+    def _omit_legacy_selection(self, handler):
+        """Stored params leave `selection` out at "l1_path" (or unset), so every spec made before the
+        parameter, and the same request made today with selection "l1_path", keeps its id."""
+        params = handler(self)
+        if params.get("selection", "l1_path") in ("l1_path", None):
+            params.pop("selection", None)
+        return params
+
+    @property
+    def selects_forward(self) -> bool:
+        return self.selection == "forward"
 
 
 # -------------------------------------------------------------------------------------------
@@ -255,7 +298,8 @@ class QuadratureMap(DenseFeatureMap):
         subsets = anova_subsets(params.anova, input_dim)
         subset_sizes = family_sizes(params.anova, input_dim)
         grid, updates = params.grid, {}
-        fit_names = ("fit_sample", "fit_pairs", "candidates", "penalty", "diagonal_weight", *FITTED_FIELDS)
+        fit_names = ("fit_sample", "fit_pairs", "candidates", "selection", "penalty", "diagonal_weight",
+                     *FITTED_FIELDS)
         if grid != "reweighted":
             _refuse_unused(params, fit_names, f"only the 'reweighted' grid is fitted to data, not {grid!r}")
         if grid == "sparse":
@@ -279,6 +323,14 @@ class QuadratureMap(DenseFeatureMap):
             resolved = _complete_reweighted(resolved, subsets, input_dim, n_components // 2, seed)
         # A stored spec has everything already and comes back as the same object.
         return resolved
+
+    @classmethod
+    def complete_new_request(cls, params: QuadratureParams) -> QuadratureParams:
+        """A new reweighted request that fits (fit_sample, no penalty, no selection) gets forward selection."""
+        if (params.grid != "reweighted" or params.fit_sample is None or params.selection is not None
+                or params.penalty is not None):
+            return params
+        return params.model_copy(update={"selection": "forward"})
 
     # -- the rule ------------------------------------------------------------------
 
@@ -514,6 +566,9 @@ def fit_pair_indices(rows: int, pairs: int, seed: int) -> tuple[np.ndarray, np.n
 def _complete_reweighted(params: QuadratureParams, subsets: list[list[int]], input_dim: int, n_points: int,
                          seed: int) -> QuadratureParams:
     L = params.points_per_dim
+    if params.selects_forward and params.penalty is not None:
+        raise SpecError("params.penalty", "the penalty belongs to the l1 path; selection 'forward' has none: "
+                        "leave it out, or ask for selection 'l1_path'")
     fitted = [name for name in FITTED_FIELDS if getattr(params, name) is not None]
     if fitted:
         if params.fit_sample is not None:
@@ -531,10 +586,11 @@ def _complete_reweighted(params: QuadratureParams, subsets: list[list[int]], inp
         sample = None
     if sample is None or sample.ndim != 2 or sample.shape[1] != input_dim:
         raise SpecError("params.fit_sample", f"rows of the data to fit: each must have input_dim = {input_dim} entries")
+    per_point = DEFAULT_CANDIDATES_PER_POINT_FORWARD if params.selects_forward else DEFAULT_CANDIDATES_PER_POINT
     resolved = params.model_copy(update={
         "fit_pairs": params.fit_pairs or DEFAULT_FIT_PAIRS,
-        "candidates": params.candidates or min(MAX_CANDIDATES, DEFAULT_CANDIDATES_PER_POINT * n_points),
-        "penalty": params.penalty or "adaptive_l1",
+        "candidates": params.candidates or min(MAX_CANDIDATES, per_point * n_points),
+        "penalty": None if params.selects_forward else params.penalty or "adaptive_l1",
         "diagonal_weight": DEFAULT_DIAGONAL_WEIGHT if params.diagonal_weight is None else params.diagonal_weight,
     })
     if resolved.candidates < n_points:
@@ -544,7 +600,8 @@ def _complete_reweighted(params: QuadratureParams, subsets: list[list[int]], inp
     if resolved.candidates < len(subsets):
         raise SpecError("params.candidates", f"need at least one candidate per subset ({len(subsets)})")
     fit = fit_reweighted(sample, subsets, n_points, seed, gamma=resolved.gamma, points_per_dim=L,
-                         candidates=resolved.candidates, fit_pairs=resolved.fit_pairs, penalty=resolved.penalty,
+                         candidates=resolved.candidates, fit_pairs=resolved.fit_pairs,
+                         penalty="forward" if resolved.selects_forward else resolved.penalty,
                          diagonal_weight=resolved.diagonal_weight,
                          with_anova=params.anova is not None)
     return resolved.model_copy(update={"fit_sample": None, **fit})
@@ -554,7 +611,8 @@ def fit_reweighted(sample: np.ndarray, subsets: list[list[int]], n_points: int, 
                    points_per_dim: int, candidates: int, fit_pairs: int, penalty: str, diagonal_weight: float,
                    with_anova: bool) -> dict:
     """The reweighted rule for `sample` (rows x d): {"points", "weights", "point_subsets"} as stored in the
-    spec (point_subsets None without anova). See the module docstring and `_quadrature_rules.fit_weights`."""
+    spec (point_subsets None without anova). `penalty`: "forward" (forward selection) or the l1 path's
+    penalty. See the module docstring and `_quadrature_rules.fit_weights`."""
     L, sizes = points_per_dim, [len(subset) for subset in subsets]
     input_dim = sample.shape[1]
     # Candidates: folded (w ~ -w give the same cosine) and deduplicated, subset by subset.
@@ -600,7 +658,8 @@ def _check_fitted(params: QuadratureParams, subsets: list[list[int]], n_points: 
     if missing:
         raise SpecError(f"params.{missing[0]}", "points and weights come together (as a resolved spec returns "
                         "them) or not at all (then give fit_sample)")
-    for name in ("fit_pairs", "candidates", "penalty", "diagonal_weight"):
+    recorded = ("fit_pairs", "candidates", "diagonal_weight") + (() if params.selects_forward else ("penalty",))
+    for name in recorded:
         if getattr(params, name) is None:
             raise SpecError(f"params.{name}", "a fitted spec records how it was fitted: give it back as returned")
     if len(params.points) != n_points or len(params.weights) != n_points:

@@ -68,16 +68,18 @@ def resolve_spec(raw: Mapping[str, Any] | MapSpec, *, max_nbytes: int | None = N
         spec = MapSpec(**{**document, "params": checked_params.model_dump(mode="json")})
     except ValidationError as exc:
         raise _spec_error(exc, "params." if exc.title == cls.Params.__name__ else "") from None
+    if is_new_request:
+        # Before complete_params, so that a fit made there (reweighted quadrature) uses today's choice.
+        current = cls.complete_new_request(checked_params)
+        if current is not checked_params:
+            checked_params = current
+            spec = MapSpec(**{**document, "params": checked_params.model_dump(mode="json")})
     if max_nbytes is not None:
         check_size(cls.planned_nbytes_bound(spec, **options), spec, max_nbytes)
     completed = cls.complete_params(checked_params, input_dim=spec.input_dim, n_components=spec.n_components,
                                     seed=spec.seed)
     if completed is not checked_params:
         spec = MapSpec(**{**document, "params": completed.model_dump(mode="json")})
-    if is_new_request:
-        current = cls.complete_new_request(completed)
-        if current is not completed:
-            spec = MapSpec(**{**document, "params": current.model_dump(mode="json")})
     cls.check_spec(spec)
     _check_derived(raw, spec, cls)
     return spec
