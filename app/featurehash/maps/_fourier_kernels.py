@@ -1,7 +1,7 @@
-"""Elementwise passes of the dense Fourier maps: cos and sin of a projection held in the output,
-weighted, in place.
+"""Compiled elementwise kernels of the dense Fourier maps (driven block by block by `_fourier_pass`):
+cos and sin of a projection, weighted, and row normalisation.
 
-float64: numpy's cos and sin are scalar libm calls (~8 ns an element, measured), and a cos_sin map
+float64: numpy's cos and sin are scalar libm calls (~17 ns an element, measured), and a cos_sin map
 needs both of the same argument; so a compiled pass (numba) computes both from one range
 reduction, with a formula we own that LLVM vectorises:
     k = rint(x * 2/pi),  r = x - k pi/2  (Cody-Waite: pi/2 = P1 + P2 + P3, P1 and P2 of 33 bits,
@@ -10,13 +10,11 @@ reduction, with a formula we own that LLVM vectorises:
     then sin x, cos x = (+-sin r or +-cos r) by k mod 4.
 All arithmetic is float64, plain IEEE operations without contraction, so the bits are the same
 on every CPU and SIMD width (within 1 ulp of numpy's cos and sin, measured).
-The pass runs on the calling thread: between BLAS products chunk after chunk, a second pool of
-spinning threads (numba's OpenMP) made transforms 2-13x slower on 2 loaded cores (measured).
-float32: numpy's own SIMD cos and sin (AVX2/AVX-512) are memory-bound already and beat this pass
-computed in float64 (measured 10 ms against 60 ms at 20000 x 2048), so float32 features use them,
-over cache-sized row blocks.
+The kernels are single-threaded and release the GIL: a batch's row chunks share the cores through
+`_row_threads` (numba's OpenMP pool, spinning between BLAS products, made transforms 2-13x slower on
+2 loaded cores, measured).
 Arguments beyond REDUCTION_LIMIT (or inf/nan) are counted, not reduced: the caller recomputes
-that chunk with numpy's cos and sin, which reduce any argument.
+that block with numpy's cos and sin, which reduce any argument.
 """
 
 from __future__ import annotations
@@ -124,43 +122,3 @@ def normalize_rows(out):
         inverse = 1.0 / math.sqrt(total)
         for j in range(width):
             out[i, j] = out[i, j] * inverse
-
-
-# The numpy passes go over row blocks of about this many elements (256 kB of float32), so the
-# offset, cos and weight passes read the block from cache, not memory.
-BLOCK_ELEMENTS = 2**16
-
-
-def _row_blocks(out: np.ndarray):
-    rows = max(1, BLOCK_ELEMENTS // max(1, out.shape[1]))
-    for start in range(0, out.shape[0], rows):
-        yield start, min(start + rows, out.shape[0])
-
-
-def cos_sin(projection: np.ndarray, weights: np.ndarray, out: np.ndarray) -> None:
-    """out = [weights cos(P), weights sin(P)], weights float64 (one per column of P)."""
-    if out.dtype == np.float64 and not cos_sin_into(projection, weights, out):
-        return
-    m = projection.shape[1]
-    weights = weights.astype(out.dtype, copy=False)
-    for start, stop in _row_blocks(out):
-        cosines, sines = out[start:stop, :m], out[start:stop, m:]
-        np.cos(projection[start:stop], out=cosines)
-        np.sin(projection[start:stop], out=sines)
-        cosines *= weights
-        sines *= weights
-
-
-def shifted_cos(out: np.ndarray, offsets: np.ndarray, weight: float, project) -> None:
-    """out = weight * cos(P + offsets), where `project()` writes the projection P into out."""
-    project()
-    if out.dtype == np.float64:
-        if not shifted_cos_inplace(out, offsets, weight):
-            return
-        project()
-    weight = out.dtype.type(weight)
-    for start, stop in _row_blocks(out):
-        block = out[start:stop]
-        block += offsets
-        np.cos(block, out=block)
-        block *= weight

@@ -9,7 +9,8 @@ Features (D = n_components):
   at equal D (Sutherland & Schneider, UAI 2015). E<z(x), z(y)> = k(x, y) for both.
 
 Features are computed in float32 unless float64 is asked for, in row chunks so the
-only temporaries are one chunk wide; sparse CSR input costs O(nnz * D).
+only temporaries are one chunk wide, each chunk in one blocked pass (`_fourier_pass`); sparse CSR
+input costs O(nnz * D).
 """
 
 from __future__ import annotations
@@ -17,12 +18,11 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from .. import kernels
-from . import _fourier_kernels as fourier
 from . import randomness
+from ._fourier_pass import FourierPass, project_into
 from ._orthogonal_frequencies import orthogonal_gaussian, structured_gaussian
 from .base import DenseFeatureMap, largest_magnitude, require
 from .inputs import reject_zero_rows, unit_rows
@@ -61,13 +61,15 @@ class RFFMap(DenseFeatureMap):
     Params = RFFParams
     # The parameter that scales the frequencies (named when they overflow).
     scale_field = "params.gamma"
+    normalizes_rows = False
+    shares_rows = True
 
     def __init__(self, spec: MapSpec):
         super().__init__(spec)
         self._n_frequencies = self._frequency_count(spec, self.params.variant)
         self._parameters: dict[np.dtype, tuple[np.ndarray, np.ndarray | None]] = {}
         self._largest_frequency: dict[np.dtype, float] = {}
-        self._weight_row: np.ndarray | None = None
+        self._passes: dict[np.dtype, FourierPass] = {}
 
     @staticmethod
     def _frequency_count(spec: MapSpec, variant: str) -> int:
@@ -146,23 +148,28 @@ class RFFMap(DenseFeatureMap):
         self._parameters_for(dtype)
         return l1 * self._largest_frequency[dtype] + 2.0 * np.pi
 
-    def _features_into(self, X, out: np.ndarray) -> None:
-        self._fourier_into(X, out, np.sqrt(2.0 / self.output_dim))
+    def _features_into(self, X, out: np.ndarray) -> bool:
+        return self._pass_for(out.dtype).run(self._projector(out.dtype), X, out)
 
-    def _fourier_into(self, X, out: np.ndarray, weight: float) -> None:
-        """weight cos(W^T x + b) (the product written into `out`, then one pass in place) or
-        weight [cos(W^T x), sin(W^T x)] (from the chunk's product)."""
-        frequencies, offsets = self._parameters_for(out.dtype)
-        if offsets is not None:
-            fourier.shifted_cos(out, offsets, weight, lambda: project_into(X, frequencies, out))
-        else:
-            fourier.cos_sin(X @ frequencies.T, self._weights(weight), out)
+    def _feature_weight(self) -> float:
+        """The weight of every feature before any row normalisation."""
+        return float(np.sqrt(2.0 / self.output_dim))
 
-    def _weights(self, weight: float) -> np.ndarray:
-        """The per-frequency weights of the cos_sin pass (all equal), float64, kept between chunks."""
-        if self._weight_row is None or self._weight_row[0] != weight:
-            self._weight_row = np.full(self._n_frequencies, weight)
-        return self._weight_row
+    def _pass_for(self, dtype: np.dtype) -> FourierPass:
+        """weight cos(W^T x + b), or weight [cos(W^T x), sin(W^T x)], then unit rows if `normalizes_rows`."""
+        if dtype not in self._passes:
+            _, offsets = self._parameters_for(dtype)
+            weights = np.full(self._n_frequencies, self._feature_weight())
+            self._passes[dtype] = FourierPass(dtype, weights, offsets, normalize=self.normalizes_rows)
+        return self._passes[dtype]
+
+    def _projector(self, dtype: np.dtype):
+        """project(rows, into): into = rows W^T, the projection the Fourier pass takes block by block."""
+        frequencies, _ = self._parameters_for(dtype)
+        return lambda rows, into: project_into(rows, frequencies, into)
+
+    def _prepare_shared(self, dtype: np.dtype) -> None:
+        self._pass_for(dtype)
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:
         X = self.check(X, "x")
@@ -170,14 +177,6 @@ class RFFMap(DenseFeatureMap):
         if self.params.kernel == "laplacian":
             return kernels.laplacian(X, Y, self.params.gamma)
         return kernels.gaussian(X, Y, self.params.gamma)
-
-
-def project_into(X, frequencies: np.ndarray, out: np.ndarray) -> None:
-    """out = X W^T for dense or CSR X, written in place."""
-    if sp.issparse(X):
-        out[...] = X @ frequencies.T
-    else:
-        np.matmul(X, frequencies.T, out=out)
 
 
 class UnitSphereInputs:
