@@ -183,6 +183,11 @@ class DenseFeatureMap(FeatureMap):
     # parameters it reads are safe to share once materialised).
     shares_rows: ClassVar[bool] = False
 
+    @property
+    def shared_chunk_rows(self) -> int:
+        """The fewest rows worth a chunk of their own when threads share a batch."""
+        return 1
+
     def transform(self, X, *, dtype=None) -> np.ndarray:
         self.require_features()
         X = self.check(X)
@@ -200,25 +205,32 @@ class DenseFeatureMap(FeatureMap):
         rows = max(1, (CHUNK_ELEMENTS if elements is None else elements) // self.output_dim)
         return [slice(start, min(n_rows, start + rows)) for start in range(0, n_rows, rows)]
 
-    def features_into(self, X, out: np.ndarray, *, first_row: int = 0) -> None:
+    def features_into(self, X, out: np.ndarray, *, first_row: int = 0, threads: int | None = None) -> None:
         """The features of rows X (already checked) into `out`, whose dtype is the working precision;
         InputError naming the first row (numbered from `first_row`) whose features are not finite.
-        Computed in row chunks (the temporaries are one chunk wide), by several threads for a large
-        batch of a map that `shares_rows`."""
-        threads, total = 1, X.shape[0] * self.output_dim
-        if self.shares_rows and total >= SHARED_MIN_ELEMENTS:
-            threads = row_threads.thread_count()
-        if threads == 1:
-            for rows in self.row_chunks(X.shape[0]):
-                bad = self._nonfinite_row(X[rows] if rows.stop - rows.start < X.shape[0] else X, out[rows])
-                if bad is not None:
-                    raise self._overflow_error(first_row + rows.start + bad, out.dtype)
+        Computed in row chunks (the temporaries are one chunk wide), by several threads (`threads`, by
+        default all that `_row_threads` allows) for a large batch of a map that `shares_rows`."""
+        total = X.shape[0] * self.output_dim
+        if threads is None:
+            threads = row_threads.thread_count() if self.shares_rows and total >= SHARED_MIN_ELEMENTS else 1
+        if threads > 1:
+            elements = max(SHARED_MIN_ELEMENTS // 2, total // (SHARED_CHUNKS_PER_THREAD * threads),
+                           self.shared_chunk_rows * self.output_dim)
+            chunks = self.row_chunks(X.shape[0], min(CHUNK_ELEMENTS, elements))
+            if len(chunks) > 1:
+                self._prepare_shared(out.dtype)
+                found = row_threads.run_chunks(lambda rows: self._nonfinite_row(X[rows], out[rows]), chunks, threads)
+                for rows, bad in zip(chunks, found):
+                    if bad is not None:
+                        raise self._overflow_error(first_row + rows.start + bad, out.dtype)
+                return
+        if total <= CHUNK_ELEMENTS:
+            bad = self._nonfinite_row(X, out)   # one chunk, no slicing: a single row's latency is mostly overhead
+            if bad is not None:
+                raise self._overflow_error(first_row + bad, out.dtype)
             return
-        self._prepare_shared(out.dtype)
-        chunks = self.row_chunks(X.shape[0], min(CHUNK_ELEMENTS, max(SHARED_MIN_ELEMENTS // 2,
-                                                                     total // (SHARED_CHUNKS_PER_THREAD * threads))))
-        found = row_threads.run_chunks(lambda rows: self._nonfinite_row(X[rows], out[rows]), chunks, threads)
-        for rows, bad in zip(chunks, found):
+        for rows in self.row_chunks(X.shape[0]):
+            bad = self._nonfinite_row(X[rows], out[rows])
             if bad is not None:
                 raise self._overflow_error(first_row + rows.start + bad, out.dtype)
 

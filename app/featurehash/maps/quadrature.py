@@ -89,7 +89,7 @@ from .. import kernels
 from . import _quadrature_design as design
 from . import _quadrature_rules as rules
 from . import randomness
-from ._fourier_pass import FourierPass, project_into
+from ._fourier_pass import FourierPass, block_rows, project_into
 from .base import DenseFeatureMap, largest_magnitude
 from .errors import SpecError
 from .spec import MAX_COMPONENTS, MapSpec
@@ -340,7 +340,7 @@ class QuadratureMap(DenseFeatureMap):
                 W, weights = self._subsampled_frequencies(dtype, sizes.pop())
             else:
                 W, weights = self.rule()
-                W = W.astype(dtype, copy=False)
+                W = W.astype(dtype, copy=False) if sp.issparse(W) else np.asfortranarray(W, dtype=dtype)
             if self._weights is None:
                 self._weights = weights
             self._largest_frequency[dtype] = largest_magnitude(W, "params.gamma")
@@ -356,7 +356,7 @@ class QuadratureMap(DenseFeatureMap):
         counts = shares(P, len(self.subsets))
         weights = np.concatenate([np.full(count, 1.0 / count) for count in counts])
         if self.params.anova is None:
-            W = np.empty((P, size), dtype=dtype)
+            W = np.empty((size, P), dtype=dtype).T   # stored d x P, as rff stores its frequencies
         else:
             owners = np.repeat(np.arange(len(self.subsets)), counts)
             columns = np.empty((len(self.subsets), size), dtype=np.int32)
@@ -476,6 +476,10 @@ class QuadratureMap(DenseFeatureMap):
         if sp.issparse(W):
             return lambda rows, into: into.__setitem__(Ellipsis, self._project(rows, W))
         return lambda rows, into: project_into(rows, W, into)
+
+    @property
+    def shared_chunk_rows(self) -> int:
+        return block_rows(self.input_dim, self.n_points)
 
     def _prepare_shared(self, dtype: np.dtype) -> None:
         self._pass_for(dtype)

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from .. import kernels
 from . import randomness
-from ._fourier_pass import FourierPass, project_into
+from ._fourier_pass import FourierPass, block_rows, project_into
 from ._orthogonal_frequencies import orthogonal_gaussian, structured_gaussian
 from .base import DenseFeatureMap, largest_magnitude, require
 from .inputs import reject_zero_rows, unit_rows
@@ -118,7 +118,9 @@ class RFFMap(DenseFeatureMap):
     def _parameters_for(self, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
         if dtype not in self._parameters:
             m = self._n_frequencies
-            frequencies = np.empty((m, self.input_dim), dtype=dtype)
+            # One row per frequency, stored d x m (C order) like the numpy form's W: a single row's product
+            # reads it 10-20% faster than the transpose (measured, n = 1, from memory).
+            frequencies = np.empty((self.input_dim, m), dtype=dtype).T
             self._fill_frequencies(frequencies, self._frequency_scale())
             self._largest_frequency[dtype] = largest_magnitude(frequencies, self.scale_field)
             offsets = None
@@ -167,6 +169,10 @@ class RFFMap(DenseFeatureMap):
         """project(rows, into): into = rows W^T, the projection the Fourier pass takes block by block."""
         frequencies, _ = self._parameters_for(dtype)
         return lambda rows, into: project_into(rows, frequencies, into)
+
+    @property
+    def shared_chunk_rows(self) -> int:
+        return block_rows(self.input_dim, self._n_frequencies)
 
     def _prepare_shared(self, dtype: np.dtype) -> None:
         self._pass_for(dtype)

@@ -116,7 +116,7 @@ from .. import kernels
 from . import _portable_math as pm
 from . import _row_threads as row_threads
 from . import randomness
-from ._fourier_pass import FourierPass
+from ._fourier_pass import FourierPass, block_rows
 from .base import CHUNK_ELEMENTS, DenseFeatureMap, require
 from .errors import SpecError
 from .inputs import output_dtype
@@ -625,6 +625,10 @@ class SSFMap(DenseFeatureMap):
         if dtype not in self._passes:
             self._passes[dtype] = FourierPass(dtype, np.full(2 * self.n, 1.0 / np.sqrt(2 * self.n)))
         return self._passes[dtype]
+
+    @property
+    def shared_chunk_rows(self) -> int:
+        return block_rows(self.input_dim, 2 * self.n)
 
     def _prepare_shared(self, dtype: np.dtype) -> None:
         self._parameters_for(dtype)
