@@ -102,3 +102,25 @@ def test_blas_threads_come_back_after_overlapping_shared_batches(monkeypatch):
     # While sections overlap, the count reported is the one saved, not the 1 set meanwhile.
     assert set(inside) == {row_threads._blas.count()}
     assert threading.active_count() < 20
+
+
+def test_float32_passes_are_within_half_an_ulp_of_the_exact_features():
+    """The compiled float32 passes: cos and sin of the (float32) projection, computed in float64 and
+    rounded once; the phase pass rounds x + b to float32 first, as numpy's `out += b` does."""
+    from featurehash.maps import _fourier_kernels as kernels
+
+    rng = np.random.default_rng(5)
+    P = np.concatenate([rng.uniform(-6, 6, 4000), rng.uniform(-5e5, 5e5, 4000), [0.0, np.pi / 2]]).astype(np.float32)
+    offsets = rng.uniform(0, 2 * np.pi, P.size).astype(np.float32)
+    weight = 0.037
+    shifted = P[None, :].copy()
+    assert kernels.shifted_cos_float32(shifted, offsets, weight) == 0
+    exact = weight * np.cos((P + offsets).astype(np.float64))
+    assert np.all(np.abs(shifted[0] - exact) <= 0.5 * np.spacing(np.abs(exact).astype(np.float32)) + 1e-12 * weight)
+    both = np.empty((1, 2 * P.size), dtype=np.float32)
+    assert kernels.cos_sin_into(P[None, :], np.full(P.size, weight), both) == 0
+    for got, exact in ((both[0, :P.size], weight * np.cos(P.astype(np.float64))),
+                       (both[0, P.size:], weight * np.sin(P.astype(np.float64)))):
+        assert np.all(np.abs(got - exact) <= 0.5 * np.spacing(np.abs(exact).astype(np.float32)) + 1e-12 * weight)
+    beyond = np.array([[1e7, 3.0, np.inf]], dtype=np.float32)
+    assert kernels.shifted_cos_float32(beyond, np.zeros(3, np.float32), 1.0) == 2   # counted, then numpy's

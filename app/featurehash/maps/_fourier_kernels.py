@@ -110,6 +110,43 @@ def shifted_cos_inplace(out, offsets, weight):
     return unreduced
 
 
+# float32 phase features need ~1e-9, not float64's 1e-16: cos alone after a reduction by pi,
+#     k = rint(x / pi),  r = x - k pi  (|r| <= pi/2, Cody-Waite with 2 P1, 2 P2, 2 P3),
+#     cos x = (-1)^k cos r,  cos r by its Taylor series to r^16 (truncation < 6e-13 on |r| <= pi/2),
+# one polynomial instead of two and no quadrant selection; float64 arithmetic, so the same bits everywhere.
+_ONE_OVER_PI = float(1 / (2 * _HALF_PI))
+_C16 = tuple((-1.0) ** j / math.factorial(2 * j) for j in range(1, 9))      # r^2 .. r^16
+
+
+@nb.njit(nogil=True, cache=True)
+def shifted_cos_float32(out, offsets, weight):
+    """out[:, j] = weight cos(out[:, j] + offsets[j]) for float32 `out` and `offsets`, the sum rounded to
+    float32 first (as numpy's `out += offsets` does). Returns how many arguments were not reduced."""
+    rows, m = out.shape
+    unreduced = 0
+    for i in range(rows):
+        row = out[i]
+        for j in range(m):
+            x = np.float64(row[j] + offsets[j])
+            k = np.rint(x * _ONE_OVER_PI)
+            bad = 1 if not (abs(k) < REDUCTION_LIMIT) else 0
+            k = k if bad == 0 else 0.0
+            r = ((x - k * (2.0 * _P1)) - k * (2.0 * _P2)) - k * (2.0 * _P3)
+            r2 = r * r
+            c = _C16[7]
+            c = c * r2 + _C16[6]
+            c = c * r2 + _C16[5]
+            c = c * r2 + _C16[4]
+            c = c * r2 + _C16[3]
+            c = c * r2 + _C16[2]
+            c = c * r2 + _C16[1]
+            c = c * r2 + _C16[0]
+            c = 1.0 + r2 * c
+            row[j] = (weight if (np.int64(k) & 1) == 0 else -weight) * c
+            unreduced += bad
+    return unreduced
+
+
 @nb.njit(nogil=True, cache=True)
 def normalize_rows(out):
     """Each row divided by its l2 norm (summed in float64)."""

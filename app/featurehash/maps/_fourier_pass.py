@@ -10,10 +10,13 @@ straight into the output's rows; cos_sin: into a scratch block), then offset, co
 rows. Memory traffic is one write of the output, against the numpy one-shot form's product written
 out, read and written again by each of its elementwise passes.
 
-float32: numpy's SIMD cos and sin (AVX-512/AVX2, within a few ulps on every CPU; README "What is exact"),
-measured ~0.45 ns an element in cache. float64: the compiled portable pass of `_fourier_kernels` (~0.55
-ns a cos/sin pair, against numpy's ~17 ns libm cos), whose arguments beyond its reduction range are
-recomputed by numpy's cos and sin.
+cos and sin are the compiled portable passes of `_fourier_kernels` (same bits on every CPU for a given
+projection), measured in cache against numpy's ufuncs on this AVX-512 machine: cos_sin ~0.55 ns an
+output in float32 or float64 (numpy: float32 SIMD cos or sin ~0.45 ns plus ~0.08 ns a weight pass;
+float64 libm ~17 ns); float32 phase ~0.60 ns (numpy add, cos, scale: ~0.65-0.70 ns), float64 phase
+~1.0 ns. On older CPUs numpy's float32 SIMD paths are slower still, the compiled ones only as slow as
+their vector width. Arguments beyond the compiled reduction range (or inf/nan) make the block go
+through numpy's cos and sin, which reduce any argument, and a final NaN check.
 A block is small enough to stay in L2 with its projection (BLOCK_ELEMENTS), unless more rows are
 needed for the product's packing of W to be shared by enough rows (`block_rows`).
 """
@@ -51,9 +54,8 @@ class FourierPass:
         self._cast_weights = self.weights.astype(self.dtype)
         self.offsets = None if offsets is None else np.ascontiguousarray(offsets, dtype=self.dtype)
         self.normalize = normalize
-        # Which passes run compiled (else numpy's ufuncs): see the module docstring.
-        self.compiled_cos_sin = True
-        self.compiled_phase = self.dtype == np.float64
+        self._shifted_cos = (kernels.shifted_cos_inplace if self.dtype == np.float64
+                             else kernels.shifted_cos_float32)
 
     def run(self, project, X, out: np.ndarray) -> bool:
         """Features of the rows X into `out` (out.dtype == self.dtype). Returns True when every feature
@@ -78,10 +80,9 @@ class FourierPass:
         return bool(finite)
 
     def _phase(self, block: np.ndarray, project, rows) -> bool:
-        if self.compiled_phase:
-            if kernels.shifted_cos_inplace(block, self.offsets, self.weight) == 0:
-                return True
-            project(rows, block)   # an argument beyond the compiled reduction: numpy reduces any
+        if self._shifted_cos(block, self.offsets, self.weight) == 0:
+            return True
+        project(rows, block)   # an argument beyond the compiled reduction: numpy reduces any
         block += self.offsets
         np.cos(block, out=block)
         if self._cast_weight != 1:
@@ -89,7 +90,7 @@ class FourierPass:
         return not np.isnan(block.max())   # cos of a finite number is finite; of inf or nan, nan
 
     def _cos_sin(self, projection: np.ndarray, block: np.ndarray) -> bool:
-        if self.compiled_cos_sin and kernels.cos_sin_into(projection, self.weights, block) == 0:
+        if kernels.cos_sin_into(projection, self.weights, block) == 0:
             return True
         m = self.width
         cosines, sines = block[:, :m], block[:, m:]
