@@ -110,6 +110,54 @@ def shifted_cos_inplace(out, offsets, weight):
     return unreduced
 
 
+# float32 cos_sin features need ~1e-9, not 1e-16: the same reduction by pi/2 with sin r to r^11 and
+# cos r to r^12 (truncation < 7e-12 on |r| <= pi/4), 11 terms instead of 17.
+_S11 = _S[:5]
+_C12 = _C[:6]
+
+
+@nb.njit(inline="always")
+def _sincos_float32(x):
+    """(sin x, cos x, unreduced) as `_sincos`, to ~1e-11: enough for features rounded to float32."""
+    k = np.rint(x * _TWO_OVER_PI)
+    unreduced = 1 if not (abs(k) < REDUCTION_LIMIT) else 0
+    r = ((x - k * _P1) - k * _P2) - k * _P3
+    r2 = r * r
+    s = _S11[4]
+    s = s * r2 + _S11[3]
+    s = s * r2 + _S11[2]
+    s = s * r2 + _S11[1]
+    s = s * r2 + _S11[0]
+    s = r + r * (r2 * s)
+    c = _C12[5]
+    c = c * r2 + _C12[4]
+    c = c * r2 + _C12[3]
+    c = c * r2 + _C12[2]
+    c = c * r2 + _C12[1]
+    c = c * r2 + _C12[0]
+    c = 1.0 + r2 * c
+    quadrant = np.int64(k) & 3 if unreduced == 0 else 0
+    odd = (quadrant & 1) == 1
+    sin_x = (c if odd else s) * (-1.0 if quadrant >= 2 else 1.0)
+    cos_x = (s if odd else c) * (-1.0 if quadrant == 1 or quadrant == 2 else 1.0)
+    return sin_x, cos_x, unreduced
+
+
+@nb.njit(nogil=True, cache=True)
+def cos_sin_into_float32(projection, weights, out):
+    """`cos_sin_into` for float32 `out`, with `_sincos_float32`."""
+    rows, m = projection.shape
+    unreduced = 0
+    for i in range(rows):
+        values, cosines, sines = projection[i], out[i, :m], out[i, m:]
+        for j in range(m):
+            sin_x, cos_x, bad = _sincos_float32(np.float64(values[j]))
+            cosines[j] = weights[j] * cos_x
+            sines[j] = weights[j] * sin_x
+            unreduced += bad
+    return unreduced
+
+
 # float32 phase features need ~1e-9, not float64's 1e-16: cos alone after a reduction by pi,
 #     k = rint(x / pi),  r = x - k pi  (|r| <= pi/2, Cody-Waite with 2 P1, 2 P2, 2 P3),
 #     cos x = (-1)^k cos r,  cos r by its Taylor series to r^16 (truncation < 6e-13 on |r| <= pi/2),
@@ -145,6 +193,31 @@ def shifted_cos_float32(out, offsets, weight):
             row[j] = (weight if (np.int64(k) & 1) == 0 else -weight) * c
             unreduced += bad
     return unreduced
+
+
+@nb.njit(nogil=True, cache=True)
+def unit_rows_into(X, out):
+    """out = each row of X scaled to unit l2 norm, in float64 and without over/underflow (divided by its
+    largest magnitude first), rounded once to out's dtype: one pass and no temporaries, for the unit-sphere
+    maps' inputs. Returns how many rows are all zero (left as zeros; the caller refuses them)."""
+    rows, width = X.shape
+    zero_rows = 0
+    for i in range(rows):
+        peak = 0.0
+        for j in range(width):
+            peak = max(peak, abs(np.float64(X[i, j])))
+        if peak == 0.0:
+            zero_rows += 1
+            out[i, :] = 0
+            continue
+        total = 0.0
+        for j in range(width):
+            value = np.float64(X[i, j]) / peak
+            total += value * value
+        norm = math.sqrt(total)
+        for j in range(width):
+            out[i, j] = (np.float64(X[i, j]) / peak) / norm
+    return zero_rows
 
 
 @nb.njit(nogil=True, cache=True)

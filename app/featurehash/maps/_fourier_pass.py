@@ -11,10 +11,10 @@ rows. Memory traffic is one write of the output, against the numpy one-shot form
 out, read and written again by each of its elementwise passes.
 
 cos and sin are the compiled portable passes of `_fourier_kernels` (same bits on every CPU for a given
-projection), measured in cache against numpy's ufuncs on this AVX-512 machine: cos_sin ~0.55 ns an
-output in float32 or float64 (numpy: float32 SIMD cos or sin ~0.45 ns plus ~0.08 ns a weight pass;
-float64 libm ~17 ns); float32 phase ~0.60 ns (numpy add, cos, scale: ~0.65-0.70 ns), float64 phase
-~1.0 ns. On older CPUs numpy's float32 SIMD paths are slower still, the compiled ones only as slow as
+projection), measured in cache against numpy's ufuncs on this AVX-512 machine: cos_sin ~0.44 ns an
+output in float32 (shorter polynomials, `_sincos_float32`) and ~0.55 ns in float64 (numpy: float32 SIMD
+cos or sin ~0.45 ns plus ~0.08 ns a weight pass; float64 libm ~17 ns); float32 phase ~0.60 ns (numpy
+add, cos, scale: ~0.65-0.70 ns), float64 phase ~1.0 ns. On older CPUs numpy's float32 SIMD paths are slower still, the compiled ones only as slow as
 their vector width. Arguments beyond the compiled reduction range (or inf/nan) make the block go
 through numpy's cos and sin, which reduce any argument, and a final NaN check.
 A block is small enough to stay in L2 with its projection (BLOCK_ELEMENTS), unless more rows are
@@ -54,8 +54,9 @@ class FourierPass:
         self._cast_weights = self.weights.astype(self.dtype)
         self.offsets = None if offsets is None else np.ascontiguousarray(offsets, dtype=self.dtype)
         self.normalize = normalize
-        self._shifted_cos = (kernels.shifted_cos_inplace if self.dtype == np.float64
-                             else kernels.shifted_cos_float32)
+        single = self.dtype == np.float32
+        self._shifted_cos = kernels.shifted_cos_float32 if single else kernels.shifted_cos_inplace
+        self._cos_sin_into = kernels.cos_sin_into_float32 if single else kernels.cos_sin_into
 
     def run(self, project, X, out: np.ndarray) -> bool:
         """Features of the rows X into `out` (out.dtype == self.dtype). Returns True when every feature
@@ -90,7 +91,7 @@ class FourierPass:
         return not np.isnan(block.max())   # cos of a finite number is finite; of inf or nan, nan
 
     def _cos_sin(self, projection: np.ndarray, block: np.ndarray) -> bool:
-        if kernels.cos_sin_into(projection, self.weights, block) == 0:
+        if self._cos_sin_into(projection, self.weights, block) == 0:
             return True
         m = self.width
         cosines, sines = block[:, :m], block[:, m:]

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from .. import kernels
 from . import randomness
+from ._fourier_kernels import unit_rows_into
 from ._fourier_pass import FourierPass, block_rows, project_into
 from ._orthogonal_frequencies import orthogonal_gaussian, structured_gaussian
 from .base import DenseFeatureMap, largest_magnitude, require
@@ -197,6 +198,10 @@ class UnitSphereInputs:
         return X
 
     def _working_copy(self, X, dtype: np.dtype):
+        if isinstance(X, np.ndarray):   # one compiled pass, no float64 temporaries (rows checked nonzero)
+            out = np.empty(X.shape, dtype=dtype)
+            unit_rows_into(X, out)
+            return out
         return unit_rows(X).astype(dtype, copy=False)
 
     def _row_l1(self, X) -> np.ndarray:
