@@ -222,13 +222,28 @@ def unit_rows_into(X, out):
 
 @nb.njit(nogil=True, cache=True)
 def normalize_rows(out):
-    """Each row divided by its l2 norm (summed in float64)."""
+    """Each row divided by its l2 norm, summed in float64 in 8 interleaved partial sums (a fixed order, so
+    the same bits everywhere; one running sum waits on each addition, ~4x slower, measured)."""
     rows, width = out.shape
+    whole = width - width % 8
     for i in range(rows):
-        total = 0.0
-        for j in range(width):
-            value = np.float64(out[i, j])
-            total += value * value
+        row = out[i]
+        s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+        for j in range(0, whole, 8):
+            v0, v1, v2, v3 = np.float64(row[j]), np.float64(row[j + 1]), np.float64(row[j + 2]), np.float64(row[j + 3])
+            v4, v5, v6, v7 = np.float64(row[j + 4]), np.float64(row[j + 5]), np.float64(row[j + 6]), np.float64(row[j + 7])
+            s0 += v0 * v0
+            s1 += v1 * v1
+            s2 += v2 * v2
+            s3 += v3 * v3
+            s4 += v4 * v4
+            s5 += v5 * v5
+            s6 += v6 * v6
+            s7 += v7 * v7
+        for j in range(whole, width):
+            value = np.float64(row[j])
+            s0 += value * value
+        total = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
         inverse = 1.0 / math.sqrt(total)
         for j in range(width):
-            out[i, j] = out[i, j] * inverse
+            row[j] = row[j] * inverse

@@ -31,11 +31,12 @@ BLOCK_ELEMENTS = 2**16
 MIN_BLOCK_ROWS = 64
 
 
-def block_rows(input_dim: int, width: int) -> int:
-    """Rows of a block: BLOCK_ELEMENTS projections, but at least MIN_BLOCK_ROWS and input_dim / 4 rows:
-    each product packs all of W (d x m) for its rows, so 16-row blocks made the product 2.5x slower at
-    d = 784 and 1.6x at d = 512 than 64-row ones (one thread, measured)."""
-    return max(BLOCK_ELEMENTS // max(1, width), MIN_BLOCK_ROWS, input_dim // 4)
+def block_rows(input_dim: int, width: int, scale: int = 1) -> int:
+    """Rows of a block: `scale` BLOCK_ELEMENTS projections, but at least MIN_BLOCK_ROWS and input_dim / 4
+    rows: each product packs all of W (d x m) for its rows, so 16-row blocks made the product 2.5x slower
+    at d = 784 and 1.6x at d = 512 than 64-row ones (one thread, measured). A projection with a fixed cost
+    per call (SSF's FFTs: ~10 numpy and scipy calls) takes larger blocks (`scale`)."""
+    return max(scale * BLOCK_ELEMENTS // max(1, width), MIN_BLOCK_ROWS, input_dim // 4)
 
 
 class FourierPass:
@@ -44,7 +45,7 @@ class FourierPass:
     whether rows are normalised to unit l2 norm afterwards (nrff)."""
 
     def __init__(self, dtype: np.dtype, weights: np.ndarray, offsets: np.ndarray | None = None,
-                 normalize: bool = False):
+                 normalize: bool = False, block_scale: int = 1):
         self.dtype = np.dtype(dtype)
         self.weights = np.ascontiguousarray(weights, dtype=np.float64)
         self.width = self.weights.size
@@ -54,6 +55,7 @@ class FourierPass:
         self._cast_weights = self.weights.astype(self.dtype)
         self.offsets = None if offsets is None else np.ascontiguousarray(offsets, dtype=self.dtype)
         self.normalize = normalize
+        self.block_scale = block_scale
         single = self.dtype == np.float32
         self._shifted_cos = kernels.shifted_cos_float32 if single else kernels.shifted_cos_inplace
         self._cos_sin_into = kernels.cos_sin_into_float32 if single else kernels.cos_sin_into
@@ -62,7 +64,7 @@ class FourierPass:
         """Features of the rows X into `out` (out.dtype == self.dtype). Returns True when every feature
         is known to be finite (else the caller checks)."""
         n_rows, m = X.shape[0], self.width
-        step = min(n_rows, block_rows(X.shape[1], m))
+        step = min(n_rows, block_rows(X.shape[1], m, self.block_scale))
         scratch = None if self.offsets is not None else np.empty((step, m), dtype=self.dtype)
         finite = True
         for start in range(0, n_rows, step):

