@@ -4,8 +4,9 @@ The calling thread and helper threads take chunks in turn from one queue (so a c
 work takes fewer), and the chunks' BLAS products run single-threaded meanwhile: BLAS forking its own
 threads for each chunk onto the same cores made chunked products 2-6x slower on 2 loaded cores than
 one thread per chunk (measured), and numpy's ufuncs, BLAS, numba's `nogil` passes and scipy's FFT all
-release the GIL, so the chunks' work overlaps. Threads = the BLAS thread count when the process started
-(OPENBLAS_NUM_THREADS=1 keeps everything on the calling thread), at most the usable cores.
+release the GIL, so the chunks' work overlaps. Threads = numpy's OpenBLAS thread count outside shared
+sections (OPENBLAS_NUM_THREADS=1 keeps everything on the calling thread), at most the usable cores; 1
+without threadpoolctl (which finds that library) or with another BLAS.
 """
 
 from __future__ import annotations
@@ -49,11 +50,12 @@ class _BlasThreads:
                         return
 
     def count(self) -> int:
-        """BLAS threads outside shared sections (the number of cores when BLAS is not controllable)."""
+        """BLAS threads outside shared sections; 1 when they cannot be held to one (no threadpoolctl, or
+        not OpenBLAS), so that batches are then not shared (no oversubscription)."""
         if not self._found:
             self._find()
         if self._get is None:
-            return usable_cores()
+            return 1
         with self._lock:
             return self._saved if self._active else int(self._get())
 
