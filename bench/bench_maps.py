@@ -1,13 +1,18 @@
 """Speed of the feature maps against a floor measured in the same run.
 
-    python bench/bench_maps.py [--repeat 3] [--quick] [--write]
+    python bench/bench_maps.py [--repeat 3] [--quick] [--only dense|structured|gram] [--shape n,d,D] [--write]
 
-Dense maps, at the shapes (n, d, D) of SHAPES, float32 and float64 output (input of the same
-precision): ratios of contender time to featurehash time (above 1 = featurehash faster) for
-scikit-learn's RBFSampler and the numpy floor `X @ W`, add offset, cos, scale (in place), and
-featurehash time / GEMM-only time (the map's own product X @ W^T; for ssf, which has no product,
-the floor's D-column product). Contenders are timed round-robin, best of `repeat` rounds, so a
-loaded machine slows them alike.
+Dense maps (every dense method and variant of DENSE_METHODS), at the shapes (n, d, D) of SHAPES,
+float32 and float64 output (input of the same precision): ratios of contender time to featurehash
+time (above 1 = featurehash faster) for scikit-learn's RBFSampler and the numpy floor `X @ W`, add
+offset, cos, scale (in place), and featurehash time / GEMM-only time (the map's own product: X W^T
+with D/2 columns for cos_sin maps, D for phase maps; for ssf, which has no product, the D-column
+one). All contenders of a shape and dtype are timed round-robin in one process, best of at least
+`repeat` rounds (more while they fit in ROUND_ROBIN_SECONDS), so a loaded machine slows them alike;
+the load average is printed before and after.
+The quadrature rows use the subsampled grid: a dense tensor grid has L^d points (none fits these d),
+and every grid without anova (dense, subsampled, reweighted) transforms by the same code.
+Only --write writes a file (bench/results/dense_maps.txt); nothing under version control otherwise.
 Gram error of i.i.d. / orthogonal / structured rff, ssf and RBFSampler at equal D on digits and
 breast_cancer (unit rows, gamma = 1 / median squared distance), mean over seeds, and transform
 times. Structured rff against the dense i.i.d. product at d = 1024, 2048, 4096 (D = 4d, n = 1, 64, 4096):
@@ -19,6 +24,7 @@ bench/results/dense_maps.txt. Ratios, not seconds, are the targets: DESIGN.md "P
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -28,6 +34,8 @@ from featurehash.maps import create_map
 from timing import best_time
 
 RESULTS = Path(__file__).resolve().parent / "results"
+GAMMA = 0.5
+ROUND_ROBIN_SECONDS = 4.0
 SHAPES = ((1, 784, 4096), (64, 784, 4096), (4096, 512, 4096), (20000, 128, 2048), (1000, 32, 1024),
           (100000, 64, 512))
 # Structured against dense frequencies: d >= 1024, D = 4d.
@@ -37,6 +45,8 @@ QUICK_SHAPES = ((64, 784, 4096), (20000, 128, 2048), (1000, 32, 1024))
 DENSE_METHODS = (
     ("rff cos_sin", "rff", {}, True),
     ("rff phase", "rff", {"variant": "phase"}, False),
+    ("rff lap cos_sin", "rff", {"kernel": "laplacian"}, True),
+    ("rff lap phase", "rff", {"kernel": "laplacian", "variant": "phase"}, False),
     ("rff orthogonal", "rff", {"frequencies": "orthogonal"}, True),
     ("nrff phase", "nrff", {}, False),
     ("srf phase", "srf", {"degree": 3, "bias": 4.0}, False),
@@ -53,16 +63,16 @@ def fourier_floor(X: np.ndarray, W: np.ndarray, b: np.ndarray, scale):
     return out
 
 
-def round_robin(contenders: dict, repeat: int) -> dict:
-    """Best time of each callable over at least `repeat` rounds (more for fast calls, up to 0.3 s of
-    the slowest warm-up), one call of each per round, after a warm-up."""
-    slowest = 0.0
+def round_robin(contenders: dict, repeat: int, budget: float = ROUND_ROBIN_SECONDS) -> dict:
+    """Best time of each callable over at least `repeat` rounds, one call of each per round after a
+    warm-up round, and more rounds (up to 300) while they fit in `budget` seconds: on a loaded machine
+    a fast call (whose BLAS threads must all get a core at once) needs many tries for one clean run."""
+    start = time.perf_counter()
     for fn in contenders.values():
-        start = time.perf_counter()
         fn()
-        slowest = max(slowest, time.perf_counter() - start)
+    round_seconds = max(time.perf_counter() - start, 1e-6)
     best = dict.fromkeys(contenders, float("inf"))
-    for _ in range(max(repeat, min(50, int(0.3 / max(slowest, 1e-6))))):
+    for _ in range(max(repeat, min(300, int(budget / round_seconds)))):
         for name, fn in contenders.items():
             start = time.perf_counter()
             fn()
@@ -70,22 +80,30 @@ def round_robin(contenders: dict, repeat: int) -> dict:
     return best
 
 
-def dense_shape_rows(n: int, d: int, D: int, dtype, repeat: int) -> list[str]:
+def dense_maps(d: int, D: int) -> dict:
+    """The maps of DENSE_METHODS for one (d, D), parameters made for both dtypes (not timed)."""
+    maps = {}
+    for label, method, params, _ in DENSE_METHODS:
+        params = {**params, "gamma": GAMMA} if method != "srf" else params
+        m = create_map({"method": method, "input_dim": d, "n_components": D, "params": params}).materialize()
+        m.transform(np.zeros((1, d)) + 1.0 / d, dtype=np.float64)
+        maps[label] = m
+    return maps
+
+
+def dense_shape_rows(n: int, d: int, D: int, dtype, repeat: int, maps: dict) -> list[str]:
     from sklearn.kernel_approximation import RBFSampler
 
     rng = np.random.default_rng(0)
     X = (rng.standard_normal((n, d)) / np.sqrt(d)).astype(dtype)
-    gamma = 0.5
-    W = (rng.standard_normal((d, D)) * np.sqrt(2 * gamma)).astype(dtype)
+    W = (rng.standard_normal((d, D)) * np.sqrt(2 * GAMMA)).astype(dtype)
     half = np.ascontiguousarray(W[:, :D // 2])
     b = rng.uniform(0, 2 * np.pi, D).astype(dtype)
     scale = dtype(np.sqrt(2.0 / D))
-    sampler = RBFSampler(gamma=gamma, n_components=D, random_state=0).fit(X)
+    sampler = RBFSampler(gamma=GAMMA, n_components=D, random_state=0).fit(X)
     contenders = {"floor": lambda: fourier_floor(X, W, b, scale), "gemm": lambda: X @ W,
                   "gemm_half": lambda: X @ half, "sklearn": lambda: sampler.transform(X)}
-    for label, method, params, half_product in DENSE_METHODS:
-        params = {**params, "gamma": gamma} if method != "srf" else params
-        m = create_map({"method": method, "input_dim": d, "n_components": D, "params": params}).materialize()
+    for label, m in maps.items():
         contenders[label] = lambda m=m: m.transform(X, dtype=dtype)
     best = round_robin(contenders, repeat)
     rows = []
@@ -94,19 +112,30 @@ def dense_shape_rows(n: int, d: int, D: int, dtype, repeat: int) -> list[str]:
         gemm = best["gemm_half" if half_product else "gemm"]
         rows.append(f"  {(n, d, D)!s:20s} {np.dtype(dtype).name:8s} {label:16s} {ours * 1e3:9.2f} ms "
                     f"{best['sklearn'] / ours:7.2f}x {best['floor'] / ours:7.2f}x {ours / gemm:7.2f}x")
+    rows.append(f"  {'':20s} {'':8s} {'(contenders)':16s} floor {best['floor'] * 1e3:.2f} ms, RBFSampler "
+                f"{best['sklearn'] * 1e3:.2f} ms, GEMM {best['gemm'] * 1e3:.2f} / {best['gemm_half'] * 1e3:.2f} ms "
+                "(D / D/2 columns)")
     return rows
 
 
+def load_average() -> str:
+    return "load average " + " ".join(f"{value:.2f}" for value in os.getloadavg()) + f" on {os.cpu_count()} cores"
+
+
 def bench_dense(repeat: int, shapes) -> str:
-    lines = ["Dense maps: RBFSampler / ours, floor / ours (above 1 = ours faster), ours / GEMM-only",
+    lines = [f"Dense maps ({load_average()} at the start): RBFSampler / ours, floor / ours (above 1 = ours "
+             "faster), ours / GEMM-only",
              (f"  {'(n, d, D)':20s} {'output':8s} {'method':16s} {'time':>12s} {'RBFSamp':>8s} {'floor':>8s} "
               f"{'GEMM':>8s}")]
     print("\n".join(lines), flush=True)
     for n, d, D in shapes:
+        maps = dense_maps(d, D)
         for dtype in (np.float32, np.float64):
-            rows = dense_shape_rows(n, d, D, dtype, repeat)
+            rows = dense_shape_rows(n, d, D, dtype, repeat, maps)
             print("\n".join(rows), flush=True)
             lines += rows
+    lines.append(f"  ({load_average()} at the end)")
+    print(lines[-1], flush=True)
     return "\n".join(lines)
 
 
@@ -239,9 +268,16 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="write bench/results/dense_maps.txt")
     parser.add_argument("--skip-gcws", action="store_true")
     parser.add_argument("--only", choices=("dense", "structured", "gram"), help="run one table (no GCWS)")
+    parser.add_argument("--dense-only", action="store_true", help="only the dense speed table (= --only dense)")
+    parser.add_argument("--shape", action="append", help="n,d,D instead of the default shapes (repeatable)")
     args = parser.parse_args()
+    if args.dense_only:
+        args.only = "dense"
+    shapes = QUICK_SHAPES if args.quick else SHAPES
+    if args.shape:
+        shapes = [tuple(int(v) for v in shape.split(",")) for shape in args.shape]
     run = (lambda name: args.only in (None, name))
-    dense = bench_dense(args.repeat, QUICK_SHAPES if args.quick else SHAPES) if run("dense") else ""
+    dense = bench_dense(args.repeat, shapes) if run("dense") else ""
     structured = bench_structured(args.repeat, args.quick) if run("structured") else ""
     gram = bench_gram(args.seeds, args.repeat, args.quick) if run("gram") else ""
     if args.write:

@@ -10,13 +10,19 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import BaseModel
 
+from . import _row_threads as row_threads
 from .errors import InputError, SpecError, UnsupportedOperation
 from .inputs import check_input, output_dtype
 from .spec import MapSpec
 
 # Rows per chunk are chosen so a chunk of features holds about this many numbers: the only
-# temporaries of a transform are one chunk wide, whatever the batch.
+# temporaries of a transform are one chunk wide (per thread), whatever the batch.
 CHUNK_ELEMENTS = 2**21
+# Batches of at least this many features of a map that `shares_rows` are cut into at least
+# SHARED_CHUNKS_PER_THREAD chunks per thread (of at least half this), computed by several threads
+# (`_row_threads`): a smaller batch costs less than handing work to another thread.
+SHARED_MIN_ELEMENTS = 2**18
+SHARED_CHUNKS_PER_THREAD = 3
 
 
 @dataclass(frozen=True)
@@ -174,35 +180,69 @@ class DenseFeatureMap(FeatureMap):
 
     # Said after "its features overflow <dtype>" (e.g. which formula grows).
     overflow_hint: ClassVar[str] = "its projections leave the floating-point range"
+    # Chunks of one batch may be computed by several threads at once (`_features_into` and the
+    # parameters it reads are safe to share once materialised).
+    shares_rows: ClassVar[bool] = False
+
+    @property
+    def shared_chunk_rows(self) -> int:
+        """The fewest rows worth a chunk of their own when threads share a batch."""
+        return 1
 
     def transform(self, X, *, dtype=None) -> np.ndarray:
         self.require_features()
         X = self.check(X)
-        dtype = output_dtype(dtype)
-        out = np.empty((X.shape[0], self.output_dim), dtype=dtype)
-        for rows in self.row_chunks(X.shape[0]):
-            self.features_into(X[rows], out[rows], first_row=rows.start)
+        out = np.empty((X.shape[0], self.output_dim), dtype=output_dtype(dtype))
+        self.features_into(X, out)
         return out
 
     def require_features(self) -> None:
         """Raise SpecError if this map only estimates its kernel and has no features (e.g. a sparse
         quadrature grid with negative weights); `transform` and streaming callers ask first."""
 
-    def row_chunks(self, n_rows: int, elements: int = CHUNK_ELEMENTS) -> list[slice]:
-        """Row slices whose features hold about `elements` numbers each (at least one row)."""
-        rows = max(1, elements // self.output_dim)
+    def row_chunks(self, n_rows: int, elements: int | None = None) -> list[slice]:
+        """Row slices whose features hold about `elements` numbers each (CHUNK_ELEMENTS by default; at
+        least one row)."""
+        rows = max(1, (CHUNK_ELEMENTS if elements is None else elements) // self.output_dim)
         return [slice(start, min(n_rows, start + rows)) for start in range(0, n_rows, rows)]
 
-    def features_into(self, X, out: np.ndarray, *, first_row: int = 0) -> None:
+    def features_into(self, X, out: np.ndarray, *, first_row: int = 0, threads: int | None = None) -> None:
         """The features of rows X (already checked) into `out`, whose dtype is the working precision;
-        InputError naming the first row (numbered from `first_row`) whose features are not finite."""
-        bad = self._nonfinite_row(X, out)
-        if bad is not None:
-            raise self._overflow_error(first_row + bad, out.dtype)
+        InputError naming the first row (numbered from `first_row`) whose features are not finite.
+        Computed in row chunks (the temporaries are one chunk wide), by several threads (`threads`, by
+        default all that `_row_threads` allows) for a large batch of a map that `shares_rows`."""
+        total = X.shape[0] * self.output_dim
+        if threads is None:
+            threads = row_threads.thread_count() if self.shares_rows and total >= SHARED_MIN_ELEMENTS else 1
+        if threads > 1:
+            elements = max(SHARED_MIN_ELEMENTS // 2, total // (SHARED_CHUNKS_PER_THREAD * threads),
+                           self.shared_chunk_rows * self.output_dim)
+            chunks = self.row_chunks(X.shape[0], min(CHUNK_ELEMENTS, elements))
+            if len(chunks) > 1:
+                self._prepare_shared(out.dtype)
+                found = row_threads.run_chunks(lambda rows: self._nonfinite_row(X[rows], out[rows]), chunks, threads)
+                for rows, bad in zip(chunks, found):
+                    if bad is not None:
+                        raise self._overflow_error(first_row + rows.start + bad, out.dtype)
+                return
+        if total <= CHUNK_ELEMENTS:
+            bad = self._nonfinite_row(X, out)   # one chunk, no slicing: a single row's latency is mostly overhead
+            if bad is not None:
+                raise self._overflow_error(first_row + bad, out.dtype)
+            return
+        for rows in self.row_chunks(X.shape[0]):
+            bad = self._nonfinite_row(X[rows], out[rows])
+            if bad is not None:
+                raise self._overflow_error(first_row + rows.start + bad, out.dtype)
+
+    def _prepare_shared(self, dtype: np.dtype) -> None:
+        """Make the parameters `_features_into` reads in `dtype` before threads share a batch (so no
+        two threads build them at once)."""
 
     def _nonfinite_row(self, X, out: np.ndarray) -> int | None:
         with np.errstate(over="ignore", invalid="ignore"):  # overflow is detected just below
-            self._features_into(self._working_copy(X, out.dtype), out)
+            if self._features_into(self._working_copy(X, out.dtype), out):
+                return None
         if np.isfinite(out).all():
             return None
         return int(np.argmin(np.isfinite(out).all(axis=1)))
@@ -247,8 +287,9 @@ class DenseFeatureMap(FeatureMap):
         return cast
 
     @abstractmethod
-    def _features_into(self, X, out: np.ndarray) -> None:
-        """Write the features of the chunk X (working precision) into `out`."""
+    def _features_into(self, X, out: np.ndarray) -> bool | None:
+        """Write the features of the chunk X (working precision) into `out`; may return True when it
+        found them all finite (else `features_into` checks)."""
 
     def kernel(self, X, Y=None) -> np.ndarray:
         ZX = self.transform(self.check(X, "x"), dtype=np.float64)

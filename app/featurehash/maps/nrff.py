@@ -30,7 +30,6 @@ import numpy as np
 from pydantic import Field
 
 from .. import kernels
-from . import _fourier_kernels as fourier
 from . import randomness
 from .rff import GaussianFrequencyParams, RFFMap, UnitSphereInputs
 
@@ -50,9 +49,10 @@ class NRFFMap(UnitSphereInputs, RFFMap):
     def _frequency_scale(self) -> float:
         return float(np.sqrt(self.params.gamma))
 
-    def _features_into(self, X, out: np.ndarray) -> None:
-        self._fourier_into(X, out, 1.0)
-        fourier.normalize_rows(out)
+    normalizes_rows = True
+
+    def _feature_weight(self) -> float:
+        return 1.0
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:
         X = self.check(X, "x")

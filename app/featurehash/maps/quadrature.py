@@ -110,10 +110,10 @@ import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from .. import kernels
-from . import _fourier_kernels as fourier
 from . import _quadrature_design as design
 from . import _quadrature_rules as rules
 from . import randomness
+from ._fourier_pass import FourierPass, block_rows, project_into
 from .base import DenseFeatureMap, largest_magnitude
 from .errors import SpecError
 from .spec import MAX_COMPONENTS, MapSpec
@@ -291,6 +291,7 @@ def _check_fixed_size(grid: str, params: QuadratureParams, subset_sizes: list[in
 class QuadratureMap(DenseFeatureMap):
     method = "quadrature"
     Params = QuadratureParams
+    shares_rows = True
 
     @classmethod
     def complete_params(cls, params: QuadratureParams, *, input_dim: int, n_components: int,
@@ -341,6 +342,7 @@ class QuadratureMap(DenseFeatureMap):
         self._parameters: dict[np.dtype, tuple[np.ndarray | sp.csr_matrix, np.ndarray]] = {}
         self._weights: np.ndarray | None = None
         self._largest_frequency: dict[np.dtype, float] = {}
+        self._passes: dict[np.dtype, FourierPass] = {}
 
     def unit_rule(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Per subset: points for N(0, I_r) (P_S, r) and their weights (P_S,), in feature order."""
@@ -390,7 +392,7 @@ class QuadratureMap(DenseFeatureMap):
                 W, weights = self._subsampled_frequencies(dtype, sizes.pop())
             else:
                 W, weights = self.rule()
-                W = W.astype(dtype, copy=False)
+                W = W.astype(dtype, copy=False) if sp.issparse(W) else np.asfortranarray(W, dtype=dtype)
             if self._weights is None:
                 self._weights = weights
             self._largest_frequency[dtype] = largest_magnitude(W, "params.gamma")
@@ -406,7 +408,7 @@ class QuadratureMap(DenseFeatureMap):
         counts = shares(P, len(self.subsets))
         weights = np.concatenate([np.full(count, 1.0 / count) for count in counts])
         if self.params.anova is None:
-            W = np.empty((P, size), dtype=dtype)
+            W = np.empty((size, P), dtype=dtype).T   # stored d x P, as rff stores its frequencies
         else:
             owners = np.repeat(np.arange(len(self.subsets)), counts)
             columns = np.empty((len(self.subsets), size), dtype=np.int32)
@@ -510,9 +512,29 @@ class QuadratureMap(DenseFeatureMap):
         self._parameters_for(dtype)
         return l1 * self._largest_frequency[dtype]
 
-    def _features_into(self, X, out: np.ndarray) -> None:
-        W, sqrt_weights = self._parameters_for(out.dtype)
-        fourier.cos_sin(self._project(X, W), sqrt_weights, out)
+    def _features_into(self, X, out: np.ndarray) -> bool:
+        return self._pass_for(out.dtype).run(self._projector(out.dtype), X, out)
+
+    def _pass_for(self, dtype: np.dtype) -> FourierPass:
+        """sqrt(a_i) [cos(w_i . x), sin(w_i . x)]."""
+        if dtype not in self._passes:
+            _, sqrt_weights = self._parameters_for(dtype)
+            self._passes[dtype] = FourierPass(dtype, sqrt_weights)
+        return self._passes[dtype]
+
+    def _projector(self, dtype: np.dtype):
+        """project(rows, into): into = rows W^T (W dense, or CSR with anova)."""
+        W, _ = self._parameters_for(dtype)
+        if sp.issparse(W):
+            return lambda rows, into: into.__setitem__(Ellipsis, self._project(rows, W))
+        return lambda rows, into: project_into(rows, W, into)
+
+    @property
+    def shared_chunk_rows(self) -> int:
+        return block_rows(self.input_dim, self.n_points)
+
+    def _prepare_shared(self, dtype: np.dtype) -> None:
+        self._pass_for(dtype)
 
     def kernel(self, X, Y=None) -> np.ndarray:
         """sum_i a_i cos(w_i . (x - y)) = sum_i a_i [cos cos + sin sin], in float64, for any signs of a_i

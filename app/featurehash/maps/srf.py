@@ -188,8 +188,8 @@ class SRFMap(UnitSphereInputs, RFFMap):
 
     # -- features ------------------------------------------------------------------
 
-    def _features_into(self, X, out: np.ndarray) -> None:
-        self._fourier_into(X, out, np.sqrt(2.0 * self.params.mass / self.output_dim))
+    def _feature_weight(self) -> float:
+        return float(np.sqrt(2.0 * self.params.mass / self.output_dim))
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:
         """K = (1 - ||x - y||^2 / a^2)^p = alpha (q + <x, y>)^p on the unit-normalised rows."""

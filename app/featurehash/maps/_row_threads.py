@@ -1,0 +1,138 @@
+"""Row chunks of a large batch computed by several threads at once.
+
+The calling thread and helper threads take chunks in turn from one queue (so a core slowed by other
+work takes fewer), and the chunks' BLAS products run single-threaded meanwhile: BLAS forking its own
+threads for each chunk onto the same cores made chunked products 2-6x slower on 2 loaded cores than
+one thread per chunk (measured), and numpy's ufuncs, BLAS, numba's `nogil` passes and scipy's FFT all
+release the GIL, so the chunks' work overlaps. Threads = numpy's OpenBLAS thread count outside shared
+sections (OPENBLAS_NUM_THREADS=1 keeps everything on the calling thread), at most the usable cores; 1
+without threadpoolctl (which finds that library) or with another BLAS.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+_local = threading.local()
+
+
+class _BlasThreads:
+    """numpy's OpenBLAS thread count, set to 1 while any shared section runs and restored when the last
+    one ends (counted, so overlapping sections from several request threads restore it once)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._active = 0
+        self._saved = 1
+        self._get = self._set = None
+        self._found = False
+
+    def _find(self) -> None:
+        """Look up numpy's OpenBLAS through threadpoolctl (if installed): its get/set calls, by ctypes
+        (threadpoolctl's own setter ignores calls from a thread other than the first that used it)."""
+        self._found = True
+        try:
+            import numpy  # noqa: F401  (loads the BLAS threadpoolctl looks for)
+            from threadpoolctl import ThreadpoolController
+        except ImportError:
+            return
+        for controller in ThreadpoolController().select(internal_api="openblas").lib_controllers:
+            library = ctypes.CDLL(controller.filepath)
+            for prefix in ("scipy_openblas", "openblas"):
+                for suffix in ("64_", "_64_", ""):
+                    getter = getattr(library, f"{prefix}_get_num_threads{suffix}", None)
+                    setter = getattr(library, f"{prefix}_set_num_threads{suffix}", None)
+                    if getter is not None and setter is not None:
+                        self._get, self._set = getter, setter
+                        return
+
+    def count(self) -> int:
+        """BLAS threads outside shared sections; 1 when they cannot be held to one (no threadpoolctl, or
+        not OpenBLAS), so that batches are then not shared (no oversubscription)."""
+        if not self._found:
+            self._find()
+        if self._get is None:
+            return 1
+        with self._lock:
+            return self._saved if self._active else int(self._get())
+
+    def __enter__(self):
+        with self._lock:
+            if self._active == 0 and self._get is not None:
+                self._saved = int(self._get())
+                self._set(1)
+            self._active += 1
+
+    def __exit__(self, *exc):
+        with self._lock:
+            self._active -= 1
+            if self._active == 0 and self._set is not None:
+                self._set(self._saved)
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+_blas = _BlasThreads()
+_helpers: ThreadPoolExecutor | None = None
+_helpers_lock = threading.Lock()
+
+
+def thread_count() -> int:
+    """How many threads share a batch's rows (1 on one core, or with BLAS held to one thread)."""
+    return max(1, min(_blas.count(), usable_cores()))
+
+
+def in_shared_section() -> bool:
+    """True on a thread computing chunks of a shared batch: its inner work (FFTs) stays single-threaded."""
+    return getattr(_local, "shared", False)
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _helpers
+    with _helpers_lock:
+        if _helpers is None:
+            _helpers = ThreadPoolExecutor(max_workers=max(1, usable_cores() - 1), thread_name_prefix="featurehash-rows")
+        return _helpers
+
+
+def run_chunks(work, chunks: list, threads: int) -> list:
+    """[work(chunk) for chunk in chunks] (results in chunk order), computed by `threads` threads; an
+    exception is raised after every thread stopped (the first by chunk order)."""
+    if threads <= 1 or len(chunks) <= 1:
+        return [work(chunk) for chunk in chunks]
+    results: list = [None] * len(chunks)
+    errors: list = [None] * len(chunks)
+    indices = iter(range(len(chunks)))
+    claim_lock = threading.Lock()
+
+    def worker() -> None:
+        _local.shared = True
+        try:
+            while True:
+                with claim_lock:
+                    index = next(indices, None)
+                if index is None:
+                    return
+                try:
+                    results[index] = work(chunks[index])
+                except BaseException as exc:  # noqa: BLE001  (re-raised by the caller below)
+                    errors[index] = exc
+        finally:
+            _local.shared = False
+
+    with _blas:
+        helpers = [_pool().submit(worker) for _ in range(min(threads, len(chunks)) - 1)]
+        worker()
+        for helper in helpers:
+            # A helper still queued behind another batch's would find no chunk left: drop it.
+            if not helper.cancel():
+                helper.result()
+    for error in errors:
+        if error is not None:
+            raise error
+    return results

@@ -1,0 +1,126 @@
+"""Row chunks shared by threads (`_row_threads`, DenseFeatureMap.features_into) and the blocked Fourier
+pass (`_fourier_pass`): the same features whatever the threads, blocks and chunks, errors naming the
+first bad row, and BLAS's thread count given back."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import featurehash.maps._fourier_pass as fourier_pass
+import featurehash.maps.base as base_module
+from featurehash.maps import InputError, create_map
+from featurehash.maps import _row_threads as row_threads
+from feature_promises import assert_dense_features_match
+
+FOURIER_SPECS = [
+    ("rff", {}), ("rff", {"variant": "phase"}), ("rff", {"kernel": "laplacian", "variant": "phase"}),
+    ("nrff", {}), ("srf", {"variant": "cos_sin"}), ("quadrature", {}), ("ssf", {}),
+]
+
+
+def make(method, params, d=24, D=96, seed=3):
+    return create_map({"method": method, "input_dim": d, "n_components": D, "seed": seed, "params": params})
+
+
+def data(n=700, d=24, seed=0):
+    return np.random.default_rng(seed).standard_normal((n, d)) / np.sqrt(d)
+
+
+@pytest.mark.parametrize(("method", "params"), FOURIER_SPECS, ids=[f"{m}-{p}" for m, p in FOURIER_SPECS])
+def test_threads_blocks_and_chunks_give_the_same_features(method, params, monkeypatch):
+    m = make(method, params)
+    X = data()
+    alone64, alone32 = (np.empty((len(X), m.output_dim), dtype=t) for t in (np.float64, np.float32))
+    m.features_into(X, alone64, threads=1)
+    m.features_into(X.astype(np.float32), alone32, threads=1)
+    monkeypatch.setattr(fourier_pass, "BLOCK_ELEMENTS", 7 * m.output_dim)   # several blocks per chunk
+    monkeypatch.setattr(fourier_pass, "MIN_BLOCK_ROWS", 5)
+    monkeypatch.setattr(base_module, "SHARED_MIN_ELEMENTS", 8 * m.output_dim)  # many chunks
+    for threads in (1, 2, 3):
+        shared64, shared32 = np.empty_like(alone64), np.empty_like(alone32)
+        m.features_into(X, shared64, threads=threads)
+        m.features_into(X.astype(np.float32), shared32, threads=threads)
+        # Rows are computed independently: other cuts change at most the products' last bits (in
+        # float32 amplified by large phases, as another BLAS kernel would: the README promise).
+        assert_dense_features_match(shared32, shared64, alone32, alone64)
+    np.testing.assert_allclose(m.transform(sp.csr_matrix(X), dtype=np.float64), alone64, rtol=0, atol=1e-12)
+
+
+def test_the_first_bad_row_is_named_when_threads_share_the_batch(monkeypatch):
+    monkeypatch.setattr(base_module, "SHARED_MIN_ELEMENTS", 1000)
+    m = make("rff", {"variant": "phase"})
+    X = data(n=2000)
+    X[[1733, 911, 1500]] = 1e38   # their float32 projections overflow
+    with pytest.raises(InputError, match="row 911:"):
+        m.features_into(X.astype(np.float32), np.empty((len(X), m.output_dim), np.float32), threads=2)
+    with pytest.raises(InputError, match="row 5911:"):
+        m.features_into(X.astype(np.float32), np.empty((len(X), m.output_dim), np.float32), threads=2,
+                        first_row=5000)
+
+
+def test_run_chunks_keeps_order_and_raises_the_first_error_after_all_threads_stop():
+    seen = []
+    results = row_threads.run_chunks(lambda k: (seen.append(k), k * k)[1], list(range(50)), threads=3)
+    assert results == [k * k for k in range(50)] and sorted(seen) == list(range(50))
+
+    def work(k):
+        if k in (7, 31):
+            raise ValueError(f"chunk {k}")
+        return row_threads.in_shared_section()
+
+    with pytest.raises(ValueError, match="chunk 7"):
+        row_threads.run_chunks(work, list(range(40)), threads=2)
+    assert all(row_threads.run_chunks(lambda k: row_threads.in_shared_section(), list(range(9)), threads=2))
+    assert not row_threads.in_shared_section()
+
+
+def test_blas_threads_come_back_after_overlapping_shared_batches(monkeypatch):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    monkeypatch.setattr(base_module, "SHARED_MIN_ELEMENTS", 1000)
+    before = [info["num_threads"] for info in threadpoolctl.threadpool_info() if info["user_api"] == "blas"]
+    m = make("rff", {})
+    X = data(n=3000)
+    expected = m.transform(X, dtype=np.float64)
+    inside = []
+
+    def one(_):
+        out = np.empty_like(expected)
+        m.features_into(X, out, threads=2)
+        inside.append(row_threads._blas.count())
+        return out
+
+    with ThreadPoolExecutor(4) as pool:
+        for out in pool.map(one, range(12)):
+            np.testing.assert_allclose(out, expected, rtol=0, atol=1e-12)
+    after = [info["num_threads"] for info in threadpoolctl.threadpool_info() if info["user_api"] == "blas"]
+    assert after == before
+    # While sections overlap, the count reported is the one saved, not the 1 set meanwhile.
+    assert set(inside) == {row_threads._blas.count()}
+    assert threading.active_count() < 20
+
+
+def test_float32_passes_are_within_half_an_ulp_of_the_exact_features():
+    """The compiled float32 passes: cos and sin of the (float32) projection, computed in float64 to
+    ~1e-11 and rounded once; the phase pass rounds x + b to float32 first, as numpy's `out += b` does."""
+    from featurehash.maps import _fourier_kernels as kernels
+
+    rng = np.random.default_rng(5)
+    P = np.concatenate([rng.uniform(-6, 6, 4000), rng.uniform(-5e5, 5e5, 4000), [0.0, np.pi / 2]]).astype(np.float32)
+    offsets = rng.uniform(0, 2 * np.pi, P.size).astype(np.float32)
+    weight = 0.037
+    shifted = P[None, :].copy()
+    assert kernels.shifted_cos_float32(shifted, offsets, weight) == 0
+    exact = weight * np.cos((P + offsets).astype(np.float64))
+    assert np.all(np.abs(shifted[0] - exact) <= 0.5 * np.spacing(np.abs(exact).astype(np.float32)) + 1e-10 * weight)
+    both = np.empty((1, 2 * P.size), dtype=np.float32)
+    assert kernels.cos_sin_into_float32(P[None, :], np.full(P.size, weight), both) == 0
+    for got, exact in ((both[0, :P.size], weight * np.cos(P.astype(np.float64))),
+                       (both[0, P.size:], weight * np.sin(P.astype(np.float64)))):
+        assert np.all(np.abs(got - exact) <= 0.5 * np.spacing(np.abs(exact).astype(np.float32)) + 1e-10 * weight)
+    beyond = np.array([[1e7, 3.0, np.inf]], dtype=np.float32)
+    assert kernels.shifted_cos_float32(beyond, np.zeros(3, np.float32), 1.0) == 2   # counted, then numpy's
