@@ -6,11 +6,12 @@ ordinary response, a longer one streams, each chunk computed and encoded in the 
 event loop keeps serving and sends the chunks before it. Up to `threads` chunks are computed at once
 (one BLAS thread each: a large batch uses the cores without BLAS threads spinning against the event
 loop), so a request holds at most `threads` chunks being computed, one being sent and the unsent part
-of it that the transport copied (asyncio's transport copies what the socket did not take, and h11
-joins each chunk into new bytes: no buffer is written while the transport may hold it).
-An .npy answer's size is known up front (header + rows x width x itemsize): it streams with a
-Content-Length, which clients read straight into an array; a JSON answer streams with chunked
-transfer encoding. The bytes are exactly those of `numpy.save` and of orjson on the whole array:
+of it that the transport copied (asyncio's transport copies what the socket did not take: no buffer
+is written while the transport may hold it). An .npy answer's size is known up front (header + rows x
+width x itemsize): it streams with a Content-Length, which clients read straight into an array, and its
+chunks are made into `bytes` in the thread pool, which h11 passes on to the socket as they are (it
+joins the pieces of each event into new bytes, a copy on the event loop, unless there is just one
+`bytes`: so no chunked framing either). A JSON answer streams with chunked transfer encoding. The bytes are exactly those of `numpy.save` and of orjson on the whole array:
 clients cannot tell the difference.
 """
 
@@ -91,7 +92,7 @@ def npy_answer(result: RowResult, headers: dict[str, str] | None = None) -> Resp
     if len(slices) == 1:
         return Response(b"".join((header, _raw_bytes(first, result.dtype))), media_type=NPY, headers=headers)
     size = len(header) + result.rows * result.width * np.dtype(result.dtype).itemsize
-    encode = functools.partial(_raw_bytes, dtype=result.dtype)
+    encode = functools.partial(_bytes_of, dtype=result.dtype)
     parts = (header, encode(first), *_chunk_parts(result, encode))
     return StreamingResponse(_ahead(parts, result.threads), media_type=NPY,
                              headers={**(headers or {}), "Content-Length": str(size)})
@@ -125,6 +126,11 @@ def _done(value) -> asyncio.Future:
     future = asyncio.get_running_loop().create_future()
     future.set_result(value)
     return future
+
+
+def _bytes_of(chunk: np.ndarray, dtype: np.dtype) -> bytes:
+    """The array's bytes in C order as `bytes` (which h11 sends without joining them into a copy)."""
+    return np.ascontiguousarray(chunk, dtype=dtype).tobytes()
 
 
 def _raw_bytes(chunk: np.ndarray, dtype: np.dtype) -> memoryview:
