@@ -12,6 +12,7 @@ import pytest
 
 from featurehash.client import (AsyncFeatureHashClient, FeatureHashAPIError, FeatureHashClient, KernelAnswer,
                                 RetryPolicy)
+from featurehash.npy_answer import NpyAnswer
 from service_support import NPY
 
 SPEC = {"id": "rff-v1-x", "method": "rff", "input_dim": 2, "n_components": 4, "output_dim": 4, "seed": 1,
@@ -122,3 +123,47 @@ def test_async_client_answers_like_the_sync_client(embedded_server):
         assert found == client.query_index("async-client", X, top_k=1, binary=False)
         assert [row[0]["id"] for row in found["results"]] == [f"a{i}" for i in range(6)]
         client.delete_index("async-client")
+
+
+# -- .npy answers are read straight into their array ---------------------------------------------------------
+
+@pytest.mark.parametrize("array", [
+    np.random.default_rng(1).standard_normal((37, 5)).astype(np.float32),
+    np.asfortranarray(np.random.default_rng(2).standard_normal((6, 4))),
+    np.random.default_rng(3).standard_normal((3, 4)).astype(">f8"),
+    np.zeros((0, 7)),
+    np.arange(12, dtype=np.int64).reshape(3, 4),
+])
+@pytest.mark.parametrize("piece", [1, 7, 1 << 20])
+def test_npy_answers_arrive_in_any_pieces(array, piece):
+    raw = _npy(array)
+    answer = NpyAnswer()
+    for start in range(0, len(raw), piece):
+        answer.add(raw[start:start + piece])
+    got = answer.array()
+    assert got.dtype == array.dtype and got.shape == array.shape and got.flags.f_contiguous == array.flags.f_contiguous
+    np.testing.assert_array_equal(got, array)
+
+
+def test_npy_answers_that_are_cut_too_long_or_objects_are_refused():
+    raw = _npy(np.ones((4, 3)))
+    cut = NpyAnswer()
+    cut.add(raw[:-1])
+    with pytest.raises(ValueError, match="ended"):
+        cut.array()
+    with pytest.raises(ValueError, match="more than"):
+        NpyAnswer().add(raw + b"x")
+    objects = io.BytesIO()
+    np.save(objects, np.array([1, None], dtype=object), allow_pickle=True)
+    with pytest.raises(ValueError, match="objects"):
+        NpyAnswer().add(objects.getvalue())
+    with pytest.raises(ValueError, match="magic"):
+        NpyAnswer().add(b"not an npy file")
+
+
+def test_transform_reads_a_streamed_npy_answer_into_its_array():
+    features = np.random.default_rng(4).standard_normal((300, 4)).astype(np.float32)
+    script = Script(httpx.Response(200, headers={"Content-Type": NPY},
+                                   stream=httpx.ByteStream(_npy(features))))
+    with FeatureHashClient("http://fh", transport=httpx.MockTransport(script)) as client:
+        np.testing.assert_array_equal(client.transform("m", np.ones((300, 2))), features)

@@ -20,7 +20,7 @@ import pytest
 
 from featurehash import create_map
 from featurehash.client import FeatureHashClient
-from service_support import JSON, NPY, ServiceProcess, load_npy, npy_bytes, wait_until
+from service_support import JSON, NPY, ServiceProcess, children, cmdline, load_npy, npy_bytes, wait_until
 
 CHUNK_BYTES = 4096
 RFF = {"method": "rff", "input_dim": 6, "n_components": 64, "seed": 7, "params": {"gamma": 0.5}}
@@ -153,9 +153,45 @@ def test_streamed_dense_features_are_byte_identical(server, maps, dtype):
         as_npy = http.post(f"/v1/maps/{maps['rff']}/transform", params={"dtype": dtype}, content=npy_bytes(X),
                            headers={"Content-Type": NPY, "Accept": NPY})
         as_json = http.post(f"/v1/maps/{maps['rff']}/transform", params={"dtype": dtype}, json={"vectors": X.tolist()})
-    assert as_npy.headers.get("transfer-encoding") == "chunked"
+    assert as_npy.headers.get("content-length") == str(len(expected_npy.getvalue()))  # streamed, size known
     assert as_npy.content == expected_npy.getvalue()
     assert as_json.content == orjson.dumps({"features": features}, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def _peak_rss_bytes(pid: int) -> int:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_streamed_answers_hold_a_few_chunks_not_the_answer(tmp_path):
+    """A 256 MiB .npy answer (128 chunks of 2 MiB) raises the worker's peak RSS by far less than itself."""
+    process = ServiceProcess("bounded", tmp_path).start().wait_ready()
+    try:
+        web = next(pid for pid in children(process.pid) if "featurehash.web" in cmdline(pid))
+        spec = {"method": "rff", "input_dim": 8, "n_components": 4096, "seed": 3, "params": {"gamma": 0.1}}
+        rows = np.random.default_rng(3).standard_normal((16384, 8)).astype(np.float32)
+        with process.client(timeout=120.0) as http:
+            map_id = http.post("/v1/maps", json=spec).json()["id"]
+            path, body = f"/v1/maps/{map_id}/transform", npy_bytes(rows)
+            headers = {"Content-Type": NPY, "Accept": NPY}
+            assert http.post(path, content=npy_bytes(rows[:2048]), headers=headers).status_code == 200  # 32 MiB
+            before = _peak_rss_bytes(web)
+            with http.stream("POST", path, content=body, headers=headers) as response:
+                assert response.status_code == 200
+                answer_bytes = int(response.headers["content-length"])
+                parts = response.iter_bytes(chunk_size=65536)
+                head = next(parts)
+                received = len(head) + sum(len(part) for part in parts)
+        growth = _peak_rss_bytes(web) - before
+        assert answer_bytes == received > 256 * 2**20
+        expected = create_map(spec).transform(rows[:1])
+        np.testing.assert_allclose(np.frombuffer(head[128:128 + expected.nbytes], np.float32), expected[0],
+                                   rtol=1e-5, atol=1e-6)
+        assert growth < 64 * 2**20, f"peak RSS grew by {growth / 2**20:.0f} MiB for a 256 MiB answer"
+    finally:
+        process.cleanup()
 
 
 def test_streamed_codes_and_band_keys_are_byte_identical(server, maps):

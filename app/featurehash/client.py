@@ -31,6 +31,7 @@ import orjson
 import scipy.sparse as sp
 
 from .maps import OneHotFeatures
+from .npy_answer import NpyAnswer
 
 NPY = "application/x-npy"
 ITEM_IDS_HEADER_BYTES = 8192  # ids of an .npy add travel in a header; servers cap headers near 16 KiB
@@ -181,7 +182,33 @@ def _npy_bytes(array: np.ndarray) -> bytes:
 
 
 def _load_npy(response: httpx.Response) -> np.ndarray:
-    return np.load(io.BytesIO(response.content), allow_pickle=False)
+    array = getattr(response, _NPY_ARRAY, None)  # read while it arrived (`_read`)
+    return array if array is not None else np.load(io.BytesIO(response.content), allow_pickle=False)
+
+
+_NPY_ARRAY = "featurehash_npy_array"
+
+
+async def _aread(response: httpx.Response) -> None:
+    if response.status_code != 200 or not _is_npy(response):
+        await response.aread()
+        return
+    answer = NpyAnswer()
+    async for piece in response.aiter_bytes():
+        answer.add(piece)
+    setattr(response, _NPY_ARRAY, answer.array())
+
+
+def _read(response: httpx.Response, pieces: Iterator[bytes]) -> None:
+    """Read a streamed answer: a 200 .npy body straight into its array (kept on the response for
+    `_load_npy`), anything else whole, as httpx would."""
+    if response.status_code != 200 or not _is_npy(response):
+        response.read()
+        return
+    answer = NpyAnswer()
+    for piece in pieces:
+        answer.add(piece)
+    setattr(response, _NPY_ARRAY, answer.array())
 
 
 def _is_npy(response: httpx.Response) -> bool:
@@ -365,8 +392,13 @@ class FeatureHashClient:
         for attempt in range(self.retry.attempts):
             last = attempt == self.retry.attempts - 1
             try:
-                response = self.http.request(call.method, call.path, content=call.content, headers=call.headers,
-                                             params=call.params)
+                response = self.http.send(self.http.build_request(call.method, call.path, content=call.content,
+                                                                  headers=call.headers, params=call.params),
+                                          stream=True)
+                try:
+                    _read(response, response.iter_bytes())
+                finally:
+                    response.close()
             except httpx.TransportError:
                 if last:
                     raise
@@ -489,8 +521,13 @@ class AsyncFeatureHashClient:
         for attempt in range(self.retry.attempts):
             last = attempt == self.retry.attempts - 1
             try:
-                response = await self.http.request(call.method, call.path, content=call.content,
-                                                   headers=call.headers, params=call.params)
+                response = await self.http.send(self.http.build_request(call.method, call.path, content=call.content,
+                                                                        headers=call.headers, params=call.params),
+                                                stream=True)
+                try:
+                    await _aread(response)
+                finally:
+                    await response.aclose()
             except httpx.TransportError:
                 if last:
                     raise

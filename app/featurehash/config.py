@@ -32,8 +32,11 @@ class Settings(BaseSettings):
     table_budget_bytes: int = Field(default=256 * MIB, ge=0)
 
     # What one request may hold besides its body: streamed responses are computed and encoded this many
-    # array bytes at a time; /kernel's feature and input matrices must fit the work budget.
+    # array bytes at a time, `stream_threads` chunks at once (so a streamed answer holds at most
+    # stream_threads + 2 chunks: those computed, the one sent and the transport's copy of its unsent
+    # part); /kernel's feature and input matrices must fit the work budget.
     stream_chunk_bytes: int = Field(default=2 * MIB, ge=4096)
+    stream_threads: int = Field(default=2, ge=1)
     request_work_bytes: int = Field(default=256 * MIB, ge=MIB)
     max_kernel_entries: int = Field(default=2**21, ge=1)
     # rows x output width of one transform or hash answer (bounds its time; 2^28 float32 = 1 GiB as npy).
@@ -47,8 +50,8 @@ class Settings(BaseSettings):
     map_staleness_seconds: float = Field(default=1.0, ge=0)
 
     # Threads each web worker's BLAS (OpenBLAS, MKL) may use; `featurehash serve` sets them before the web
-    # tier starts. One: a streamed answer's next chunk is computed on one core while the event loop sends
-    # the last, and N workers on N cores do not oversubscribe them (on a busy 2-core host two BLAS
+    # tier starts. One: a streamed answer's next chunks are computed `stream_threads` at a time, one core
+    # each, while the event loop sends the last, and N workers on N cores do not oversubscribe them (on a busy 2-core host two BLAS
     # threads made a 128-row chunk's product 10x slower than one).
     blas_threads: int = Field(default=1, ge=1)
 

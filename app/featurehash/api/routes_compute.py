@@ -83,7 +83,7 @@ async def _prepare(request: Request, state: ServiceState):
     return raw, feature_map
 
 
-def _dense_features(feature_map: DenseFeatureMap, X, dtype: np.dtype, npy: bool, chunk_bytes: int) -> Response:
+def _dense_features(feature_map: DenseFeatureMap, X, dtype: np.dtype, npy: bool, settings) -> Response:
     feature_map.require_features()
 
     def compute(rows: slice) -> np.ndarray:
@@ -91,16 +91,18 @@ def _dense_features(feature_map: DenseFeatureMap, X, dtype: np.dtype, npy: bool,
         feature_map.features_into(X[rows], out, first_row=rows.start)
         return out
 
-    result = RowResult(X.shape[0], feature_map.output_dim, dtype, compute, chunk_bytes)
+    result = RowResult(X.shape[0], feature_map.output_dim, dtype, compute, settings.stream_chunk_bytes,
+                       settings.stream_threads)
     if result.chunks > 1:  # before any byte is sent: a bad row is a 422, not a cut stream (one chunk is
         feature_map.refuse_overflow(X, dtype=dtype)  # computed whole first, and refused like this)
     return npy_answer(result) if npy else json_answer({}, "features", result)
 
 
-def _one_hot_features(feature_map: FeatureMap, X, npy: bool, chunk_bytes: int) -> Response:
+def _one_hot_features(feature_map: FeatureMap, X, npy: bool, settings) -> Response:
     first = feature_map.transform(X[:1])  # dim and scale lead the answer
     result = RowResult(X.shape[0], first.indices.shape[1], np.dtype(np.int64),
-                       lambda rows: feature_map.transform(X[rows]).indices, chunk_bytes)
+                       lambda rows: feature_map.transform(X[rows]).indices, settings.stream_chunk_bytes,
+                       settings.stream_threads)
     if npy:
         return npy_answer(result, headers={"X-Feature-Dim": str(first.dim), "X-Feature-Scale": repr(first.scale)})
     return json_answer({"dim": first.dim, "scale": first.scale}, "indices", result)
@@ -130,8 +132,8 @@ async def transform(request: Request):
     def answer(prepared):
         X = prepared[2]
         if feature_map.one_hot:
-            return _one_hot_features(feature_map, X, wants_npy(accept), settings.stream_chunk_bytes)
-        return _dense_features(feature_map, X, np.dtype(dtype), wants_npy(accept), settings.stream_chunk_bytes)
+            return _one_hot_features(feature_map, X, wants_npy(accept), settings)
+        return _dense_features(feature_map, X, np.dtype(dtype), wants_npy(accept), settings)
 
     return await _run(raw, prepare, answer)
 
@@ -164,7 +166,7 @@ async def hash_vectors(request: Request):
         if bands is not None or not X.shape[0]:  # a map without codes says so here (else the first chunk does)
             feature_map.hash(X[:1])
         codes = RowResult(X.shape[0], k, np.dtype(np.int64), lambda rows: feature_map.hash(X[rows]),
-                          settings.stream_chunk_bytes)
+                          settings.stream_chunk_bytes, settings.stream_threads)
         if bands is None:
             return npy_answer(codes) if wants_npy(accept) else json_answer({}, "codes", codes)
         band_keys(np.zeros((1, k), dtype=np.int64), bands)  # a bad band count is refused before streaming
@@ -172,7 +174,7 @@ async def hash_vectors(request: Request):
         def keys():  # computed again after the codes: the answer never holds all of them
             yield "band_keys", RowResult(X.shape[0], bands, np.dtype(np.int64),
                                          lambda rows: band_keys(feature_map.hash(X[rows]), bands),
-                                         settings.stream_chunk_bytes)
+                                         settings.stream_chunk_bytes, settings.stream_threads)
 
         return json_answer({}, "codes", codes, tail=keys)
 

@@ -2,19 +2,27 @@
 
 A result is a 2-D array of known shape whose rows `compute(rows)` makes on demand. The first chunk
 is computed before anything is sent, so bad input still gets its 4xx; an answer of one chunk is an
-ordinary response, a longer one streams (chunked transfer encoding), each chunk computed and
-encoded in the thread pool while the event loop keeps serving, and while the previous chunk is
-being sent (so a request holds at most two chunks: compute and transfer overlap). The bytes are exactly those of
-`numpy.save` and of orjson on the whole array: clients cannot tell the difference.
+ordinary response, a longer one streams, each chunk computed and encoded in the thread pool while the
+event loop keeps serving and sends the chunks before it. Up to `threads` chunks are computed at once
+(one BLAS thread each: a large batch uses the cores without BLAS threads spinning against the event
+loop), so a request holds at most `threads` chunks being computed, one being sent and the unsent part
+of it that the transport copied (asyncio's transport copies what the socket did not take: no buffer
+is written while the transport may hold it). An .npy answer's size is known up front (header + rows x
+width x itemsize): it streams with a Content-Length, which clients read straight into an array, and its
+chunks are made into `bytes` in the thread pool, which h11 passes on to the socket as they are (it
+joins the pieces of each event into new bytes, a copy on the event loop, unless there is just one
+`bytes`: so no chunked framing either). A JSON answer streams with chunked transfer encoding. The bytes are exactly those of `numpy.save` and of orjson on the whole array:
+clients cannot tell the difference.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import io
 from dataclasses import dataclass
-from typing import AsyncIterator, Callable, Iterator
+from typing import AsyncIterator, Callable, Iterable, Iterator
 
 import numpy as np
 import orjson
@@ -36,6 +44,7 @@ class RowResult:
     dtype: np.dtype
     compute: Compute
     chunk_bytes: int
+    threads: int = 1  # chunks computed at once while streaming
 
     @property
     def chunk_rows(self) -> int:
@@ -65,10 +74,14 @@ def _json_rows(chunk) -> bytes:
     return orjson.dumps(chunk, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
 
 
-def _chunks(result: RowResult, first: np.ndarray) -> Iterator[np.ndarray]:
-    yield first
+def _chunk_parts(result: RowResult, encode: Callable[[np.ndarray], bytes | memoryview]) -> Iterator[Callable]:
+    """Work for the chunks after the first: each computes and encodes its rows."""
     for rows in result.slices[1:]:
-        yield result.compute(rows)
+        yield functools.partial(_encoded, result.compute, rows, encode)
+
+
+def _encoded(compute: Compute, rows: slice, encode):
+    return encode(compute(rows))
 
 
 def npy_answer(result: RowResult, headers: dict[str, str] | None = None) -> Response:
@@ -78,25 +91,46 @@ def npy_answer(result: RowResult, headers: dict[str, str] | None = None) -> Resp
     header = npy_header((result.rows, result.width), result.dtype)
     if len(slices) == 1:
         return Response(b"".join((header, _raw_bytes(first, result.dtype))), media_type=NPY, headers=headers)
-
-    def body() -> Iterator[bytes | memoryview]:
-        yield header
-        for chunk in _chunks(result, first):
-            yield _raw_bytes(chunk, result.dtype)
-
-    return StreamingResponse(_ahead(body()), media_type=NPY, headers=headers)
+    size = len(header) + result.rows * result.width * np.dtype(result.dtype).itemsize
+    encode = functools.partial(_bytes_of, dtype=result.dtype)
+    parts = (header, encode(first), *_chunk_parts(result, encode))
+    return StreamingResponse(_ahead(parts, result.threads), media_type=NPY,
+                             headers={**(headers or {}), "Content-Length": str(size)})
 
 
-async def _ahead(parts: Iterator) -> AsyncIterator:
-    """The items of `parts`, each made in the thread pool while the previous one is being sent."""
-    done = object()
-    pending = asyncio.ensure_future(run_in_threadpool(next, parts, done))
+async def _ahead(parts: Iterable, threads: int) -> AsyncIterator:
+    """The parts in order, bytes as they are and callables made in the thread pool: while one part is
+    being sent, the next `threads` are under way."""
+    parts = iter(parts)
+    pending: collections.deque[asyncio.Future] = collections.deque()
+
+    def refill() -> None:
+        while len(pending) < threads and (part := next(parts, _END)) is not _END:
+            pending.append(asyncio.ensure_future(run_in_threadpool(part)) if callable(part) else _done(part))
+
     try:
-        while (part := await pending) is not done:
-            pending = asyncio.ensure_future(run_in_threadpool(next, parts, done))
-            yield part
+        refill()
+        while pending:
+            made = await pending.popleft()
+            refill()
+            yield made
     finally:
-        pending.cancel()
+        for future in pending:
+            future.cancel()
+
+
+_END = object()
+
+
+def _done(value) -> asyncio.Future:
+    future = asyncio.get_running_loop().create_future()
+    future.set_result(value)
+    return future
+
+
+def _bytes_of(chunk: np.ndarray, dtype: np.dtype) -> bytes:
+    """The array's bytes in C order as `bytes` (which h11 sends without joining them into a copy)."""
+    return np.ascontiguousarray(chunk, dtype=dtype).tobytes()
 
 
 def _raw_bytes(chunk: np.ndarray, dtype: np.dtype) -> memoryview:
@@ -114,22 +148,22 @@ def json_answer(head: dict, key: str, result: RowResult, tail: Callable[[], Iter
         return Response(orjson.dumps({**head, key: first}, option=orjson.OPT_SERIALIZE_NUMPY), media_type=JSON)
     opening = orjson.dumps({**head, key: []})[:-3]  # ends with "key":
 
-    def body() -> Iterator[bytes]:
+    def body() -> Iterator:
         yield opening
-        yield from _json_array(result, first)
+        yield b"[" + _json_rows(first)
+        yield from _chunk_parts(result, _json_more_rows)
+        yield b"]"
         for name, more in (tail() if tail is not None else ()):
-            yield b"," + orjson.dumps(name) + b":"
-            yield from _json_array(more, more.compute(more.slices[0]))
+            yield b"," + orjson.dumps(name) + b":["
+            yield functools.partial(_encoded, more.compute, more.slices[0], _json_rows)
+            yield from _chunk_parts(more, _json_more_rows)
+            yield b"]"
         yield b"}"
 
     if len(slices) == 1:  # one chunk, but a tail: still small, answered whole
-        return Response(b"".join(body()), media_type=JSON)
-    return StreamingResponse(_ahead(body()), media_type=JSON)
+        return Response(b"".join(part() if callable(part) else part for part in body()), media_type=JSON)
+    return StreamingResponse(_ahead(body(), result.threads), media_type=JSON)
 
 
-def _json_array(result: RowResult, first) -> Iterator[bytes]:
-    separator = b"["
-    for chunk in _chunks(result, first):
-        yield separator + _json_rows(chunk)
-        separator = b","
-    yield b"]"
+def _json_more_rows(chunk) -> bytes:
+    return b"," + _json_rows(chunk)
