@@ -142,6 +142,13 @@ MAX_SWEEPS = 30
 # two FFTs per coordinate, ranks all candidates and the best SHORTLIST are evaluated exactly.
 EXACT_SEARCH_TERMS = 2**22
 SHORTLIST = 16
+# How the ascent stops (`search`): "until_unchanged" (specs made before the parameter, which leave the key
+# out) sweeps until a sweep swaps nothing; "until_small_gain" (every new request) stops after a sweep whose
+# energy gain is at most SMALL_GAIN times the first sweep's, and shortlists SMALL_GAIN_SHORTLIST candidates
+# (module docstring, "Index set": the measurements behind both numbers).
+SEARCHES = ("until_unchanged", "until_small_gain")
+SMALL_GAIN = 0.0005
+SMALL_GAIN_SHORTLIST = 2
 # At most this many (candidate, p) terms in all (~10-40 ns each): past it the ascent stops, mid-sweep
 # if need be, and reports converged=False, so creating a huge spec takes seconds, not hours.
 # d = 4096, D = 16384 (m = 2048, n = 4096) converges in 7 sweeps, ~0.7e9 terms budgeted (0.5e9 of them
@@ -179,14 +186,20 @@ class SSFParams(BaseModel):
     # None (an absent key: every spec stored before the parameter) means "signs"; new requests get
     # "rotation" written out by `complete_new_request` (module docstring, "Randomisation").
     randomization: Literal["signs", "rotation"] | None = None
+    # How the index set was searched (`optimised_index_set`): None (an absent key: every spec stored before
+    # the parameter) means "until_unchanged"; new requests without an index set get "until_small_gain"
+    # written out by `complete_new_request`. A spec with its index set never searches again.
+    search: Literal["until_unchanged", "until_small_gain"] | None = None
 
     @model_serializer(mode="wrap")
-    def _omit_legacy_randomization(self, handler):
-        """Stored params leave `randomization` out at "signs" (or unset): specs made before the parameter
-        keep their canonical JSON, hence their ids."""
+    def _omit_legacy_values(self, handler):
+        """Stored params leave `randomization` out at "signs" and `search` at "until_unchanged" (or unset):
+        specs made before these parameters keep their canonical JSON, hence their ids."""
         params = handler(self)
         if params.get("randomization") in ("signs", None):
             params.pop("randomization", None)
+        if params.get("search") in ("until_unchanged", None):
+            params.pop("search", None)
         return params
 
     @property
@@ -316,6 +329,7 @@ class _CoordinateSearch:
         self.h_real, self.h_imag = np.empty(n), np.empty(n)
         self.base_real, self.base_imag = np.empty(n), np.empty(n)  # h without the coordinate's index
         self.gradient, self.curvature = np.empty(n, dtype=np.complex128), np.empty(n)
+        self.packed = np.empty(n, dtype=np.complex128)
         self.refresh()
 
     def refresh(self) -> None:
@@ -345,7 +359,15 @@ class _CoordinateSearch:
         """The inverse DFTs of the gradient and curvature inputs (a thread hop costs more than one of them)."""
         return _inverse_dft(self.gradient), _inverse_dft(self.curvature)
 
-    def ranked_candidates(self, free: np.ndarray, count: int) -> np.ndarray:
+    def _packed_ranking_transforms(self) -> tuple[np.ndarray, np.ndarray]:
+        """The real parts of the same two transforms, by one FFT (`_ssf_search_kernels.packed_ranking_input`);
+        equal to `_ranking_transforms`' up to rounding."""
+        search_kernels.packed_ranking_input(self.gradient, self.curvature, self.packed)
+        both = _inverse_dft(self.packed)
+        return both.real, both.imag
+
+    def ranked_candidates(self, free: np.ndarray, count: int,
+                          transforms: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """The `count` free indices with the best second-order estimate of Q (two FFTs), ascending,
         from the ranking inputs of the current base (`prepare_coordinate`).
 
@@ -356,35 +378,39 @@ class _CoordinateSearch:
         """
         if free.size <= count:
             return free
-        linear, quadratic = self._ranking_transforms()
+        linear, quadratic = self._ranking_transforms() if transforms is None else transforms
         score = np.empty(free.size)
         search_kernels.shortlist_scores(linear, quadratic, free, self.m, score)
         best = np.argpartition(-score, count - 1)[:count]
         return free[np.sort(best)]
 
-    def terms_per_coordinate(self, exact: bool) -> int:
+    def terms_per_coordinate(self, exact: bool, shortlist: int = SHORTLIST) -> int:
         """(candidate, p) terms one coordinate step evaluates: the unit of the search budget."""
-        candidates = self.n - self.m if exact else SHORTLIST
+        candidates = self.n - self.m if exact else shortlist
         return (candidates + 1) * self.p.size + (0 if exact else 3 * self.n)
 
-    def sweep(self, exact: bool, coordinates: int) -> int:
-        """A pass over the coordinates q = 0..coordinates-1 (m for a full sweep); returns the swaps."""
-        swaps = 0
+    def sweep(self, exact: bool, coordinates: int, shortlist: int = SHORTLIST,
+              packed: bool = False) -> tuple[int, float]:
+        """A pass over the coordinates q = 0..coordinates-1 (m for a full sweep); returns the swaps and
+        the rise of Q they made (each swap's exact gain, summed in order). `packed` ranks by one FFT, not two."""
+        swaps, gain = 0, 0.0
         tables = (self.cos_table, self.sin_table)
         free = np.empty(self.n, dtype=np.int64)
-        shortlisted = np.empty(SHORTLIST + 1, dtype=np.int64)
+        shortlisted = np.empty(shortlist + 1, dtype=np.int64)
         for q in range(coordinates):
             removed = int(self.indices[q])
             count = search_kernels.prepare_coordinate(
                 self.h_real, self.h_imag, removed, self.used, *tables, self.m, self.antipodal, not exact,
                 self.base_real, self.base_imag, self.gradient, self.curvature, free)
-            if exact or count <= SHORTLIST:
+            if exact or count <= shortlist:
                 candidates = np.concatenate(([removed], free[:count]))
-            elif search_kernels.shortlist(*self._ranking_transforms(), free[:count], self.m, SHORTLIST, removed,
-                                          shortlisted):
-                candidates = shortlisted
-            else:  # a tie at the shortlist's edge: numpy's selection decides, as it always did
-                candidates = np.concatenate(([removed], self.ranked_candidates(free[:count], SHORTLIST)))
+            else:
+                transforms = self._packed_ranking_transforms() if packed else self._ranking_transforms()
+                if search_kernels.shortlist(*transforms, free[:count], self.m, shortlist, removed, shortlisted):
+                    candidates = shortlisted
+                else:  # a tie at the shortlist's edge: numpy's selection decides, as it always did
+                    candidates = np.concatenate(([removed], self.ranked_candidates(free[:count], shortlist,
+                                                                                   transforms)))
             values = self.exact_objectives(candidates)
             # Candidates within the noise of the best tie (symmetries make exact ties common): the
             # lowest index wins, so rounding noise never decides.
@@ -395,37 +421,48 @@ class _CoordinateSearch:
                 self.used[removed], self.used[added] = False, True
                 search_kernels.add_column(self.base_real, self.base_imag, added, 1, *tables, self.h_real, self.h_imag)
                 swaps += 1
+                gain += float(values[best + 1] - values[0])
         self.refresh()
-        return swaps
+        return swaps, gain
 
 
 @functools.lru_cache(maxsize=64)
-def optimised_index_set(m: int, n: int, seed: int, points: str = "antipodal") -> IndexSetSearch:
-    """Coordinate ascent from `random_index_set(m, n, seed)` until a sweep changes nothing.
+def optimised_index_set(m: int, n: int, seed: int, points: str = "antipodal",
+                        search: str = "until_unchanged") -> IndexSetSearch:
+    """Coordinate ascent from `random_index_set(m, n, seed)`.
 
     Each coordinate k_q in turn is replaced by the unused index that most lowers the Riesz
     log-energy of `points` (see `riesz_log_energy`); every swap strictly lowers it, so the sweeps
-    stop. Deterministic in (m, n, seed, points), including where SEARCH_TERM_BUDGET cuts a huge
-    search short (then within a sweep).
+    stop. `search` (module docstring, "Index set"): "until_unchanged" sweeps until one changes nothing
+    (shortlist SHORTLIST); "until_small_gain" stops after a sweep that lowered the energy by less than
+    SMALL_GAIN of what the first sweep did (shortlist SMALL_GAIN_SHORTLIST). Deterministic in
+    (m, n, seed, points, search), including where SEARCH_TERM_BUDGET cuts a huge search short (then
+    within a sweep).
     """
     if points not in POINT_SETS:
         raise ValueError(f"points must be one of {POINT_SETS}, not {points!r}")
+    if search not in SEARCHES:
+        raise ValueError(f"search must be one of {SEARCHES}, not {search!r}")
+    shortlist = SHORTLIST if search == "until_unchanged" else SMALL_GAIN_SHORTLIST
     start = random_index_set(m, n, seed)
-    search = _CoordinateSearch(start, n, points)
-    exact = m * (n - m) * search.p.size <= EXACT_SEARCH_TERMS
-    step_terms = search.terms_per_coordinate(exact)
+    search_state = _CoordinateSearch(start, n, points)
+    exact = m * (n - m) * search_state.p.size <= EXACT_SEARCH_TERMS
+    step_terms = search_state.terms_per_coordinate(exact, shortlist)
     sweeps = swaps = spent = 0
+    first_gain = None
     converged = n == m  # nothing to choose: L is every row
     while not converged and sweeps < MAX_SWEEPS and spent < SEARCH_TERM_BUDGET:
         coordinates = min(m, -(-(SEARCH_TERM_BUDGET - spent) // step_terms))
-        changed = search.sweep(exact, coordinates)
+        changed, gain = search_state.sweep(exact, coordinates, shortlist, packed=search == "until_small_gain")
         sweeps += 1
         swaps += changed
         spent += coordinates * step_terms
-        converged = changed == 0 and coordinates == m
-    return IndexSetSearch(index_set=tuple(int(k) for k in search.indices), points=points,
+        first_gain = gain if first_gain is None else first_gain
+        small = search == "until_small_gain" and gain <= SMALL_GAIN * first_gain
+        converged = (changed == 0 or small) and coordinates == m
+    return IndexSetSearch(index_set=tuple(int(k) for k in search_state.indices), points=points,
                           initial_energy=riesz_log_energy(start, n, points),
-                          final_energy=riesz_log_energy(search.indices, n, points),
+                          final_energy=riesz_log_energy(search_state.indices, n, points),
                           sweeps=sweeps, swaps=swaps, converged=converged, exact=exact)
 
 
@@ -456,15 +493,19 @@ class SSFMap(DenseFeatureMap):
         if params.kernel == "gaussian" and params.gamma is None:
             updates["gamma"] = 1.0
         if params.index_set is None:
-            updates["index_set"] = list(optimised_index_set(m, n, seed, SPEC_POINT_SET).index_set)
+            search = params.search or "until_unchanged"
+            updates["index_set"] = list(optimised_index_set(m, n, seed, SPEC_POINT_SET, search).index_set)
         # A stored spec has both already and comes back as it was.
         return params.model_copy(update=updates) if updates else params
 
     @classmethod
     def complete_new_request(cls, params: SSFParams) -> SSFParams:
-        if params.randomization is not None:
-            return params
-        return params.model_copy(update={"randomization": "rotation"})
+        updates = {}
+        if params.randomization is None:
+            updates["randomization"] = "rotation"
+        if params.search is None and params.index_set is None:
+            updates["search"] = "until_small_gain"
+        return params.model_copy(update=updates) if updates else params
 
     @classmethod
     def check_spec(cls, spec: MapSpec) -> None:
