@@ -182,6 +182,17 @@ def test_index_set_is_in_the_spec_and_cached():
     assert m.spec.params["gamma"] == 1.0 and len(m.spec.params["index_set"]) == 5
 
 
+def test_a_request_stating_the_old_search_keeps_its_set_and_id():
+    old = make_map(10, 48, seed=7, search="until_unchanged")
+    assert "search" not in old.spec.params  # as in specs stored before the parameter
+    assert old.spec.params["index_set"] == list(ssf_module.optimised_index_set(5, 12, 7, "antipodal").index_set)
+    stored = old.spec.to_dict()
+    assert create_map(stored).spec.id == old.spec.id  # a stored spec resolves to itself, no search key added
+    new = make_map(10, 48, seed=7)
+    assert new.spec.params["search"] == "until_small_gain" and new.spec.id != old.spec.id
+    assert create_map(new.spec.to_dict()).spec.id == new.spec.id
+
+
 def test_stored_spec_round_trips_without_searching_again(monkeypatch):
     m = make_map(9, 40, seed=11, kernel="arccos1")
     X = np.random.default_rng(0).standard_normal((6, 9))

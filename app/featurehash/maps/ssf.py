@@ -81,11 +81,27 @@ shortlist exactly, which found the very same sets wherever both were run. The se
 `_portable_math` (exact trigonometric tables, logs and ordered sums, no BLAS), so the stored set is
 the same on every machine. Its loops are compiled (`_ssf_search_kernels`: the same operations in the
 same order, vectorised, no FMA; tests/test_ssf_search.py checks the bits and the sets against the numpy
-formulation, tests/ssf_reference_search.py): ~30x less CPU than numpy, ~2.5 s at m = 2048, n = 4096,
-where the exact evaluation of the 17 candidates per step (~3 ns a term) and the two ranking FFTs
-are most of it. Only the shortlist ranking of large searches uses scipy's FFT, whose
+formulation, tests/ssf_reference_search.py): ~30x less CPU than numpy. Only the shortlist ranking of large
+searches uses scipy's FFT, whose
 last bits could differ across platforms, and the exact choice within the shortlist makes that matter
-only if two candidates tie to ~1e-13 at the shortlist's edge and that one is the best. The energy is that of the
+only if two candidates tie to ~1e-13 at the shortlist's edge and that one is the best.
+
+When to stop (`search`). "until_unchanged" (specs stored before the parameter, which leave the key out;
+a request may still state it) sweeps until a sweep swaps nothing, with a shortlist of 16: at m = 2048,
+n = 4096 that is 8-12 sweeps, ~4-5 s of CPU. Nearly all the gain is in the first sweep (seed 7: 0.39 of
+0.405 in energy, 23 of 24 standard deviations of the energy over random sets); the later sweeps swap
+62, 30, 30, 9, 10, 3 of the 2048 indices and the last one swaps none. "until_small_gain" (every new
+request without an index set) stops after a sweep that lowers the energy by at most SMALL_GAIN = 5e-4
+of what the first sweep did, shortlists 2 candidates (the FFT ranking's top two held the exact best at
+every step measured: shortlists of 2, 4, 8 and 16 made the same sets at seed 7) and ranks them by one
+FFT of both ranking inputs packed together (`_ssf_search_kernels.packed_ranking_input`). Measured
+against "until_unchanged" (final energy difference in standard deviations of the random-set energy,
+positive = worse; 4 seeds each): (512, 2048) +0.005, 0, 0, 0; (1024, 4096) +0.002, 0, +0.23, 0;
+(2048, 4096) +0.006, +0.001, +0.04, -0.10 and seeds 7, 8: 0, -0.001; (64, 256) the same sets (exact
+evaluation). Trajectories that part within a shortlist differ by about +-0.1 either way; the slow tail
+(sweeps gaining 1e-3 of the first, then more again) is what the rule gives up, at worst 0.23 here.
+At d = 4096, D = 16384 `create_map` takes 1.1-1.9 s of CPU instead of 4.3-5.2 s (load ~4.8 on 2 cores,
+bench figures in the commit that made it). The energy is that of the
 4n points +-V ("antipodal"), not of the 2n columns alone ("columns", ALGORITHMS.md's form): the
 features use each direction with its antipode (cos is even; the arc-cosine features take both
 half-spaces), so an antipodal pair of columns is as wasted as a coincident one, yet the columns'
@@ -151,8 +167,8 @@ SMALL_GAIN = 0.0005
 SMALL_GAIN_SHORTLIST = 2
 # At most this many (candidate, p) terms in all (~10-40 ns each): past it the ascent stops, mid-sweep
 # if need be, and reports converged=False, so creating a huge spec takes seconds, not hours.
-# d = 4096, D = 16384 (m = 2048, n = 4096) converges in 7 sweeps, ~0.7e9 terms budgeted (0.5e9 of them
-# exact terms, ~3 ns each compiled), ~2.5 s of CPU.
+# d = 4096, D = 16384 (m = 2048, n = 4096), seed 7, "until_unchanged": 8 sweeps, ~0.8e9 terms budgeted
+# (0.6e9 of them exact terms, ~3 ns each compiled), ~4 s of CPU; "until_small_gain": 7 sweeps, ~1.2 s.
 SEARCH_TERM_BUDGET = 2**30
 # A swap must raise Q by more than this (relative) to count: float noise cannot make sweeps cycle.
 _RELATIVE_GAIN = 1e-12
