@@ -346,6 +346,7 @@ class _CoordinateSearch:
         self.base_real, self.base_imag = np.empty(n), np.empty(n)  # h without the coordinate's index
         self.gradient, self.curvature = np.empty(n, dtype=np.complex128), np.empty(n)
         self.packed = np.empty(n, dtype=np.complex128)
+        self.half_base = (self.base_real[1:self.p.size + 1], self.base_imag[1:self.p.size + 1])  # views, p = 1..P
         self.refresh()
 
     def refresh(self) -> None:
@@ -356,14 +357,14 @@ class _CoordinateSearch:
         """Q with each candidate in place of the removed index (base = h - removed); large batches are
         split between two threads (each candidate's sum is computed whole by one of them)."""
         out = np.empty(candidates.size)
-        half = slice(1, self.p.size + 1)
+        base_real, base_imag = self.half_base
 
         def evaluate(part: slice) -> None:
-            search_kernels.exact_objectives(self.base_real[half], self.base_imag[half], candidates[part],
-                                            self.cos_table, self.sin_table, self.weights, self.m, self.antipodal,
-                                            _FACTOR_FLOOR, out[part])
+            search_kernels.exact_objectives(base_real, base_imag, candidates[part], self.cos_table, self.sin_table,
+                                            self.weights, self.m, self.antipodal, _FACTOR_FLOOR, out[part])
         if candidates.size * self.p.size < _THREADED_TERMS:
-            evaluate(slice(None))
+            search_kernels.exact_objectives(base_real, base_imag, candidates, self.cos_table, self.sin_table,
+                                            self.weights, self.m, self.antipodal, _FACTOR_FLOOR, out)
             return out
         middle = (candidates.size + 1) // 2
         other = _SEARCH_POOL.submit(evaluate, slice(middle, None))
