@@ -93,15 +93,18 @@ n = 4096 that is 8-12 sweeps, ~4-5 s of CPU. Nearly all the gain is in the first
 62, 30, 30, 9, 10, 3 of the 2048 indices and the last one swaps none. "until_small_gain" (every new
 request without an index set) stops after a sweep that lowers the energy by at most SMALL_GAIN = 5e-4
 of what the first sweep did, shortlists 2 candidates (the FFT ranking's top two held the exact best at
-every step measured: shortlists of 2, 4, 8 and 16 made the same sets at seed 7) and ranks them by one
-FFT of both ranking inputs packed together (`_ssf_search_kernels.packed_ranking_input`). Measured
+every step measured: shortlists of 2, 4, 8 and 16 made the same sets at seed 7), ranks them by one
+FFT of both ranking inputs packed together (`_ssf_search_kernels.packed_ranking_input`), and, when
+shortlisting, skips a coordinate whose own index beat its best rival at its last exact check by more
+than SKIP_RATIO times the energy gained by all swaps since (a third of the steps at d = 4096). Measured
 against "until_unchanged" (final energy difference in standard deviations of the random-set energy,
-positive = worse; 4 seeds each): (512, 2048) +0.005, 0, 0, 0; (1024, 4096) +0.002, 0, +0.23, 0;
-(2048, 4096) +0.006, +0.001, +0.04, -0.10 and seeds 7, 8: 0, -0.001; (64, 256) the same sets (exact
-evaluation). Trajectories that part within a shortlist differ by about +-0.1 either way; the slow tail
-(sweeps gaining 1e-3 of the first, then more again) is what the rule gives up, at worst 0.23 here.
-At d = 4096, D = 16384 `create_map` takes 1.1-1.9 s of CPU instead of 4.3-5.2 s (load ~4.8 on 2 cores,
-bench figures in the commit that made it). The energy is that of the
+positive = worse; seeds 1-4): (512, 2048) +0.11, 0, 0, 0; (1024, 4096) +0.002, +0.12, +0.18, 0;
+(2048, 4096) +0.006, +0.001, +0.04, -0.10 and seeds 7, 8: 0, +0.016; (64, 256) the same sets (exact
+evaluation, no skipping). Trajectories that part within a shortlist differ by about +-0.1 either way;
+the slow tail (sweeps gaining 1e-3 of the first, then more again) is what the rule gives up, at worst
+0.18 here (without the skipping: 0.23, 1.5x the CPU). The whole optimisation gains 11-29 of those
+standard deviations. At d = 4096, D = 16384 `create_map` takes 1.0-1.4 s of CPU instead of 4-6 s
+(load ~4 on 2 cores). The energy is that of the
 4n points +-V ("antipodal"), not of the 2n columns alone ("columns", ALGORITHMS.md's form): the
 features use each direction with its antipode (cos is even; the arc-cosine features take both
 half-spaces), so an antipodal pair of columns is as wasted as a coincident one, yet the columns'
@@ -165,10 +168,14 @@ SHORTLIST = 16
 SEARCHES = ("until_unchanged", "until_small_gain")
 SMALL_GAIN = 0.0005
 SMALL_GAIN_SHORTLIST = 2
+# "until_small_gain" with a shortlist skips a coordinate whose own index beat its best rival, at its last check,
+# by more than SKIP_RATIO times the energy gained by all swaps since (~a third of the steps at d = 4096; 0.3
+# skipped half but lost up to 0.44 random-set standard deviations of energy at (1024, 4096)).
+SKIP_RATIO = 1.0
 # At most this many (candidate, p) terms in all (~10-40 ns each): past it the ascent stops, mid-sweep
 # if need be, and reports converged=False, so creating a huge spec takes seconds, not hours.
 # d = 4096, D = 16384 (m = 2048, n = 4096), seed 7, "until_unchanged": 8 sweeps, ~0.8e9 terms budgeted
-# (0.6e9 of them exact terms, ~3 ns each compiled), ~4 s of CPU; "until_small_gain": 7 sweeps, ~1.2 s.
+# (0.6e9 of them exact terms, ~3 ns each compiled), ~4 s of CPU; "until_small_gain": 7 sweeps, ~1 s.
 SEARCH_TERM_BUDGET = 2**30
 # A swap must raise Q by more than this (relative) to count: float noise cannot make sweeps cycle.
 _RELATIVE_GAIN = 1e-12
@@ -347,6 +354,10 @@ class _CoordinateSearch:
         self.gradient, self.curvature = np.empty(n, dtype=np.complex128), np.empty(n)
         self.packed = np.empty(n, dtype=np.complex128)
         self.half_base = (self.base_real[1:self.p.size + 1], self.base_imag[1:self.p.size + 1])  # views, p = 1..P
+        # For skipping settled coordinates (`sweep`'s skip_ratio): by how much Q preferred the coordinate's own
+        # index to its best rival at its last exact check (-1: not settled), and the total gain then.
+        self.total_gain = 0.0
+        self.margin, self.margin_at = np.full(self.m, -1.0), np.zeros(self.m)
         self.refresh()
 
     def refresh(self) -> None:
@@ -406,15 +417,20 @@ class _CoordinateSearch:
         candidates = self.n - self.m if exact else shortlist
         return (candidates + 1) * self.p.size + (0 if exact else 3 * self.n)
 
-    def sweep(self, exact: bool, coordinates: int, shortlist: int = SHORTLIST,
-              packed: bool = False) -> tuple[int, float]:
+    def sweep(self, exact: bool, coordinates: int, shortlist: int = SHORTLIST, packed: bool = False,
+              skip_ratio: float | None = None) -> tuple[int, float]:
         """A pass over the coordinates q = 0..coordinates-1 (m for a full sweep); returns the swaps and
-        the rise of Q they made (each swap's exact gain, summed in order). `packed` ranks by one FFT, not two."""
+        the rise of Q they made (each swap's exact gain, summed in order). `packed` ranks by one FFT, not two.
+        With `skip_ratio`, a coordinate whose index beat its best rival by more than skip_ratio times the gain
+        of every swap made since is skipped: the landscape has not moved enough to change its choice."""
         swaps, gain = 0, 0.0
         tables = (self.cos_table, self.sin_table)
         free = np.empty(self.n, dtype=np.int64)
         shortlisted = np.empty(shortlist + 1, dtype=np.int64)
         for q in range(coordinates):
+            if (skip_ratio is not None and self.margin[q] >= 0.0
+                    and self.margin[q] > skip_ratio * (self.total_gain - self.margin_at[q])):
+                continue
             removed = int(self.indices[q])
             count = search_kernels.prepare_coordinate(
                 self.h_real, self.h_imag, removed, self.used, *tables, self.m, self.antipodal, not exact,
@@ -439,6 +455,11 @@ class _CoordinateSearch:
                 search_kernels.add_column(self.base_real, self.base_imag, added, 1, *tables, self.h_real, self.h_imag)
                 swaps += 1
                 gain += float(values[best + 1] - values[0])
+                self.total_gain += float(values[best + 1] - values[0])
+                self.margin[q] = -1.0
+            else:
+                self.margin[q] = float(values[0] - values[1:].max()) if values.size > 1 else -1.0
+                self.margin_at[q] = self.total_gain
         self.refresh()
         return swaps, gain
 
@@ -470,7 +491,9 @@ def optimised_index_set(m: int, n: int, seed: int, points: str = "antipodal",
     converged = n == m  # nothing to choose: L is every row
     while not converged and sweeps < MAX_SWEEPS and spent < SEARCH_TERM_BUDGET:
         coordinates = min(m, -(-(SEARCH_TERM_BUDGET - spent) // step_terms))
-        changed, gain = search_state.sweep(exact, coordinates, shortlist, packed=search == "until_small_gain")
+        small_gain = search == "until_small_gain"
+        changed, gain = search_state.sweep(exact, coordinates, shortlist, packed=small_gain,
+                                           skip_ratio=SKIP_RATIO if small_gain and not exact else None)
         sweeps += 1
         swaps += changed
         spent += coordinates * step_terms
