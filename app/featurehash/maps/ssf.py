@@ -88,7 +88,7 @@ only if two candidates tie to ~1e-13 at the shortlist's edge and that one is the
 
 When to stop (`search`). "until_unchanged" (specs stored before the parameter, which leave the key out;
 a request may still state it) sweeps until a sweep swaps nothing, with a shortlist of 16: at m = 2048,
-n = 4096 that is 8-12 sweeps, ~4-5 s of CPU. Nearly all the gain is in the first sweep (seed 7: 0.39 of
+n = 4096 that is 8-12 sweeps, ~4.5-6 s of CPU. Nearly all the gain is in the first sweep (seed 7: 0.39 of
 0.405 in energy, 23 of 24 standard deviations of the energy over random sets); the later sweeps swap
 62, 30, 30, 9, 10, 3 of the 2048 indices and the last one swaps none. "until_small_gain" (every new
 request without an index set) stops after a sweep that lowers the energy by at most SMALL_GAIN = 5e-4
@@ -97,15 +97,18 @@ every step measured: shortlists of 2, 4, 8 and 16 made the same sets at seed 7),
 FFT of both ranking inputs packed together (`_ssf_search_kernels.packed_ranking_input`), and, when
 shortlisting, skips a coordinate whose own index beat its best rival at its last exact check by more
 than SKIP_RATIO times the energy gained by all swaps since (a third of the steps at d = 4096). Measured
-against "until_unchanged" (final energy difference in standard deviations of the random-set energy,
-positive = worse; seeds 1-4): (512, 2048) +0.11, 0, 0, 0; (1024, 4096) +0.002, +0.12, +0.18, 0;
-(2048, 4096) +0.006, +0.001, +0.04, -0.10 and seeds 7, 8: 0, +0.016; (64, 256) the same sets (exact
-evaluation, no skipping). Trajectories that part within a shortlist differ by about +-0.1 either way;
-the slow tail (sweeps gaining 1e-3 of the first, then more again) is what the rule gives up, at worst
-0.18 here (without the skipping: 0.23, 1.5x the CPU). The whole optimisation gains 11-29 of those
-standard deviations. At d = 4096, D = 16384 `create_map` takes 1.0-1.4 s of CPU instead of 4-6 s
-(load ~4 on 2 cores). The energy is that of the
-4n points +-V ("antipodal"), not of the 2n columns alone ("columns", ALGORITHMS.md's form): the
+against "until_unchanged" (bench/bench_ssf_search.py, bench/results/ssf_search.txt: final energy difference
+in standard deviations of the energy over random sets, positive = worse; seeds 1-4): (64, 256) the same
+sets (exact evaluation, no skipping); (512, 2048) +0.10, 0, 0, 0; (1024, 4096) +0.001, +0.07, +0.11, 0;
+(2048, 4096) +0.006, +0.001, +0.04, -0.10, where the whole optimisation gains 10-25 of those deviations.
+Trajectories that part within a shortlist differ by about +-0.1 either way; the slow tail (sweeps gaining
+1e-3 of the first, then more again) is what the rule gives up. Without the skipping the worst case was
+similar (+0.23 at (1024, 4096) seed 3) at 1.5x the CPU; SKIP_RATIO 0.3 lost up to 0.44. The search CPU
+is 3-7x lower at those sizes; `create_map` at d = 4096, D = 16384 takes 0.9-1.3 s (CPU = wall: the
+3-candidate evaluations stay on one thread) instead of 4.5-6 s CPU, 3.7-5 s wall, at load ~1 on 2 cores;
+Gram errors of the maps (300 rows, d = 4096, seeds 7-11) agree to 0.4% between the two searches.
+
+The energy is that of the 4n points +-V ("antipodal"), not of the 2n columns alone ("columns", ALGORITHMS.md's form): the
 features use each direction with its antipode (cos is even; the arc-cosine features take both
 half-spaces), so an antipodal pair of columns is as wasted as a coincident one, yet the columns'
 energy rewards it: for n = 2m its optimum is the cross-polytope (L = the odd rows, every column's
