@@ -6,8 +6,10 @@ before the `search` parameter), interleaved in one process.
 For each (m, n) and seed (m = ceil(d/2), n = D/4): final Riesz log-energy difference (new - old) in standard
 deviations of the energy over `--random` random index sets (positive = the new set is worse), the gain of the
 old search in the same unit, sweeps, CPU and wall time of each search and the CPU ratio old / new. Then
-`create_map` at d = 4096, D = 16384 (the issue's case) for both values of `search`. Numba caches are warmed
-first. Text to stdout and bench/results/ssf_search.txt.
+`create_map` at d = 4096, D = 16384 (the issue's case) for both values of `search`, and the maps' Gram error
+(relative Frobenius, float64 features) on 300 fixed rows tanh(Z W / 6), Z (300, 40) and W (40, 4096) standard
+normal, gamma = 1 / median squared distance. Numba caches are warmed first. Text to stdout and
+bench/results/ssf_search.txt.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from featurehash import kernels
 from featurehash.maps import create_map, ssf
 
 RESULTS = Path(__file__).resolve().parent / "results" / "ssf_search.txt"
@@ -51,15 +54,27 @@ def search_table(sizes, seeds, random_sets: int) -> list[str]:
     return lines
 
 
+def gram_rows() -> tuple[np.ndarray, float]:
+    rng = np.random.default_rng(0)
+    X = np.tanh(rng.standard_normal((300, 40)) @ rng.standard_normal((40, 4096)) / 6)
+    squared = ((X[:, None] - X[None]) ** 2).sum(-1)
+    return X, 1.0 / float(np.median(squared[squared > 0]))
+
+
 def create_table(seeds) -> list[str]:
-    lines = ["create_map ssf d = 4096, D = 16384 (gamma 0.001): CPU / wall seconds, id"]
+    X, gamma = gram_rows()
+    K = kernels.gaussian(X, X, gamma)
+    lines = [f"create_map ssf d = 4096, D = 16384 (gamma {gamma:.3g}): CPU / wall seconds, Gram error, id"]
     for seed in seeds:
         for search in SEARCHES:
             ssf.optimised_index_set.cache_clear()
             request = {"method": "ssf", "input_dim": 4096, "n_components": 16384, "seed": seed,
-                       "params": {"gamma": 0.001, "search": search}}
+                       "params": {"gamma": gamma, "search": search}}
             fitted, cpu, wall = timed(lambda: create_map(request))
-            lines.append(f"  seed {seed:3d} {search:>16s}: {cpu:5.2f} s CPU {wall:5.2f} s wall  {fitted.spec.id}")
+            features = fitted.transform(X, dtype=np.float64)
+            error = np.linalg.norm(features @ features.T - K) / np.linalg.norm(K)
+            lines.append(f"  seed {seed:3d} {search:>16s}: {cpu:5.2f} s CPU {wall:5.2f} s wall  Gram {error:.5f}  "
+                         f"{fitted.spec.id}")
             print(lines[-1], flush=True)
     return lines
 
@@ -76,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         ssf.optimised_index_set(64, 512, 0, ssf.SPEC_POINT_SET, search)
     load = "load average %.2f %.2f %.2f" % os.getloadavg()
     print(load, flush=True)
-    lines = [__doc__.splitlines()[0], load, *search_table(sizes, seeds, args.random), *create_table([7, 8, 9])]
+    lines = [__doc__.splitlines()[0], load, *search_table(sizes, seeds, args.random), *create_table([7, 8, 9, 10, 11])]
     lines.append("load average %.2f %.2f %.2f" % os.getloadavg())
     print(lines[-1])
     RESULTS.write_text("\n".join(lines) + "\n")

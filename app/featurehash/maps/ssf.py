@@ -104,9 +104,9 @@ sets (exact evaluation, no skipping); (512, 2048) +0.10, 0, 0, 0; (1024, 4096) +
 Trajectories that part within a shortlist differ by about +-0.1 either way; the slow tail (sweeps gaining
 1e-3 of the first, then more again) is what the rule gives up. Without the skipping the worst case was
 similar (+0.23 at (1024, 4096) seed 3) at 1.5x the CPU; SKIP_RATIO 0.3 lost up to 0.44. The search CPU
-is 3-7x lower at those sizes; `create_map` at d = 4096, D = 16384 takes 0.9-1.3 s (CPU = wall: the
-3-candidate evaluations stay on one thread) instead of 4.5-6 s CPU, 3.7-5 s wall, at load ~1 on 2 cores;
-Gram errors of the maps (300 rows, d = 4096, seeds 7-11) agree to 0.4% between the two searches.
+is 3-7x lower at those sizes; `create_map` at d = 4096, D = 16384 takes 0.9-1.6 s of CPU, 1.0-1.5 s wall (the
+3-candidate evaluations stay on one thread) instead of 4.5-6.8 s CPU, 3.7-5.5 s wall, at load ~1 on 2 cores;
+the maps' Gram errors (300 rows, d = 4096, seeds 7-11) agree within 0.5% between the two searches.
 
 The energy is that of the 4n points +-V ("antipodal"), not of the 2n columns alone ("columns", ALGORITHMS.md's form): the
 features use each direction with its antipode (cos is even; the arc-cosine features take both
