@@ -15,12 +15,12 @@ bench/results/ssf_search.txt.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import time
 from pathlib import Path
 
 import numpy as np
-
 from featurehash import kernels
 from featurehash.maps import create_map, ssf
 
@@ -35,8 +35,8 @@ def timed(call):
 
 
 def search_table(sizes, seeds, random_sets: int) -> list[str]:
-    lines = [f"{'(m, n)':>12s} {'seed':>4s} {'old gain/sd':>11s} {'(new-old)/sd':>12s} {'sweeps old/new':>14s} "
-             f"{'cpu old':>8s} {'cpu new':>8s} {'wall old':>8s} {'wall new':>8s} {'cpu ratio':>9s}"]
+    lines = [(f"{'(m, n)':>12s} {'seed':>4s} {'old gain/sd':>11s} {'(new-old)/sd':>12s} {'sweeps old/new':>14s} "
+              f"{'cpu old':>8s} {'cpu new':>8s} {'wall old':>8s} {'wall new':>8s} {'cpu ratio':>9s}")]
     for m, n in sizes:
         energies = [ssf.riesz_log_energy(ssf.random_index_set(m, n, 10_000 + i), n) for i in range(random_sets)]
         spread = float(np.std(energies, ddof=1))
@@ -44,7 +44,7 @@ def search_table(sizes, seeds, random_sets: int) -> list[str]:
             runs = {}
             for search in SEARCHES:
                 ssf.optimised_index_set.cache_clear()
-                runs[search] = timed(lambda: ssf.optimised_index_set(m, n, seed, ssf.SPEC_POINT_SET, search))
+                runs[search] = timed(functools.partial(ssf.optimised_index_set, m, n, seed, ssf.SPEC_POINT_SET, search))
             (old, old_cpu, old_wall), (new, new_cpu, new_wall) = runs["until_unchanged"], runs["until_small_gain"]
             lines.append(f"{f'({m}, {n})':>12s} {seed:4d} {(old.initial_energy - old.final_energy) / spread:11.1f} "
                          f"{(new.final_energy - old.final_energy) / spread:+12.3f} {old.sweeps:>7d}/{new.sweeps:<6d} "
@@ -70,7 +70,7 @@ def create_table(seeds) -> list[str]:
             ssf.optimised_index_set.cache_clear()
             request = {"method": "ssf", "input_dim": 4096, "n_components": 16384, "seed": seed,
                        "params": {"gamma": gamma, "search": search}}
-            fitted, cpu, wall = timed(lambda: create_map(request))
+            fitted, cpu, wall = timed(functools.partial(create_map, request))
             features = fitted.transform(X, dtype=np.float64)
             error = np.linalg.norm(features @ features.T - K) / np.linalg.norm(K)
             lines.append(f"  seed {seed:3d} {search:>16s}: {cpu:5.2f} s CPU {wall:5.2f} s wall  Gram {error:.5f}  "
@@ -89,10 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     seeds = [int(seed) for seed in args.seeds.split(",")]
     for search in SEARCHES:  # compile / load the numba caches outside the timings
         ssf.optimised_index_set(64, 512, 0, ssf.SPEC_POINT_SET, search)
-    load = "load average %.2f %.2f %.2f" % os.getloadavg()
+    load = "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
     print(load, flush=True)
     lines = [__doc__.splitlines()[0], load, *search_table(sizes, seeds, args.random), *create_table([7, 8, 9, 10, 11])]
-    lines.append("load average %.2f %.2f %.2f" % os.getloadavg())
+    lines.append("load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     print(lines[-1])
     RESULTS.write_text("\n".join(lines) + "\n")
     return 0

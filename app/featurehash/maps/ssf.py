@@ -108,10 +108,10 @@ is 3-7x lower at those sizes; `create_map` at d = 4096, D = 16384 takes 0.9-1.6 
 3-candidate evaluations stay on one thread) instead of 4.5-6.8 s CPU, 3.7-5.5 s wall, at load ~1 on 2 cores;
 the maps' Gram errors (300 rows, d = 4096, seeds 7-11) agree within 0.5% between the two searches.
 
-The energy is that of the 4n points +-V ("antipodal"), not of the 2n columns alone ("columns", ALGORITHMS.md's form): the
-features use each direction with its antipode (cos is even; the arc-cosine features take both
-half-spaces), so an antipodal pair of columns is as wasted as a coincident one, yet the columns'
-energy rewards it: for n = 2m its optimum is the cross-polytope (L = the odd rows, every column's
+The energy is that of the 4n points +-V ("antipodal"), not of the 2n columns alone ("columns",
+ALGORITHMS.md's form): the features use each direction with its antipode (cos is even; the arc-cosine
+features take both half-spaces), so an antipodal pair of columns is as wasted as a coincident one, yet
+the columns' energy rewards it: for n = 2m its optimum is the cross-polytope (L = the odd rows, every column's
 antipode is a column). Measured (ratios to i.i.d. as above, L random / "columns"-optimised /
 "antipodal"-optimised):
   gaussian  breast_cancer 8d .65/.87 | .76/1.14 | .62/.77    digits 8d .53/.73 | .66/.95 | .53/.71
