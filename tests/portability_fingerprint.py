@@ -25,7 +25,8 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 # Files whose "request"s resolve today (the others pin specs stored by older versions).
 GOLDEN_FILES = ("golden.json", "binning.json", "quadrature.json", "random_maclaurin.json", "srf_shells.json",
                 "ssf.json", "tensorsketch.json", "kernel_approximation.json", "frequencies.json",
-                "gcws_mixed_bits.json", "ssf_rotation.json", "quadrature_forward.json")
+                "gcws_mixed_bits.json", "ssf_rotation.json", "quadrature_forward.json",
+                "ssf_search.json")
 DENSE_REQUESTS = {
     "rff_cos_sin": {"method": "rff", "params": {"gamma": 0.02}},
     "rff_phase": {"method": "rff", "params": {"gamma": 0.02, "variant": "phase"}},

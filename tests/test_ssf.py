@@ -174,10 +174,23 @@ def test_index_set_is_in_the_spec_and_cached():
     m = make_map(10, 48, seed=7)  # m = 5, n = 12
     info = ssf_module.optimised_index_set.cache_info()
     assert info.misses == 1
-    assert m.spec.params["index_set"] == list(ssf_module.optimised_index_set(5, 12, 7, "antipodal").index_set)
-    make_map(10, 48, seed=7, kernel="arccos1")  # same (m, n, seed): no new search
+    assert m.spec.params["search"] == "until_small_gain"  # what every new request without a set gets
+    assert m.spec.params["index_set"] == list(
+        ssf_module.optimised_index_set(5, 12, 7, "antipodal", "until_small_gain").index_set)
+    make_map(10, 48, seed=7, kernel="arccos1")  # same (m, n, seed, search): no new search
     assert ssf_module.optimised_index_set.cache_info().misses == 1
     assert m.spec.params["gamma"] == 1.0 and len(m.spec.params["index_set"]) == 5
+
+
+def test_a_request_stating_the_old_search_keeps_its_set_and_id():
+    old = make_map(10, 48, seed=7, search="until_unchanged")
+    assert "search" not in old.spec.params  # as in specs stored before the parameter
+    assert old.spec.params["index_set"] == list(ssf_module.optimised_index_set(5, 12, 7, "antipodal").index_set)
+    stored = old.spec.to_dict()
+    assert create_map(stored).spec.id == old.spec.id  # a stored spec resolves to itself, no search key added
+    new = make_map(10, 48, seed=7)
+    assert new.spec.params["search"] == "until_small_gain" and new.spec.id != old.spec.id
+    assert create_map(new.spec.to_dict()).spec.id == new.spec.id
 
 
 def test_stored_spec_round_trips_without_searching_again(monkeypatch):
@@ -498,9 +511,10 @@ def test_memory_is_reported():
 # ---------------------------------------------------------------------------------------
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
-# ssf.json: randomization "signs" (specs stored before the parameter); ssf_rotation.json: "rotation".
+# ssf.json: randomization "signs" (specs stored before the parameter); ssf_rotation.json: "rotation"; both
+# with the search "until_unchanged" (stated in the request); ssf_search.json: plain new requests.
 GOLDEN_CASES = {f"{file_name.removesuffix('.json')}/{name}": case
-                for file_name in ("ssf.json", "ssf_rotation.json")
+                for file_name in ("ssf.json", "ssf_rotation.json", "ssf_search.json")
                 for name, case in json.loads((GOLDEN_DIR / file_name).read_text())["cases"].items()}
 # Stored by 0.1 with an index set the 0.2 search no longer picks for the same request (a tie).
 GOLDEN_STORED_V0_1 = json.loads((Path(__file__).resolve().parent / "golden" / "ssf_stored_v0_1.json").read_text())
@@ -532,7 +546,8 @@ def test_golden_vectors(name):
         np.testing.assert_allclose(m.phases(), np.array(expected["phases"][0]) + 1j * np.array(expected["phases"][1]),
                                    rtol=0, atol=1e-15)
     if "search" in expected:
-        search = ssf_module.optimised_index_set(m.m, m.n, m.spec.seed, ssf_module.SPEC_POINT_SET)
+        search = ssf_module.optimised_index_set(m.m, m.n, m.spec.seed, ssf_module.SPEC_POINT_SET,
+                                                stored["params"].get("search", "until_unchanged"))
         assert list(search.index_set) == expected["search"]["index_set"] == stored["params"]["index_set"]
         assert (search.sweeps, search.swaps, search.converged) == (
             expected["search"]["sweeps"], expected["search"]["swaps"], expected["search"]["converged"])

@@ -92,6 +92,7 @@ def test_search_kernels_compile_without_fused_multiply_add():
                                     np.empty(4))),
         (kernels.shortlist, (np.arange(n) * (1 + 0j), np.ones(n, np.complex128), np.arange(6), 4, 3, 9,
                              np.empty(4, np.int64))),
+        (kernels.packed_ranking_input, (np.arange(n) * (1 + 2j), np.ones(n), np.empty(n, np.complex128))),
         (kernels.prepare_coordinate, (np.ones(n), np.ones(n), 3, np.zeros(n, np.bool_), *tables, 4, True, True,
                                       np.empty(n), np.empty(n), np.empty(n, np.complex128), np.empty(n),
                                       np.empty(n, np.int64))),
@@ -101,3 +102,31 @@ def test_search_kernels_compile_without_fused_multiply_add():
         fresh(*arguments)
         assembly = "\n".join(fresh.inspect_asm().values())
         assert "ret" in assembly and not FUSED_MULTIPLY_ADD.search(assembly), kernel.__name__
+
+
+def test_one_packed_fft_gives_the_two_ranking_transforms():
+    m, n = 1024, 4096
+    search = ssf._CoordinateSearch(ssf.random_index_set(m, n, 3), n, "antipodal")
+    free = np.empty(n, dtype=np.int64)
+    kernels.prepare_coordinate(search.h_real, search.h_imag, int(search.indices[5]), search.used, search.cos_table,
+                               search.sin_table, m, True, True, search.base_real, search.base_imag, search.gradient,
+                               search.curvature, free)
+    linear, quadratic = search._ranking_transforms()
+    packed_linear, packed_quadratic = search._packed_ranking_transforms()
+    for full, packed in ((linear.real, packed_linear), (quadratic.real, packed_quadratic)):
+        np.testing.assert_allclose(packed, full, rtol=0, atol=1e-13 * np.abs(full).max())
+
+
+@pytest.mark.parametrize("m,n", [(64, 512), (200, 512)])
+def test_small_gain_search_reaches_the_same_energy(m, n):
+    """"until_small_gain" (new requests) against "until_unchanged": a final energy within a small fraction of
+    the spread of the energy over random sets (what the search is there to beat; it gains many of them)."""
+    random_energies = [ssf.riesz_log_energy(ssf.random_index_set(m, n, 100 + i), n) for i in range(10)]
+    spread = np.std(random_energies, ddof=1)
+    for seed in range(3):
+        old = ssf.optimised_index_set(m, n, seed, "antipodal", "until_unchanged")
+        new = ssf.optimised_index_set(m, n, seed, "antipodal", "until_small_gain")
+        assert not old.exact and not new.exact  # the shortlist path
+        assert new.converged
+        assert new.final_energy - old.final_energy < 0.25 * spread
+        assert old.initial_energy - old.final_energy > 2 * spread

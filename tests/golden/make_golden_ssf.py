@@ -25,8 +25,10 @@ OUTPUT = HERE / "ssf.json"
 
 # (name, spec request): every kernel, n = m and n > m, odd and even d, a large seed, a given index set.
 # randomization "signs": these specs were stored before the parameter (which they leave out); a plain
-# request now gets "rotation", pinned in ssf_rotation.json (make_golden_ssf_rotation.py).
-SIGNS = {"randomization": "signs"}
+# request now gets "rotation", pinned in ssf_rotation.json (make_golden_ssf_rotation.py). The index-set search
+# "until_unchanged" they were made with is stated too: a plain request now gets "until_small_gain"
+# (ssf_search.json, make_golden_ssf_search.py).
+SIGNS = {"randomization": "signs", "search": "until_unchanged"}
 
 CASES = [
     ("gaussian_square", {"method": "ssf", "input_dim": 6, "n_components": 12, "seed": 21,
@@ -70,7 +72,8 @@ def outputs(m, X: np.ndarray, searched: bool) -> dict:
         "unit_radii": m.unit_radii().tolist() if m.params.kernel == "gaussian" else None,
     }
     if searched:  # the index set came from the seed, not from the request
-        search = ssf.optimised_index_set(m.m, m.n, m.spec.seed, ssf.SPEC_POINT_SET)
+        search = ssf.optimised_index_set(m.m, m.n, m.spec.seed, ssf.SPEC_POINT_SET,
+                                         m.params.search or "until_unchanged")
         out["search"] = {"index_set": list(search.index_set), "initial_energy": energy(search.initial_energy),
                          "final_energy": energy(search.final_energy), "sweeps": search.sweeps,
                          "swaps": search.swaps, "converged": search.converged}

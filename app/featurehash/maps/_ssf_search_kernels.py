@@ -51,13 +51,18 @@ def exponentials(indices, cos_table, sin_table, out_real, out_imag):
     """out = h_p for p = 0..n-1, each sum in the order of `indices`."""
     n = cos_table.size
     phases = np.empty(n, dtype=np.int64)
+    power_of_two = n & (n - 1) == 0
     for s in range(indices.size):
         k, phase = indices[s], 0
-        for p in range(n):
-            phases[p] = phase
-            phase += k
-            if phase >= n:
-                phase -= n
+        if power_of_two:  # k p mod n as a mask: the same phases, in a loop without a carried dependency
+            for p in range(n):
+                phases[p] = (k * p) & (n - 1)
+        else:
+            for p in range(n):
+                phases[p] = phase
+                phase += k
+                if phase >= n:
+                    phase -= n
         if s == 0:
             for p in range(n):
                 out_real[p] = cos_table[phases[p]]
@@ -244,3 +249,19 @@ def shortlist(linear, quadratic, free, m, size, removed, candidates):
             taken += 1
     return True
 
+
+
+@nb.njit(nogil=True, cache=True, error_model="numpy")
+def packed_ranking_input(gradient, curvature, out):
+    """out = g_H + i c_E, g_H[p] = (g_p + conj(g_{-p})) / 2 and c_E[p] = (c_p + c_{-p}) / 2 (indices mod n):
+    both have real inverse DFTs, Re ifft(g) and Re ifft(c), so ifft(out) gives the two ranking transforms'
+    real parts (all `shortlist_scores` reads) in one FFT instead of two."""
+    n = gradient.size
+    for p in range(n):
+        mirror = n - p if p else 0
+        g, g_mirror = gradient[p], gradient[mirror]
+        linear_real = 0.5 * (g.real + g_mirror.real)
+        linear_imag = 0.5 * (g.imag - g_mirror.imag)
+        even = 0.5 * (curvature[p] + curvature[mirror])
+        # g_H + i c_E: real part Re g_H, imaginary part Im g_H + c_E.
+        out[p] = complex(linear_real, linear_imag + even)

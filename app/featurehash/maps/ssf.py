@@ -81,15 +81,37 @@ shortlist exactly, which found the very same sets wherever both were run. The se
 `_portable_math` (exact trigonometric tables, logs and ordered sums, no BLAS), so the stored set is
 the same on every machine. Its loops are compiled (`_ssf_search_kernels`: the same operations in the
 same order, vectorised, no FMA; tests/test_ssf_search.py checks the bits and the sets against the numpy
-formulation, tests/ssf_reference_search.py): ~30x less CPU than numpy, ~2.5 s at m = 2048, n = 4096,
-where the exact evaluation of the 17 candidates per step (~3 ns a term) and the two ranking FFTs
-are most of it. Only the shortlist ranking of large searches uses scipy's FFT, whose
+formulation, tests/ssf_reference_search.py): ~30x less CPU than numpy. Only the shortlist ranking of large
+searches uses scipy's FFT, whose
 last bits could differ across platforms, and the exact choice within the shortlist makes that matter
-only if two candidates tie to ~1e-13 at the shortlist's edge and that one is the best. The energy is that of the
-4n points +-V ("antipodal"), not of the 2n columns alone ("columns", ALGORITHMS.md's form): the
-features use each direction with its antipode (cos is even; the arc-cosine features take both
-half-spaces), so an antipodal pair of columns is as wasted as a coincident one, yet the columns'
-energy rewards it: for n = 2m its optimum is the cross-polytope (L = the odd rows, every column's
+only if two candidates tie to ~1e-13 at the shortlist's edge and that one is the best.
+
+When to stop (`search`). "until_unchanged" (specs stored before the parameter, which leave the key out;
+a request may still state it) sweeps until a sweep swaps nothing, with a shortlist of 16: at m = 2048,
+n = 4096 that is 8-12 sweeps, ~4.5-6 s of CPU. Nearly all the gain is in the first sweep (seed 7: 0.39 of
+0.405 in energy, 23 of 24 standard deviations of the energy over random sets); the later sweeps swap
+62, 30, 30, 9, 10, 3 of the 2048 indices and the last one swaps none. "until_small_gain" (every new
+request without an index set) stops after a sweep that lowers the energy by at most SMALL_GAIN = 5e-4
+of what the first sweep did, shortlists 2 candidates (the FFT ranking's top two held the exact best at
+every step measured: shortlists of 2, 4, 8 and 16 made the same sets at seed 7), ranks them by one
+FFT of both ranking inputs packed together (`_ssf_search_kernels.packed_ranking_input`), and, when
+shortlisting, skips a coordinate whose own index beat its best rival at its last exact check by more
+than SKIP_RATIO times the energy gained by all swaps since (a third of the steps at d = 4096). Measured
+against "until_unchanged" (bench/bench_ssf_search.py, bench/results/ssf_search.txt: final energy difference
+in standard deviations of the energy over random sets, positive = worse; seeds 1-4): (64, 256) the same
+sets (exact evaluation, no skipping); (512, 2048) +0.10, 0, 0, 0; (1024, 4096) +0.001, +0.07, +0.11, 0;
+(2048, 4096) +0.006, +0.001, +0.04, -0.10, where the whole optimisation gains 10-25 of those deviations.
+Trajectories that part within a shortlist differ by about +-0.1 either way; the slow tail (sweeps gaining
+1e-3 of the first, then more again) is what the rule gives up. Without the skipping the worst case was
+similar (+0.23 at (1024, 4096) seed 3) at 1.5x the CPU; SKIP_RATIO 0.3 lost up to 0.44. The search CPU
+is 3-7x lower at those sizes; `create_map` at d = 4096, D = 16384 takes 0.9-1.6 s of CPU, 1.0-1.5 s wall (the
+3-candidate evaluations stay on one thread) instead of 4.5-6.8 s CPU, 3.7-5.5 s wall, at load ~1 on 2 cores;
+the maps' Gram errors (300 rows, d = 4096, seeds 7-11) agree within 0.5% between the two searches.
+
+The energy is that of the 4n points +-V ("antipodal"), not of the 2n columns alone ("columns",
+ALGORITHMS.md's form): the features use each direction with its antipode (cos is even; the arc-cosine
+features take both half-spaces), so an antipodal pair of columns is as wasted as a coincident one, yet
+the columns' energy rewards it: for n = 2m its optimum is the cross-polytope (L = the odd rows, every column's
 antipode is a column). Measured (ratios to i.i.d. as above, L random / "columns"-optimised /
 "antipodal"-optimised):
   gaussian  breast_cancer 8d .65/.87 | .76/1.14 | .62/.77    digits 8d .53/.73 | .66/.95 | .53/.71
@@ -152,10 +174,21 @@ MAX_SWEEPS = 30
 # two FFTs per coordinate, ranks all candidates and the best SHORTLIST are evaluated exactly.
 EXACT_SEARCH_TERMS = 2**22
 SHORTLIST = 16
+# How the ascent stops (`search`): "until_unchanged" (specs made before the parameter, which leave the key
+# out) sweeps until a sweep swaps nothing; "until_small_gain" (every new request) stops after a sweep whose
+# energy gain is at most SMALL_GAIN times the first sweep's, and shortlists SMALL_GAIN_SHORTLIST candidates
+# (module docstring, "Index set": the measurements behind both numbers).
+SEARCHES = ("until_unchanged", "until_small_gain")
+SMALL_GAIN = 0.0005
+SMALL_GAIN_SHORTLIST = 2
+# "until_small_gain" with a shortlist skips a coordinate whose own index beat its best rival, at its last check,
+# by more than SKIP_RATIO times the energy gained by all swaps since (~a third of the steps at d = 4096; 0.3
+# skipped half but lost up to 0.44 random-set standard deviations of energy at (1024, 4096)).
+SKIP_RATIO = 1.0
 # At most this many (candidate, p) terms in all (~10-40 ns each): past it the ascent stops, mid-sweep
 # if need be, and reports converged=False, so creating a huge spec takes seconds, not hours.
-# d = 4096, D = 16384 (m = 2048, n = 4096) converges in 7 sweeps, ~0.7e9 terms budgeted (0.5e9 of them
-# exact terms, ~3 ns each compiled), ~2.5 s of CPU.
+# d = 4096, D = 16384 (m = 2048, n = 4096), seed 7, "until_unchanged": 8 sweeps, ~0.8e9 terms budgeted
+# (0.6e9 of them exact terms, ~3 ns each compiled), ~4 s of CPU; "until_small_gain": 7 sweeps, ~1 s.
 SEARCH_TERM_BUDGET = 2**30
 # A swap must raise Q by more than this (relative) to count: float noise cannot make sweeps cycle.
 _RELATIVE_GAIN = 1e-12
@@ -189,14 +222,20 @@ class SSFParams(BaseModel):
     # None (an absent key: every spec stored before the parameter) means "signs"; new requests get
     # "rotation" written out by `complete_new_request` (module docstring, "Randomisation").
     randomization: Literal["signs", "rotation"] | None = None
+    # How the index set was searched (`optimised_index_set`): None (an absent key: every spec stored before
+    # the parameter) means "until_unchanged"; new requests without an index set get "until_small_gain"
+    # written out by `complete_new_request`. A spec with its index set never searches again.
+    search: Literal["until_unchanged", "until_small_gain"] | None = None
 
     @model_serializer(mode="wrap")
-    def _omit_legacy_randomization(self, handler):
-        """Stored params leave `randomization` out at "signs" (or unset): specs made before the parameter
-        keep their canonical JSON, hence their ids."""
+    def _omit_legacy_values(self, handler):
+        """Stored params leave `randomization` out at "signs" and `search` at "until_unchanged" (or unset):
+        specs made before these parameters keep their canonical JSON, hence their ids."""
         params = handler(self)
         if params.get("randomization") in ("signs", None):
             params.pop("randomization", None)
+        if params.get("search") in ("until_unchanged", None):
+            params.pop("search", None)
         return params
 
     @property
@@ -326,6 +365,12 @@ class _CoordinateSearch:
         self.h_real, self.h_imag = np.empty(n), np.empty(n)
         self.base_real, self.base_imag = np.empty(n), np.empty(n)  # h without the coordinate's index
         self.gradient, self.curvature = np.empty(n, dtype=np.complex128), np.empty(n)
+        self.packed = np.empty(n, dtype=np.complex128)
+        self.half_base = (self.base_real[1:self.p.size + 1], self.base_imag[1:self.p.size + 1])  # views, p = 1..P
+        # For skipping settled coordinates (`sweep`'s skip_ratio): by how much Q preferred the coordinate's own
+        # index to its best rival at its last exact check (-1: not settled), and the total gain then.
+        self.total_gain = 0.0
+        self.margin, self.margin_at = np.full(self.m, -1.0), np.zeros(self.m)
         self.refresh()
 
     def refresh(self) -> None:
@@ -336,14 +381,14 @@ class _CoordinateSearch:
         """Q with each candidate in place of the removed index (base = h - removed); large batches are
         split between two threads (each candidate's sum is computed whole by one of them)."""
         out = np.empty(candidates.size)
-        half = slice(1, self.p.size + 1)
+        base_real, base_imag = self.half_base
 
         def evaluate(part: slice) -> None:
-            search_kernels.exact_objectives(self.base_real[half], self.base_imag[half], candidates[part],
-                                            self.cos_table, self.sin_table, self.weights, self.m, self.antipodal,
-                                            _FACTOR_FLOOR, out[part])
+            search_kernels.exact_objectives(base_real, base_imag, candidates[part], self.cos_table, self.sin_table,
+                                            self.weights, self.m, self.antipodal, _FACTOR_FLOOR, out[part])
         if candidates.size * self.p.size < _THREADED_TERMS:
-            evaluate(slice(None))
+            search_kernels.exact_objectives(base_real, base_imag, candidates, self.cos_table, self.sin_table,
+                                            self.weights, self.m, self.antipodal, _FACTOR_FLOOR, out)
             return out
         middle = (candidates.size + 1) // 2
         other = _SEARCH_POOL.submit(evaluate, slice(middle, None))
@@ -355,7 +400,15 @@ class _CoordinateSearch:
         """The inverse DFTs of the gradient and curvature inputs (a thread hop costs more than one of them)."""
         return _inverse_dft(self.gradient), _inverse_dft(self.curvature)
 
-    def ranked_candidates(self, free: np.ndarray, count: int) -> np.ndarray:
+    def _packed_ranking_transforms(self) -> tuple[np.ndarray, np.ndarray]:
+        """The real parts of the same two transforms, by one FFT (`_ssf_search_kernels.packed_ranking_input`);
+        equal to `_ranking_transforms`' up to rounding."""
+        search_kernels.packed_ranking_input(self.gradient, self.curvature, self.packed)
+        both = _inverse_dft(self.packed)
+        return both.real, both.imag
+
+    def ranked_candidates(self, free: np.ndarray, count: int,
+                          transforms: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """The `count` free indices with the best second-order estimate of Q (two FFTs), ascending,
         from the ranking inputs of the current base (`prepare_coordinate`).
 
@@ -366,35 +419,44 @@ class _CoordinateSearch:
         """
         if free.size <= count:
             return free
-        linear, quadratic = self._ranking_transforms()
+        linear, quadratic = self._ranking_transforms() if transforms is None else transforms
         score = np.empty(free.size)
         search_kernels.shortlist_scores(linear, quadratic, free, self.m, score)
         best = np.argpartition(-score, count - 1)[:count]
         return free[np.sort(best)]
 
-    def terms_per_coordinate(self, exact: bool) -> int:
+    def terms_per_coordinate(self, exact: bool, shortlist: int = SHORTLIST) -> int:
         """(candidate, p) terms one coordinate step evaluates: the unit of the search budget."""
-        candidates = self.n - self.m if exact else SHORTLIST
+        candidates = self.n - self.m if exact else shortlist
         return (candidates + 1) * self.p.size + (0 if exact else 3 * self.n)
 
-    def sweep(self, exact: bool, coordinates: int) -> int:
-        """A pass over the coordinates q = 0..coordinates-1 (m for a full sweep); returns the swaps."""
-        swaps = 0
+    def sweep(self, exact: bool, coordinates: int, shortlist: int = SHORTLIST, packed: bool = False,
+              skip_ratio: float | None = None) -> tuple[int, float]:
+        """A pass over the coordinates q = 0..coordinates-1 (m for a full sweep); returns the swaps and
+        the rise of Q they made (each swap's exact gain, summed in order). `packed` ranks by one FFT, not two.
+        With `skip_ratio`, a coordinate whose index beat its best rival by more than skip_ratio times the gain
+        of every swap made since is skipped: the landscape has not moved enough to change its choice."""
+        swaps, gain = 0, 0.0
         tables = (self.cos_table, self.sin_table)
         free = np.empty(self.n, dtype=np.int64)
-        shortlisted = np.empty(SHORTLIST + 1, dtype=np.int64)
+        shortlisted = np.empty(shortlist + 1, dtype=np.int64)
         for q in range(coordinates):
+            if (skip_ratio is not None and self.margin[q] >= 0.0
+                    and self.margin[q] > skip_ratio * (self.total_gain - self.margin_at[q])):
+                continue
             removed = int(self.indices[q])
             count = search_kernels.prepare_coordinate(
                 self.h_real, self.h_imag, removed, self.used, *tables, self.m, self.antipodal, not exact,
                 self.base_real, self.base_imag, self.gradient, self.curvature, free)
-            if exact or count <= SHORTLIST:
+            if exact or count <= shortlist:
                 candidates = np.concatenate(([removed], free[:count]))
-            elif search_kernels.shortlist(*self._ranking_transforms(), free[:count], self.m, SHORTLIST, removed,
-                                          shortlisted):
-                candidates = shortlisted
-            else:  # a tie at the shortlist's edge: numpy's selection decides, as it always did
-                candidates = np.concatenate(([removed], self.ranked_candidates(free[:count], SHORTLIST)))
+            else:
+                transforms = self._packed_ranking_transforms() if packed else self._ranking_transforms()
+                if search_kernels.shortlist(*transforms, free[:count], self.m, shortlist, removed, shortlisted):
+                    candidates = shortlisted
+                else:  # a tie at the shortlist's edge: numpy's selection decides, as it always did
+                    candidates = np.concatenate(([removed], self.ranked_candidates(free[:count], shortlist,
+                                                                                   transforms)))
             values = self.exact_objectives(candidates)
             # Candidates within the noise of the best tie (symmetries make exact ties common): the
             # lowest index wins, so rounding noise never decides.
@@ -405,37 +467,55 @@ class _CoordinateSearch:
                 self.used[removed], self.used[added] = False, True
                 search_kernels.add_column(self.base_real, self.base_imag, added, 1, *tables, self.h_real, self.h_imag)
                 swaps += 1
+                gain += float(values[best + 1] - values[0])
+                self.total_gain += float(values[best + 1] - values[0])
+                self.margin[q] = -1.0
+            else:
+                self.margin[q] = float(values[0] - values[1:].max()) if values.size > 1 else -1.0
+                self.margin_at[q] = self.total_gain
         self.refresh()
-        return swaps
+        return swaps, gain
 
 
 @functools.lru_cache(maxsize=64)
-def optimised_index_set(m: int, n: int, seed: int, points: str = "antipodal") -> IndexSetSearch:
-    """Coordinate ascent from `random_index_set(m, n, seed)` until a sweep changes nothing.
+def optimised_index_set(m: int, n: int, seed: int, points: str = "antipodal",
+                        search: str = "until_unchanged") -> IndexSetSearch:
+    """Coordinate ascent from `random_index_set(m, n, seed)`.
 
     Each coordinate k_q in turn is replaced by the unused index that most lowers the Riesz
     log-energy of `points` (see `riesz_log_energy`); every swap strictly lowers it, so the sweeps
-    stop. Deterministic in (m, n, seed, points), including where SEARCH_TERM_BUDGET cuts a huge
-    search short (then within a sweep).
+    stop. `search` (module docstring, "Index set"): "until_unchanged" sweeps until one changes nothing
+    (shortlist SHORTLIST); "until_small_gain" stops after a sweep that lowered the energy by less than
+    SMALL_GAIN of what the first sweep did (shortlist SMALL_GAIN_SHORTLIST). Deterministic in
+    (m, n, seed, points, search), including where SEARCH_TERM_BUDGET cuts a huge search short (then
+    within a sweep).
     """
     if points not in POINT_SETS:
         raise ValueError(f"points must be one of {POINT_SETS}, not {points!r}")
+    if search not in SEARCHES:
+        raise ValueError(f"search must be one of {SEARCHES}, not {search!r}")
+    shortlist = SHORTLIST if search == "until_unchanged" else SMALL_GAIN_SHORTLIST
     start = random_index_set(m, n, seed)
-    search = _CoordinateSearch(start, n, points)
-    exact = m * (n - m) * search.p.size <= EXACT_SEARCH_TERMS
-    step_terms = search.terms_per_coordinate(exact)
+    search_state = _CoordinateSearch(start, n, points)
+    exact = m * (n - m) * search_state.p.size <= EXACT_SEARCH_TERMS
+    step_terms = search_state.terms_per_coordinate(exact, shortlist)
     sweeps = swaps = spent = 0
+    first_gain = None
     converged = n == m  # nothing to choose: L is every row
     while not converged and sweeps < MAX_SWEEPS and spent < SEARCH_TERM_BUDGET:
         coordinates = min(m, -(-(SEARCH_TERM_BUDGET - spent) // step_terms))
-        changed = search.sweep(exact, coordinates)
+        small_gain = search == "until_small_gain"
+        changed, gain = search_state.sweep(exact, coordinates, shortlist, packed=small_gain,
+                                           skip_ratio=SKIP_RATIO if small_gain and not exact else None)
         sweeps += 1
         swaps += changed
         spent += coordinates * step_terms
-        converged = changed == 0 and coordinates == m
-    return IndexSetSearch(index_set=tuple(int(k) for k in search.indices), points=points,
+        first_gain = gain if first_gain is None else first_gain
+        small = search == "until_small_gain" and gain <= SMALL_GAIN * first_gain
+        converged = (changed == 0 or small) and coordinates == m
+    return IndexSetSearch(index_set=tuple(int(k) for k in search_state.indices), points=points,
                           initial_energy=riesz_log_energy(start, n, points),
-                          final_energy=riesz_log_energy(search.indices, n, points),
+                          final_energy=riesz_log_energy(search_state.indices, n, points),
                           sweeps=sweeps, swaps=swaps, converged=converged, exact=exact)
 
 
@@ -468,15 +548,19 @@ class SSFMap(DenseFeatureMap):
         if params.kernel == "gaussian" and params.gamma is None:
             updates["gamma"] = 1.0
         if params.index_set is None:
-            updates["index_set"] = list(optimised_index_set(m, n, seed, SPEC_POINT_SET).index_set)
+            search = params.search or "until_unchanged"
+            updates["index_set"] = list(optimised_index_set(m, n, seed, SPEC_POINT_SET, search).index_set)
         # A stored spec has both already and comes back as it was.
         return params.model_copy(update=updates) if updates else params
 
     @classmethod
     def complete_new_request(cls, params: SSFParams) -> SSFParams:
-        if params.randomization is not None:
-            return params
-        return params.model_copy(update={"randomization": "rotation"})
+        updates = {}
+        if params.randomization is None:
+            updates["randomization"] = "rotation"
+        if params.search is None and params.index_set is None:
+            updates["search"] = "until_small_gain"
+        return params.model_copy(update=updates) if updates else params
 
     @classmethod
     def check_spec(cls, spec: MapSpec) -> None:
