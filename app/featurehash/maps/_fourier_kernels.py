@@ -47,11 +47,28 @@ _C = tuple((-1.0) ** j / math.factorial(2 * j) for j in range(1, 10))      # r^2
 
 
 @nb.njit(inline="always")
-def _sincos(x):
-    """(sin x, cos x, 1 if x could not be reduced else 0) for a float64 x."""
+def _reduced_by_half_pi(x):
+    """(k, r, unreduced): x = k pi/2 + r, |r| <= pi/4, by a three-part Cody-Waite reduction; unreduced is 1
+    where |k| is too large for k P1 and k P2 to be exact (then the result must not be used)."""
     k = np.rint(x * _TWO_OVER_PI)
     unreduced = 1 if not (abs(k) < REDUCTION_LIMIT) else 0
-    r = ((x - k * _P1) - k * _P2) - k * _P3
+    return k, ((x - k * _P1) - k * _P2) - k * _P3, unreduced
+
+
+@nb.njit(inline="always")
+def _by_quadrant(s, c, k, unreduced):
+    """(sin x, cos x, unreduced) from s = sin r, c = cos r and the quadrant k mod 4 of x = k pi/2 + r."""
+    quadrant = np.int64(k) & 3 if unreduced == 0 else 0
+    odd = (quadrant & 1) == 1
+    sin_x = (c if odd else s) * (-1.0 if quadrant >= 2 else 1.0)
+    cos_x = (s if odd else c) * (-1.0 if quadrant == 1 or quadrant == 2 else 1.0)
+    return sin_x, cos_x, unreduced
+
+
+@nb.njit(inline="always")
+def _sincos(x):
+    """(sin x, cos x, 1 if x could not be reduced else 0) for a float64 x."""
+    k, r, unreduced = _reduced_by_half_pi(x)
     r2 = r * r
     s = _S[7]
     s = s * r2 + _S[6]
@@ -72,11 +89,7 @@ def _sincos(x):
     c = c * r2 + _C[1]
     c = c * r2 + _C[0]
     c = 1.0 + r2 * c
-    quadrant = np.int64(k) & 3 if unreduced == 0 else 0
-    odd = (quadrant & 1) == 1
-    sin_x = (c if odd else s) * (-1.0 if quadrant >= 2 else 1.0)
-    cos_x = (s if odd else c) * (-1.0 if quadrant == 1 or quadrant == 2 else 1.0)
-    return sin_x, cos_x, unreduced
+    return _by_quadrant(s, c, k, unreduced)
 
 
 @nb.njit(nogil=True, cache=True)
@@ -119,9 +132,7 @@ _C12 = _C[:6]
 @nb.njit(inline="always")
 def _sincos_float32(x):
     """(sin x, cos x, unreduced) as `_sincos`, to ~1e-11: enough for features rounded to float32."""
-    k = np.rint(x * _TWO_OVER_PI)
-    unreduced = 1 if not (abs(k) < REDUCTION_LIMIT) else 0
-    r = ((x - k * _P1) - k * _P2) - k * _P3
+    k, r, unreduced = _reduced_by_half_pi(x)
     r2 = r * r
     s = _S11[4]
     s = s * r2 + _S11[3]
@@ -136,11 +147,7 @@ def _sincos_float32(x):
     c = c * r2 + _C12[1]
     c = c * r2 + _C12[0]
     c = 1.0 + r2 * c
-    quadrant = np.int64(k) & 3 if unreduced == 0 else 0
-    odd = (quadrant & 1) == 1
-    sin_x = (c if odd else s) * (-1.0 if quadrant >= 2 else 1.0)
-    cos_x = (s if odd else c) * (-1.0 if quadrant == 1 or quadrant == 2 else 1.0)
-    return sin_x, cos_x, unreduced
+    return _by_quadrant(s, c, k, unreduced)
 
 
 @nb.njit(nogil=True, cache=True)
