@@ -104,6 +104,35 @@ def test_blas_threads_come_back_after_overlapping_shared_batches(monkeypatch):
     assert threading.active_count() < 20
 
 
+def test_a_batch_on_fewer_cores_than_blas_threads_computes_with_one_blas_thread(monkeypatch):
+    """After the process's affinity narrowed below OpenBLAS's pool (sized when it loaded), a batch is
+    computed on one thread with BLAS held to one thread (its threads spun on each block's product), and
+    the count is given back; the features stay the same up to BLAS blocking."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    row_threads._blas.count()   # looks the library up
+    if row_threads._blas._get is None:
+        pytest.skip("numpy's BLAS is not an OpenBLAS threadpoolctl finds")
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        before = row_threads._blas.count()
+        m = make("rff", {"variant": "phase"})
+        X = data(n=3000)
+        expected = m.transform(X, dtype=np.float64)
+        monkeypatch.setattr(row_threads, "usable_cores", lambda: 1)
+        monkeypatch.setattr(base_module, "SHARED_MIN_ELEMENTS", 1000)
+        seen = []
+        project = m._projector
+
+        def recording_projector(dtype):
+            inner = project(dtype)
+            return lambda rows, into: (seen.append(int(row_threads._blas._get())), inner(rows, into))
+
+        monkeypatch.setattr(m, "_projector", recording_projector)
+        out = m.transform(X, dtype=np.float64)
+        assert before == 2 and seen and set(seen) == {1}
+        assert row_threads._blas.count() == 2
+        np.testing.assert_allclose(out, expected, rtol=0, atol=1e-12)   # other chunks: other BLAS blocking
+
+
 def test_float32_passes_are_within_half_an_ulp_of_the_exact_features():
     """The compiled float32 passes: cos and sin of the (float32) projection, computed in float64 to
     ~1e-11 and rounded once; the phase pass rounds x + b to float32 first, as numpy's `out += b` does."""

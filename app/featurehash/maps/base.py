@@ -225,8 +225,16 @@ class DenseFeatureMap(FeatureMap):
                     if bad is not None:
                         raise self._overflow_error(first_row + rows.start + bad, out.dtype)
                 return
-        if total <= CHUNK_ELEMENTS:
-            bad = self._nonfinite_row(X, out)   # one chunk, no slicing: a single row's latency is mostly overhead
+        if total < SHARED_MIN_ELEMENTS:
+            self._features_in_sequence(X, out, first_row)   # small: a single row's latency is mostly overhead
+            return
+        with row_threads.blas_within_usable_cores():
+            self._features_in_sequence(X, out, first_row)
+
+    def _features_in_sequence(self, X, out: np.ndarray, first_row: int) -> None:
+        """`features_into` on this thread, chunk after chunk."""
+        if X.shape[0] * self.output_dim <= CHUNK_ELEMENTS:
+            bad = self._nonfinite_row(X, out)   # one chunk, no slicing
             if bad is not None:
                 raise self._overflow_error(first_row + bad, out.dtype)
             return
