@@ -72,7 +72,7 @@ def test_features_match_the_dense_path_within_the_promise(method, params, varian
     assert_dense_features_match(fast.transform(X), fast.transform(X, dtype=np.float64),
                                 dense.transform(X), dense.transform(X, dtype=np.float64))
     fast_path = orthogonal.padded_width(d) >= structured.StructuredProjection.SMALLEST_WIDTH
-    assert (not fast._parameters) == fast_path   # no dense W was made (small d: the dense W, faster there)
+    assert (not fast._frequencies) == fast_path   # no dense W was made (small d: the dense W, faster there)
 
 
 def test_the_map_holds_o_of_d_bytes():

@@ -69,10 +69,10 @@ class RFFMap(DenseFeatureMap):
     def __init__(self, spec: MapSpec):
         super().__init__(spec)
         self._n_frequencies = self._frequency_count(spec, self.params.variant)
-        self._parameters: dict[np.dtype, tuple[np.ndarray, np.ndarray | None]] = {}
+        self._frequencies: dict[np.dtype, np.ndarray] = {}
+        self._offsets: dict[np.dtype, np.ndarray | None] = {}
         self._largest_frequency: dict[np.dtype, float] = {}
         self._structured: dict[np.dtype, StructuredProjection | None] = {}
-        self._structured_phase_offsets: dict[np.dtype, np.ndarray | None] = {}
         self._structured_row_norm = np.inf
         self._passes: dict[np.dtype, FourierPass] = {}
 
@@ -121,15 +121,15 @@ class RFFMap(DenseFeatureMap):
         return gamma if self.params.kernel == "laplacian" else float(np.sqrt(2.0 * gamma))
 
     def _parameters_for(self, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
-        if dtype not in self._parameters:
-            m = self._n_frequencies
+        """(W, offsets b or None) in `dtype`: the dense frequencies, one row per frequency."""
+        if dtype not in self._frequencies:
             # One row per frequency, stored d x m (C order) like the numpy form's W: a single row's product
             # reads it 10-20% faster than the transpose (measured, n = 1, from memory).
-            frequencies = np.empty((self.input_dim, m), dtype=dtype).T
+            frequencies = np.empty((self.input_dim, self._n_frequencies), dtype=dtype).T
             self._fill_frequencies(frequencies, self._frequency_scale())
             self._largest_frequency[dtype] = largest_magnitude(frequencies, self.scale_field)
-            self._parameters[dtype] = (frequencies, self._new_offsets(dtype))
-        return self._parameters[dtype]
+            self._frequencies[dtype] = frequencies
+        return self._frequencies[dtype], self._offsets_for(dtype)
 
     # -- structured frequencies without the dense W (`_structured_projection`) -----------
 
@@ -160,24 +160,23 @@ class RFFMap(DenseFeatureMap):
         scale = self._frequency_scale()
         return np.full(self._n_frequencies, scale), float(np.sqrt(padded_width(self.input_dim))) * scale
 
-    def _new_offsets(self, dtype: np.dtype) -> np.ndarray | None:
-        if self.params.variant != "phase":
-            return None
-        words = randomness.raw_words(self.spec.seed, f"{self.method}.offsets", self._n_frequencies)
-        return randomness.phase(words).astype(dtype)
+    def _offsets_for(self, dtype: np.dtype) -> np.ndarray | None:
+        """The phase variant's offsets b in `dtype` (None for cos_sin), whether W is dense or structured."""
+        if dtype not in self._offsets:
+            offsets = None
+            if self.params.variant == "phase":
+                words = randomness.raw_words(self.spec.seed, f"{self.method}.offsets", self._n_frequencies)
+                offsets = randomness.phase(words).astype(dtype)
+            self._offsets[dtype] = offsets
+        return self._offsets[dtype]
 
     def materialize(self) -> "RFFMap":
         dtype = np.dtype(np.float32)
         if self._structured_for(dtype) is not None:
-            self._structured_offsets(dtype)
+            self._offsets_for(dtype)
         else:
             self._parameters_for(dtype)
         return self
-
-    def _structured_offsets(self, dtype: np.dtype) -> np.ndarray | None:
-        if dtype not in self._structured_phase_offsets:
-            self._structured_phase_offsets[dtype] = self._new_offsets(dtype)
-        return self._structured_phase_offsets[dtype]
 
     @property
     def planned_nbytes(self) -> int:
@@ -189,8 +188,8 @@ class RFFMap(DenseFeatureMap):
 
     @property
     def nbytes(self) -> int:
-        held = sum(a.nbytes for pair in self._parameters.values() for a in pair if a is not None)
-        held += sum(a.nbytes for a in self._structured_phase_offsets.values() if a is not None)
+        held = sum(a.nbytes for a in self._frequencies.values())
+        held += sum(a.nbytes for a in self._offsets.values() if a is not None)
         return held + sum(p.nbytes for p in self._structured.values() if p is not None)
 
     # -- features ------------------------------------------------------------------
@@ -213,8 +212,7 @@ class RFFMap(DenseFeatureMap):
     def _pass_for(self, dtype: np.dtype) -> FourierPass:
         """weight cos(W^T x + b), or weight [cos(W^T x), sin(W^T x)], then unit rows if `normalizes_rows`."""
         if dtype not in self._passes:
-            offsets = (self._structured_offsets(dtype) if self._structured_for(dtype) is not None
-                       else self._parameters_for(dtype)[1])
+            offsets = self._offsets_for(dtype)
             weights = np.full(self._n_frequencies, self._feature_weight())
             self._passes[dtype] = FourierPass(dtype, weights, offsets, normalize=self.normalizes_rows)
         return self._passes[dtype]
@@ -234,6 +232,7 @@ class RFFMap(DenseFeatureMap):
 
     def _prepare_shared(self, dtype: np.dtype) -> None:
         self._pass_for(dtype)
+        self._projector(dtype)   # builds W (or the structured transform) before threads share the batch
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:
         X = self.check(X, "x")
