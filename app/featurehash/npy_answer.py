@@ -8,12 +8,9 @@ versions 1 and 2, or arrays of objects, are refused as numpy.load(allow_pickle=F
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 
-_HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
-_MAGIC = b"\x93NUMPY"
+from .npy_header import MAGIC, layout, length_field_bytes
 
 
 class NpyAnswer:
@@ -45,11 +42,11 @@ class NpyAnswer:
 
     def _header_end(self) -> int | None:
         head = self._head
-        if len(head) >= len(_MAGIC) and not head.startswith(_MAGIC):
+        if len(head) >= len(MAGIC) and not head.startswith(MAGIC):
             raise ValueError("not an .npy answer (no NPY magic)")
         if len(head) < 8:
             return None
-        size_bytes = {1: 2, 2: 4}.get(head[6]) if head[7] == 0 else None
+        size_bytes = length_field_bytes(head)
         if size_bytes is None:
             raise ValueError(f"unsupported .npy version {head[6]}.{head[7]}")
         if len(head) < 8 + size_bytes:
@@ -58,9 +55,6 @@ class NpyAnswer:
         return end if len(head) >= end else None
 
     def _allocate(self, header: bytes) -> None:
-        stream = io.BytesIO(header)
-        shape, fortran_order, dtype = _HEADER_READERS[np.lib.format.read_magic(stream)](stream)
-        if dtype.hasobject:
-            raise ValueError("the .npy answer holds objects (refused, as numpy.load(allow_pickle=False) does)")
+        shape, fortran_order, dtype = layout(header)
         self._array = np.empty(shape, dtype=dtype, order="F" if fortran_order else "C")
         self._view = memoryview(self._array.reshape(-1, order="A").view(np.uint8))

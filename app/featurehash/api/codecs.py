@@ -18,6 +18,7 @@ import scipy.sparse as sp
 from fastapi import Response
 from pydantic import BaseModel, ValidationError
 
+from .. import npy_header
 from ..maps import FeatureHashError, InputError
 
 NPY = "application/x-npy"
@@ -51,13 +52,10 @@ def _parse_lenient_json(raw: bytes) -> Any:
         raise InputError("body", "invalid JSON: nested too deeply") from None
 
 
-_NPY_HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
-
-
 def _parse_npy(raw: bytes) -> np.ndarray:
     """The array of an .npy body as a read-only view of the body's bytes (no copy) when its header is
     version 1 or 2 and its dtype holds no objects; otherwise (version 3) numpy.load's copy."""
-    if not raw.startswith(b"\x93NUMPY"):
+    if not raw.startswith(npy_header.MAGIC):
         raise InputError("body", "not an .npy file (no NPY header); write it with numpy.save")
     try:
         header = _npy_header_bytes(raw)
@@ -77,22 +75,16 @@ def _parse_npy(raw: bytes) -> np.ndarray:
 
 def _npy_header_bytes(raw: bytes) -> bytes | None:
     """The magic, version and header of a version 1 or 2 .npy file (None for other versions)."""
-    length_bytes = {1: 2, 2: 4}.get(raw[6]) if len(raw) > 7 and raw[7] == 0 else None
+    length_bytes = npy_header.length_field_bytes(raw) if len(raw) > 7 else None
     if length_bytes is None:
         return None
     start = 8 + length_bytes
     return raw[:start + int.from_bytes(raw[8:start], "little")]
 
 
-@functools.lru_cache(maxsize=256)
-def _npy_layout(header: bytes) -> tuple[tuple[int, ...], bool, np.dtype]:
-    """(shape, fortran order, dtype) of an .npy header: numpy parses it with ast.literal_eval, which
-    costs more than transforming a vector, and clients send the same few headers again and again."""
-    stream = io.BytesIO(header)
-    shape, fortran_order, dtype = _NPY_HEADER_READERS[np.lib.format.read_magic(stream)](stream)
-    if dtype.hasobject:
-        raise ValueError("object arrays cannot be loaded when allow_pickle=False")
-    return shape, fortran_order, dtype
+# numpy parses a header with ast.literal_eval, which costs more than transforming a vector, and clients
+# send the same few headers again and again.
+_npy_layout = functools.lru_cache(maxsize=256)(npy_header.layout)
 
 
 def parse_model(raw: bytes, content_type: str | None, model: type[BaseModel],
