@@ -114,11 +114,11 @@ def test_float64_sin_cos_pass_matches_numpy():
     rng = np.random.default_rng(2)
     P = np.concatenate([rng.uniform(-4, 4, 5000), rng.uniform(-8e5, 8e5, 5000), [0.0, -0.0, np.pi / 4]])
     out = np.empty((1, 2 * P.size))
-    assert fourier.cos_sin_into(P[None, :], np.ones(P.size), out) == 0
+    assert fourier.cos_sin_into(P[None, :], np.ones(P.size), out, False) == 0
     np.testing.assert_allclose(out[0, :P.size], np.cos(P), rtol=0, atol=4e-16)
     np.testing.assert_allclose(out[0, P.size:], np.sin(P), rtol=0, atol=4e-16)
     shifted = np.array([[1e7, 3.0]])
-    assert fourier.shifted_cos_inplace(shifted, np.zeros(2), 1.0) == 1   # beyond the reduction: counted
+    assert fourier.shifted_cos_inplace(shifted, np.zeros(2), 1.0, False) == 1   # beyond the reduction: counted
 
 
 def test_arguments_beyond_the_reduction_fall_back_to_numpy():

@@ -133,23 +133,56 @@ def test_a_batch_on_fewer_cores_than_blas_threads_computes_with_one_blas_thread(
         np.testing.assert_allclose(out, expected, rtol=0, atol=1e-12)   # other chunks: other BLAS blocking
 
 
-def test_float32_passes_are_within_half_an_ulp_of_the_exact_features():
-    """The compiled float32 passes: cos and sin of the (float32) projection, computed in float64 to
-    ~1e-11 and rounded once; the phase pass rounds x + b to float32 first, as numpy's `out += b` does."""
+def test_float32_passes_are_within_two_ulps_of_the_exact_features():
+    """The compiled float32 passes. cos_sin: cos and sin of the (float32) projection, computed in float64 to
+    ~1e-11 and rounded once (half an ulp). phase: x + b rounded to float32 first, as numpy's `out += b` does,
+    then cos in float32 arithmetic, within 2^-22 of the weight (two float32 ulps of the largest feature);
+    arguments beyond its reduction go through the float64 formula, element by element."""
     from featurehash.maps import _fourier_kernels as kernels
 
     rng = np.random.default_rng(5)
-    P = np.concatenate([rng.uniform(-6, 6, 4000), rng.uniform(-5e5, 5e5, 4000), [0.0, np.pi / 2]]).astype(np.float32)
+    P = np.concatenate([rng.uniform(-6, 6, 4000), rng.uniform(-2e5, 2e5, 4000), [0.0, np.pi / 2]]).astype(np.float32)
     offsets = rng.uniform(0, 2 * np.pi, P.size).astype(np.float32)
     weight = 0.037
     shifted = P[None, :].copy()
-    assert kernels.shifted_cos_float32(shifted, offsets, weight) == 0
+    assert kernels.shifted_cos_float32(shifted, offsets, weight, False) == 0
     exact = weight * np.cos((P + offsets).astype(np.float64))
-    assert np.all(np.abs(shifted[0] - exact) <= 0.5 * np.spacing(np.abs(exact).astype(np.float32)) + 1e-10 * weight)
+    assert np.abs(shifted[0] - exact).max() <= 2.0**-22 * weight
     both = np.empty((1, 2 * P.size), dtype=np.float32)
-    assert kernels.cos_sin_into_float32(P[None, :], np.full(P.size, weight), both) == 0
+    assert kernels.cos_sin_into_float32(P[None, :], np.full(P.size, weight), both, False) == 0
     for got, exact in ((both[0, :P.size], weight * np.cos(P.astype(np.float64))),
                        (both[0, P.size:], weight * np.sin(P.astype(np.float64)))):
         assert np.all(np.abs(got - exact) <= 0.5 * np.spacing(np.abs(exact).astype(np.float32)) + 1e-10 * weight)
-    beyond = np.array([[1e7, 3.0, np.inf]], dtype=np.float32)
-    assert kernels.shifted_cos_float32(beyond, np.zeros(3, np.float32), 1.0) == 2   # counted, then numpy's
+    beyond = np.array([[1e7, 3.0, np.inf, 4e5, -3e5]], dtype=np.float32)
+    wide = beyond.copy()
+    assert kernels.shifted_cos_float32(wide, np.zeros(5, np.float32), 1.0, False) == 2   # then numpy's
+    exact = np.cos(beyond[0, [1, 3, 4]].astype(np.float64))
+    assert np.abs(wide[0, [1, 3, 4]] - exact).max() <= 2.0**-22
+    in_range = beyond[:, 1:2].copy()
+    kernels.shifted_cos_float32(in_range, np.zeros(1, np.float32), 1.0, False)
+    assert wide[0, 1] == in_range[0, 0]   # an element's bits do not depend on its neighbours
+
+
+def test_fused_unit_rows_equal_the_separate_pass():
+    """nrff's row normalisation inside the cos passes gives the bits of the separate pass (numpy's blocks),
+    rows of unit norm; a row with an argument beyond the float32 reduction too."""
+    from featurehash.maps import _fourier_kernels as kernels
+
+    rng = np.random.default_rng(6)
+    P = rng.uniform(-8, 8, (5, 1003)).astype(np.float32)
+    P[2, 7] = 3e5
+    offsets = rng.uniform(0, 2 * np.pi, 1003).astype(np.float32)
+    for dtype, shifted_cos in ((np.float32, kernels.shifted_cos_float32),
+                               (np.float64, kernels.shifted_cos_inplace)):
+        fused, separate = P.astype(dtype), P.astype(dtype)
+        shifted_cos(fused, offsets.astype(dtype), 0.3, True)
+        shifted_cos(separate, offsets.astype(dtype), 0.3, False)
+        kernels.normalize_rows(separate)
+        assert np.array_equal(fused, separate)
+        np.testing.assert_allclose(np.linalg.norm(fused.astype(np.float64), axis=1), 1.0, rtol=1e-6)
+    for dtype, cos_sin in ((np.float32, kernels.cos_sin_into_float32), (np.float64, kernels.cos_sin_into)):
+        fused, separate = (np.empty((5, 2006), dtype=dtype) for _ in range(2))
+        cos_sin(P.astype(dtype), np.full(1003, 0.3), fused, True)
+        cos_sin(P.astype(dtype), np.full(1003, 0.3), separate, False)
+        kernels.normalize_rows(separate)
+        assert np.array_equal(fused, separate)

@@ -93,9 +93,10 @@ def _sincos(x):
 
 
 @nb.njit(nogil=True, cache=True)
-def cos_sin_into(projection, weights, out):
-    """out[:, j] = weights[j] cos(p_j), out[:, m + j] = weights[j] sin(p_j), m = projection width.
-    Returns how many arguments were not reduced (then `out` must be recomputed)."""
+def cos_sin_into(projection, weights, out, unit_rows):
+    """out[:, j] = weights[j] cos(p_j), out[:, m + j] = weights[j] sin(p_j), m = projection width; then
+    rows scaled to unit norm if `unit_rows`. Returns how many arguments were not reduced (then `out` must
+    be recomputed)."""
     rows, m = projection.shape
     unreduced = 0
     for i in range(rows):
@@ -105,13 +106,16 @@ def cos_sin_into(projection, weights, out):
             cosines[j] = weights[j] * cos_x
             sines[j] = weights[j] * sin_x
             unreduced += bad
+        if unit_rows:
+            _unit_row(out[i])
     return unreduced
 
 
 @nb.njit(nogil=True, cache=True)
-def shifted_cos_inplace(out, offsets, weight):
+def shifted_cos_inplace(out, offsets, weight, unit_rows):
     """out[:, j] = weight cos(out[:, j] + offsets[j]); the sum is rounded to out's precision first,
-    as numpy's `out += offsets; cos(out)` does. Returns how many arguments were not reduced."""
+    as numpy's `out += offsets; cos(out)` does; then rows scaled to unit norm if `unit_rows`. Returns
+    how many arguments were not reduced."""
     rows, m = out.shape
     unreduced = 0
     for i in range(rows):
@@ -120,6 +124,8 @@ def shifted_cos_inplace(out, offsets, weight):
             _, cos_x, bad = _sincos(np.float64(row[j] + offsets[j]))
             row[j] = weight * cos_x
             unreduced += bad
+        if unit_rows:
+            _unit_row(row)
     return unreduced
 
 
@@ -151,7 +157,7 @@ def _sincos_float32(x):
 
 
 @nb.njit(nogil=True, cache=True)
-def cos_sin_into_float32(projection, weights, out):
+def cos_sin_into_float32(projection, weights, out, unit_rows):
     """`cos_sin_into` for float32 `out`, with `_sincos_float32`."""
     rows, m = projection.shape
     unreduced = 0
@@ -162,44 +168,127 @@ def cos_sin_into_float32(projection, weights, out):
             cosines[j] = weights[j] * cos_x
             sines[j] = weights[j] * sin_x
             unreduced += bad
+        if unit_rows:
+            _unit_row(out[i])
     return unreduced
 
 
-# float32 phase features need ~1e-9, not float64's 1e-16: cos alone after a reduction by pi,
-#     k = rint(x / pi),  r = x - k pi  (|r| <= pi/2, Cody-Waite with 2 P1, 2 P2, 2 P3),
-#     cos x = (-1)^k cos r,  cos r by its Taylor series to r^16 (truncation < 6e-13 on |r| <= pi/2),
-# one polynomial instead of two and no quadrant selection; float64 arithmetic, so the same bits everywhere.
+# float32 phase features are rounded to float32: the float64 formula of `shifted_cos_inplace` is ~1e-16
+# accurate where ~1e-7 is enough, at half the SIMD lanes. So the phase pass computes in float32 (16 lanes
+# of AVX-512 against 8), still with plain IEEE operations only (the same bits on every CPU and width):
+#     k = rint(x / pi),  r = ((x - k A) - k B) - k C,  A + B + C = pi (A, B of 8 bits: k A, k B exact
+#     for |k| < 2^16, and x - k A exact by Sterbenz's lemma),  |r| <= pi/2,
+#     cos x = (-1)^k cos r,  cos r by its Taylor series to r^14 (truncation < 7e-11 on |r| <= pi/2),
+# within 2^-22 of weight cos(x) for the float32 x = p + b (measured: 1.4 float32 ulps of 1). Arguments with
+# |k| >= 2^16 (|x| > 2e5: only heavy-tailed Laplacian frequencies reach them) go through the float64
+# formula (by pi, to r^16, exact reduction for |k| < 2^19), element by element.
 _ONE_OVER_PI = float(1 / (2 * _HALF_PI))
 _C16 = tuple((-1.0) ** j / math.factorial(2 * j) for j in range(1, 9))      # r^2 .. r^16
+_PI_A = _leading_bits(2 * _HALF_PI, 8)
+_PI_B = _leading_bits(2 * _HALF_PI - Decimal(_PI_A), 8)
+_PI_A32, _PI_B32 = np.float32(_PI_A), np.float32(_PI_B)
+_PI_C32 = np.float32(float(2 * _HALF_PI - Decimal(_PI_A) - Decimal(_PI_B)))
+_ONE_OVER_PI32 = np.float32(_ONE_OVER_PI)
+REDUCTION_LIMIT32 = np.float32(2.0**16)
+_C14_32 = tuple(np.float32(c) for c in _C16[:7])                             # r^2 .. r^14
+_ONE32 = np.float32(1.0)
+
+
+@nb.njit(inline="always")
+def _cos_float32(x, weight):
+    """(weight cos x, 1 if x is beyond the float32 reduction or not finite else 0) in float32 arithmetic."""
+    k = np.rint(x * _ONE_OVER_PI32)
+    bad = 1 if not (abs(k) < REDUCTION_LIMIT32) else 0
+    k = k if bad == 0 else np.float32(0.0)
+    r = ((x - k * _PI_A32) - k * _PI_B32) - k * _PI_C32
+    r2 = r * r
+    c = _C14_32[6]
+    c = c * r2 + _C14_32[5]
+    c = c * r2 + _C14_32[4]
+    c = c * r2 + _C14_32[3]
+    c = c * r2 + _C14_32[2]
+    c = c * r2 + _C14_32[1]
+    c = c * r2 + _C14_32[0]
+    c = _ONE32 + r2 * c
+    return (weight if (np.int32(k) & 1) == 0 else -weight) * c, bad
+
+
+@nb.njit(inline="always")
+def _cos_by_pi(x, weight):
+    """(weight cos x, 1 if x could not be reduced else 0) for a float64 x: reduction by pi, cos r to r^16."""
+    k = np.rint(x * _ONE_OVER_PI)
+    bad = 1 if not (abs(k) < REDUCTION_LIMIT) else 0
+    k = k if bad == 0 else 0.0
+    r = ((x - k * (2.0 * _P1)) - k * (2.0 * _P2)) - k * (2.0 * _P3)
+    r2 = r * r
+    c = _C16[7]
+    c = c * r2 + _C16[6]
+    c = c * r2 + _C16[5]
+    c = c * r2 + _C16[4]
+    c = c * r2 + _C16[3]
+    c = c * r2 + _C16[2]
+    c = c * r2 + _C16[1]
+    c = c * r2 + _C16[0]
+    c = 1.0 + r2 * c
+    return (weight if (np.int64(k) & 1) == 0 else -weight) * c, bad
+
+
+@nb.njit(inline="always")
+def _beyond_float32_reduction(row, offsets):
+    """How many of row + offsets `_cos_float32` cannot reduce (a cheap pass: no polynomial)."""
+    count = 0
+    for j in range(row.size):
+        k = np.rint((row[j] + offsets[j]) * _ONE_OVER_PI32)
+        count += 1 if not (abs(k) < REDUCTION_LIMIT32) else 0
+    return count
 
 
 @nb.njit(nogil=True, cache=True)
-def shifted_cos_float32(out, offsets, weight):
-    """out[:, j] = weight cos(out[:, j] + offsets[j]) for float32 `out` and `offsets`, the sum rounded to
-    float32 first (as numpy's `out += offsets` does). Returns how many arguments were not reduced."""
+def shifted_cos_float32(out, offsets, weight, unit_rows):
+    """out[:, j] = weight cos(out[:, j] + offsets[j]) for float32 `out` and `offsets` (the sum rounded to
+    float32, as numpy's `out += offsets` does), then each row scaled to unit norm if `unit_rows`. A row
+    whose arguments `_cos_float32` all reduces goes through it (vectorised); in any other row each argument
+    beyond it goes through the float64 `_cos_by_pi` and the rest through `_cos_float32`, so an element's
+    bits never depend on its neighbours. Returns how many arguments neither could reduce (then numpy must)."""
     rows, m = out.shape
+    w = np.float32(weight)
     unreduced = 0
     for i in range(rows):
         row = out[i]
-        for j in range(m):
-            x = np.float64(row[j] + offsets[j])
-            k = np.rint(x * _ONE_OVER_PI)
-            bad = 1 if not (abs(k) < REDUCTION_LIMIT) else 0
-            k = k if bad == 0 else 0.0
-            r = ((x - k * (2.0 * _P1)) - k * (2.0 * _P2)) - k * (2.0 * _P3)
-            r2 = r * r
-            c = _C16[7]
-            c = c * r2 + _C16[6]
-            c = c * r2 + _C16[5]
-            c = c * r2 + _C16[4]
-            c = c * r2 + _C16[3]
-            c = c * r2 + _C16[2]
-            c = c * r2 + _C16[1]
-            c = c * r2 + _C16[0]
-            c = 1.0 + r2 * c
-            row[j] = (weight if (np.int64(k) & 1) == 0 else -weight) * c
-            unreduced += bad
+        if _beyond_float32_reduction(row, offsets) == 0:
+            for j in range(m):
+                row[j], _ = _cos_float32(row[j] + offsets[j], w)
+        else:
+            for j in range(m):
+                x = row[j] + offsets[j]
+                value, bad = _cos_float32(x, w)
+                if bad:
+                    wide, bad = _cos_by_pi(np.float64(x), weight)
+                    value = np.float32(wide)
+                    unreduced += bad
+                row[j] = value
+        if unit_rows:
+            _unit_row(row)
     return unreduced
+
+
+@nb.njit(nogil=True, cache=True, fastmath={"reassoc"})
+def _squared_norm(row):
+    """sum of row^2 in float64; reassociated, so it vectorises: its order (hence its last bit, ~1e-16)
+    follows the SIMD width, far below a float32 feature's rounding and float64's promised 1e-11."""
+    total = 0.0
+    for j in range(row.size):
+        value = np.float64(row[j])
+        total += value * value
+    return total
+
+
+@nb.njit(inline="always")
+def _unit_row(row):
+    """row divided by its l2 norm (one multiplication by the inverse, in row's precision)."""
+    inverse = row.dtype.type(1.0 / math.sqrt(_squared_norm(row)))
+    for j in range(row.size):
+        row[j] = row[j] * inverse
 
 
 @nb.njit(nogil=True, cache=True)
@@ -229,28 +318,6 @@ def unit_rows_into(X, out):
 
 @nb.njit(nogil=True, cache=True)
 def normalize_rows(out):
-    """Each row divided by its l2 norm, summed in float64 in 8 interleaved partial sums (a fixed order, so
-    the same bits everywhere; one running sum waits on each addition, ~4x slower, measured)."""
-    rows, width = out.shape
-    whole = width - width % 8
-    for i in range(rows):
-        row = out[i]
-        s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
-        for j in range(0, whole, 8):
-            v0, v1, v2, v3 = np.float64(row[j]), np.float64(row[j + 1]), np.float64(row[j + 2]), np.float64(row[j + 3])
-            v4, v5, v6, v7 = np.float64(row[j + 4]), np.float64(row[j + 5]), np.float64(row[j + 6]), np.float64(row[j + 7])
-            s0 += v0 * v0
-            s1 += v1 * v1
-            s2 += v2 * v2
-            s3 += v3 * v3
-            s4 += v4 * v4
-            s5 += v5 * v5
-            s6 += v6 * v6
-            s7 += v7 * v7
-        for j in range(whole, width):
-            value = np.float64(row[j])
-            s0 += value * value
-        total = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
-        inverse = 1.0 / math.sqrt(total)
-        for j in range(width):
-            row[j] = row[j] * inverse
+    """Each row divided by its l2 norm (`_unit_row`): for blocks computed by numpy's cos."""
+    for i in range(out.shape[0]):
+        _unit_row(out[i])

@@ -63,37 +63,38 @@ class FourierPass:
     def run(self, project, X, out: np.ndarray) -> bool:
         """Features of the rows X into `out` (out.dtype == self.dtype). Returns True when every feature
         is known to be finite (else the caller checks)."""
+        if self.offsets is not None:
+            # The product is written where the features go, so the block need not fit a cache: one
+            # product over the chunk packs W once (blocks of 128 rows made the product 1.3x slower at
+            # d = 512, D = 4096), and the in-place pass then streams it.
+            project(X, out)
+            return self._phase(out, project, X)
         n_rows, m = X.shape[0], self.width
         step = min(n_rows, block_rows(X.shape[1], m, self.block_scale))
-        scratch = None if self.offsets is not None else np.empty((step, m), dtype=self.dtype)
+        scratch = np.empty((step, m), dtype=self.dtype)
         finite = True
         for start in range(0, n_rows, step):
             stop = min(n_rows, start + step)
             rows = X[start:stop] if step < n_rows else X
-            block = out[start:stop]
-            if self.offsets is not None:
-                project(rows, block)
-                finite &= self._phase(block, project, rows)
-            else:
-                projection = scratch[:stop - start]
-                project(rows, projection)
-                finite &= self._cos_sin(projection, block)
-            if self.normalize:
-                kernels.normalize_rows(block)
+            projection = scratch[:stop - start]
+            project(rows, projection)
+            finite &= self._cos_sin(projection, out[start:stop])
         return bool(finite)
 
     def _phase(self, block: np.ndarray, project, rows) -> bool:
-        if self._shifted_cos(block, self.offsets, self.weight) == 0:
+        if self._shifted_cos(block, self.offsets, self.weight, self.normalize) == 0:
             return True
-        project(rows, block)   # an argument beyond the compiled reduction: numpy reduces any
+        project(rows, block)   # an argument beyond the compiled reduction: numpy reduces any argument
         block += self.offsets
         np.cos(block, out=block)
         if self._cast_weight != 1:
             block *= self._cast_weight
+        if self.normalize:
+            kernels.normalize_rows(block)
         return not np.isnan(block.max())   # cos of a finite number is finite; of inf or nan, nan
 
     def _cos_sin(self, projection: np.ndarray, block: np.ndarray) -> bool:
-        if self._cos_sin_into(projection, self.weights, block) == 0:
+        if self._cos_sin_into(projection, self.weights, block, self.normalize) == 0:
             return True
         m = self.width
         cosines, sines = block[:, :m], block[:, m:]
@@ -104,6 +105,8 @@ class FourierPass:
             sines *= self._cast_weights
         elif self.weight != 1:
             block *= self._cast_weight
+        if self.normalize:
+            kernels.normalize_rows(block)
         return not np.isnan(cosines.max())
 
 
