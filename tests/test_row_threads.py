@@ -134,10 +134,9 @@ def test_a_batch_on_fewer_cores_than_blas_threads_computes_with_one_blas_thread(
 
 
 def test_float32_passes_are_within_two_ulps_of_the_exact_features():
-    """The compiled float32 passes. cos_sin: cos and sin of the (float32) projection, computed in float64 to
-    ~1e-11 and rounded once (half an ulp). phase: x + b rounded to float32 first, as numpy's `out += b` does,
-    then cos in float32 arithmetic, within 2^-22 of the weight (two float32 ulps of the largest feature);
-    arguments beyond its reduction go through the float64 formula, element by element."""
+    """The compiled float32 passes compute in float32 arithmetic, within 2^-22 of the weight (two float32 ulps
+    of the largest feature): phase of x + b rounded to float32 first, as numpy's `out += b` does; cos_sin of
+    the projection. Arguments beyond their reduction go through a float64 formula, element by element."""
     from featurehash.maps import _fourier_kernels as kernels
 
     rng = np.random.default_rng(5)
@@ -149,10 +148,21 @@ def test_float32_passes_are_within_two_ulps_of_the_exact_features():
     exact = weight * np.cos((P + offsets).astype(np.float64))
     assert np.abs(shifted[0] - exact).max() <= 2.0**-22 * weight
     both = np.empty((1, 2 * P.size), dtype=np.float32)
-    assert kernels.cos_sin_into_float32(P[None, :], np.full(P.size, weight), both, False) == 0
+    weights = np.full(P.size, weight, dtype=np.float32)
+    assert kernels.cos_sin_into_float32(P[None, :], weights, both, False) == 0
     for got, exact in ((both[0, :P.size], weight * np.cos(P.astype(np.float64))),
                        (both[0, P.size:], weight * np.sin(P.astype(np.float64)))):
-        assert np.all(np.abs(got - exact) <= 0.5 * np.spacing(np.abs(exact).astype(np.float32)) + 1e-10 * weight)
+        assert np.abs(got - exact).max() <= 2.0**-22 * weight
+    beyond = np.array([[1e7, 3.0, np.inf, 2e5, -1.5e5]], dtype=np.float32)
+    wide = np.empty((1, 10), dtype=np.float32)
+    assert kernels.cos_sin_into_float32(beyond, np.ones(5, np.float32), wide, False) == 2   # then numpy's
+    in_range = [1, 3, 4]
+    np.testing.assert_allclose(wide[0, in_range], np.cos(beyond[0, in_range].astype(np.float64)), rtol=0, atol=2.0**-22)
+    np.testing.assert_allclose(wide[0, 5:][in_range], np.sin(beyond[0, in_range].astype(np.float64)), rtol=0,
+                               atol=2.0**-22)
+    alone = np.empty((1, 2), dtype=np.float32)
+    kernels.cos_sin_into_float32(beyond[:, 1:2], np.ones(1, np.float32), alone, False)
+    assert wide[0, 1] == alone[0, 0] and wide[0, 6] == alone[0, 1]   # bits independent of the neighbours
     beyond = np.array([[1e7, 3.0, np.inf, 4e5, -3e5]], dtype=np.float32)
     wide = beyond.copy()
     assert kernels.shifted_cos_float32(wide, np.zeros(5, np.float32), 1.0, False) == 2   # then numpy's
@@ -182,7 +192,7 @@ def test_fused_unit_rows_equal_the_separate_pass():
         np.testing.assert_allclose(np.linalg.norm(fused.astype(np.float64), axis=1), 1.0, rtol=1e-6)
     for dtype, cos_sin in ((np.float32, kernels.cos_sin_into_float32), (np.float64, kernels.cos_sin_into)):
         fused, separate = (np.empty((5, 2006), dtype=dtype) for _ in range(2))
-        cos_sin(P.astype(dtype), np.full(1003, 0.3), fused, True)
-        cos_sin(P.astype(dtype), np.full(1003, 0.3), separate, False)
+        cos_sin(P.astype(dtype), np.full(1003, 0.3, dtype=dtype), fused, True)
+        cos_sin(P.astype(dtype), np.full(1003, 0.3, dtype=dtype), separate, False)
         kernels.normalize_rows(separate)
         assert np.array_equal(fused, separate)

@@ -129,14 +129,14 @@ def shifted_cos_inplace(out, offsets, weight, unit_rows):
     return unreduced
 
 
-# float32 cos_sin features need ~1e-9, not 1e-16: the same reduction by pi/2 with sin r to r^11 and
-# cos r to r^12 (truncation < 7e-12 on |r| <= pi/4), 11 terms instead of 17.
+# float32 cos_sin arguments beyond the float32 reduction below need ~1e-9, not 1e-16: the same float64
+# reduction by pi/2 with sin r to r^11 and cos r to r^12 (truncation < 7e-12 on |r| <= pi/4).
 _S11 = _S[:5]
 _C12 = _C[:6]
 
 
 @nb.njit(inline="always")
-def _sincos_float32(x):
+def _sincos_short(x):
     """(sin x, cos x, unreduced) as `_sincos`, to ~1e-11: enough for features rounded to float32."""
     k, r, unreduced = _reduced_by_half_pi(x)
     r2 = r * r
@@ -154,23 +154,6 @@ def _sincos_float32(x):
     c = c * r2 + _C12[0]
     c = 1.0 + r2 * c
     return _by_quadrant(s, c, k, unreduced)
-
-
-@nb.njit(nogil=True, cache=True)
-def cos_sin_into_float32(projection, weights, out, unit_rows):
-    """`cos_sin_into` for float32 `out`, with `_sincos_float32`."""
-    rows, m = projection.shape
-    unreduced = 0
-    for i in range(rows):
-        values, cosines, sines = projection[i], out[i, :m], out[i, m:]
-        for j in range(m):
-            sin_x, cos_x, bad = _sincos_float32(np.float64(values[j]))
-            cosines[j] = weights[j] * cos_x
-            sines[j] = weights[j] * sin_x
-            unreduced += bad
-        if unit_rows:
-            _unit_row(out[i])
-    return unreduced
 
 
 # float32 phase features are rounded to float32: the float64 formula of `shifted_cos_inplace` is ~1e-16
@@ -321,3 +304,84 @@ def normalize_rows(out):
     """Each row divided by its l2 norm (`_unit_row`): for blocks computed by numpy's cos."""
     for i in range(out.shape[0]):
         _unit_row(out[i])
+
+
+# float32 cos_sin features in float32 arithmetic, as the phase pass below:
+#     k = rint(x 2/pi),  r = ((x - k A) - k B) - k C,  A + B + C = pi/2 (A, B of 8 bits),  |r| <= pi/4,
+#     sin r to r^9 and cos r to r^10 (truncation < 2e-9 and 1.2e-10 on |r| <= pi/4), then by k mod 4;
+# within 2^-22 of the weight (measured: 1.1 float32 ulps of 1); arguments with |k| >= 2^16 (|x| > 1e5)
+# go through `_sincos_short` element by element.
+_HALF_PI_A = _leading_bits(_HALF_PI, 8)
+_HALF_PI_B = _leading_bits(_HALF_PI - Decimal(_HALF_PI_A), 8)
+_HALF_PI_A32, _HALF_PI_B32 = np.float32(_HALF_PI_A), np.float32(_HALF_PI_B)
+_HALF_PI_C32 = np.float32(float(_HALF_PI - Decimal(_HALF_PI_A) - Decimal(_HALF_PI_B)))
+_TWO_OVER_PI32 = np.float32(_TWO_OVER_PI)
+_S9_32 = tuple(np.float32(c) for c in _S[:4])     # r^3 .. r^9
+_C10_32 = tuple(np.float32(c) for c in _C[:5])    # r^2 .. r^10
+
+
+@nb.njit(inline="always")
+def _sincos_in_float32(x):
+    """(sin x, cos x, 1 if x is beyond the float32 reduction or not finite else 0) in float32 arithmetic."""
+    k = np.rint(x * _TWO_OVER_PI32)
+    bad = 1 if not (abs(k) < REDUCTION_LIMIT32) else 0
+    k = k if bad == 0 else np.float32(0.0)
+    r = ((x - k * _HALF_PI_A32) - k * _HALF_PI_B32) - k * _HALF_PI_C32
+    r2 = r * r
+    s = _S9_32[3]
+    s = s * r2 + _S9_32[2]
+    s = s * r2 + _S9_32[1]
+    s = s * r2 + _S9_32[0]
+    s = r + r * (r2 * s)
+    c = _C10_32[4]
+    c = c * r2 + _C10_32[3]
+    c = c * r2 + _C10_32[2]
+    c = c * r2 + _C10_32[1]
+    c = c * r2 + _C10_32[0]
+    c = _ONE32 + r2 * c
+    quadrant = np.int32(k) & 3
+    odd = (quadrant & 1) == 1
+    sin_x = c if odd else s
+    cos_x = s if odd else c
+    sin_x = -sin_x if quadrant >= 2 else sin_x
+    cos_x = -cos_x if quadrant == 1 or quadrant == 2 else cos_x
+    return sin_x, cos_x, bad
+
+
+@nb.njit(inline="always")
+def _beyond_half_pi_reduction32(values):
+    """How many of `values` `_sincos_in_float32` cannot reduce (a cheap pass: no polynomial)."""
+    count = 0
+    for j in range(values.size):
+        k = np.rint(values[j] * _TWO_OVER_PI32)
+        count += 1 if not (abs(k) < REDUCTION_LIMIT32) else 0
+    return count
+
+
+@nb.njit(nogil=True, cache=True)
+def cos_sin_into_float32(projection, weights, out, unit_rows):
+    """`cos_sin_into` for float32 `projection`, `weights` and `out`, in float32 arithmetic
+    (`_sincos_in_float32`); in a row with an argument beyond its reduction, each such argument goes
+    through the float64 `_sincos_short` (an element's bits never depend on its neighbours). Returns how
+    many arguments neither could reduce (then numpy must)."""
+    rows, m = projection.shape
+    unreduced = 0
+    for i in range(rows):
+        values, cosines, sines = projection[i], out[i, :m], out[i, m:]
+        if _beyond_half_pi_reduction32(values) == 0:
+            for j in range(m):
+                sin_x, cos_x, _ = _sincos_in_float32(values[j])
+                cosines[j] = weights[j] * cos_x
+                sines[j] = weights[j] * sin_x
+        else:
+            for j in range(m):
+                sin_x, cos_x, bad = _sincos_in_float32(values[j])
+                if bad:
+                    wide_sin, wide_cos, bad = _sincos_short(np.float64(values[j]))
+                    sin_x, cos_x = np.float32(wide_sin), np.float32(wide_cos)
+                    unreduced += bad
+                cosines[j] = weights[j] * cos_x
+                sines[j] = weights[j] * sin_x
+        if unit_rows:
+            _unit_row(out[i])
+    return unreduced

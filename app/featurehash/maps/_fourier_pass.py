@@ -47,6 +47,7 @@ class FourierPass:
     def __init__(self, dtype: np.dtype, weights: np.ndarray, offsets: np.ndarray | None = None,
                  normalize: bool = False, block_scale: int = 1):
         self.dtype = np.dtype(dtype)
+        single = self.dtype == np.float32
         self.weights = np.ascontiguousarray(weights, dtype=np.float64)
         self.width = self.weights.size
         uniform = self.weights.size and np.all(self.weights == self.weights[0])
@@ -56,7 +57,6 @@ class FourierPass:
         self.offsets = None if offsets is None else np.ascontiguousarray(offsets, dtype=self.dtype)
         self.normalize = normalize
         self.block_scale = block_scale
-        single = self.dtype == np.float32
         self._shifted_cos = kernels.shifted_cos_float32 if single else kernels.shifted_cos_inplace
         self._cos_sin_into = kernels.cos_sin_into_float32 if single else kernels.cos_sin_into
 
@@ -94,7 +94,7 @@ class FourierPass:
         return not np.isnan(block.max())   # cos of a finite number is finite; of inf or nan, nan
 
     def _cos_sin(self, projection: np.ndarray, block: np.ndarray) -> bool:
-        if self._cos_sin_into(projection, self.weights, block, self.normalize) == 0:
+        if self._cos_sin_into(projection, self._cast_weights, block, self.normalize) == 0:
             return True
         m = self.width
         cosines, sines = block[:, :m], block[:, m:]
