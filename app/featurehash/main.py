@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
@@ -43,6 +44,13 @@ def _add_routes(app: FastAPI, router: APIRouter) -> None:
     app.router.routes.extend(router.routes)
 
 
+def _telemetry_options(settings: Settings) -> dict:
+    """FastAPI's native OpenTelemetry, off unless settings.opentelemetry (older FastAPI releases have none)."""
+    if settings.opentelemetry or "telemetry" not in inspect.signature(FastAPI).parameters:
+        return {}
+    return {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
 
@@ -64,7 +72,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             access_lines.flush()
 
     app = FastAPI(title="featurehash", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
-                  generate_unique_id_function=operation_id, description=DESCRIPTION)
+                  generate_unique_id_function=operation_id, description=DESCRIPTION,
+                  **_telemetry_options(settings))
     install_error_handlers(app, settings.retry_after_seconds)
     for module in (routes_compute, routes_maps, routes_indexes, routes_health):  # the hot routes match first
         _add_routes(app, module.router)
