@@ -287,6 +287,8 @@ class DenseFeatureMap(FeatureMap):
 
     def _working_copy(self, X, dtype: np.dtype):
         """X in the working precision; refuses values that float32 cannot hold."""
+        if X.dtype == dtype:
+            return X
         with np.errstate(over="ignore"):
             cast = X.astype(dtype, copy=False)
         if cast.dtype != X.dtype and not np.isfinite(cast.data if sp.issparse(cast) else cast).all():

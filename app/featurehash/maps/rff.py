@@ -75,6 +75,7 @@ class RFFMap(DenseFeatureMap):
         self._structured: dict[np.dtype, StructuredProjection | None] = {}
         self._structured_row_norm = np.inf
         self._passes: dict[np.dtype, FourierPass] = {}
+        self._projectors: dict[np.dtype, object] = {}
 
     @staticmethod
     def _frequency_count(spec: MapSpec, variant: str) -> int:
@@ -219,12 +220,17 @@ class RFFMap(DenseFeatureMap):
 
     def _projector(self, dtype: np.dtype):
         """project(rows, into): into = rows W^T, the projection the Fourier pass takes block by block
-        (structured frequencies: the O(D log d) transform, without W)."""
-        structured = self._structured_for(dtype)
-        if structured is not None:
-            return structured.project
-        frequencies, _ = self._parameters_for(dtype)
-        return lambda rows, into: project_into(rows, frequencies, into)
+        (structured frequencies: the O(D log d) transform, without W); made once per dtype."""
+        projector = self._projectors.get(dtype)
+        if projector is None:
+            structured = self._structured_for(dtype)
+            if structured is not None:
+                projector = structured.project
+            else:
+                frequencies, _ = self._parameters_for(dtype)
+                projector = (lambda rows, into: project_into(rows, frequencies, into))
+            self._projectors[dtype] = projector
+        return projector
 
     @property
     def shared_chunk_rows(self) -> int:
