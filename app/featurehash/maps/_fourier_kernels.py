@@ -186,12 +186,19 @@ _ONE32 = np.float32(1.0)
 
 
 @nb.njit(inline="always")
-def _cos_float32(x, weight):
-    """(weight cos x, 1 if x is beyond the float32 reduction or not finite else 0) in float32 arithmetic."""
-    k = np.rint(x * _ONE_OVER_PI32)
+def _reduced_float32(x, inverse, a, b, c):
+    """(k, r, bad) with x = k P + r, P = a + b + c (pi or pi/2; a and b of 8 bits), in float32 arithmetic;
+    bad = 1 where |k| >= 2^16 or x is not finite (then k = 0 and r must not be used)."""
+    k = np.rint(x * inverse)
     bad = 1 if not (abs(k) < REDUCTION_LIMIT32) else 0
     k = k if bad == 0 else np.float32(0.0)
-    r = ((x - k * _PI_A32) - k * _PI_B32) - k * _PI_C32
+    return k, ((x - k * a) - k * b) - k * c, bad
+
+
+@nb.njit(inline="always")
+def _cos_float32(x, weight):
+    """(weight cos x, 1 if x is beyond the float32 reduction or not finite else 0) in float32 arithmetic."""
+    k, r, bad = _reduced_float32(x, _ONE_OVER_PI32, _PI_A32, _PI_B32, _PI_C32)
     r2 = r * r
     c = _C14_32[6]
     c = c * r2 + _C14_32[5]
@@ -331,10 +338,7 @@ _C10_32 = tuple(np.float32(c) for c in _C[:5])    # r^2 .. r^10
 @nb.njit(inline="always")
 def _sincos_in_float32(x):
     """(sin x, cos x, 1 if x is beyond the float32 reduction or not finite else 0) in float32 arithmetic."""
-    k = np.rint(x * _TWO_OVER_PI32)
-    bad = 1 if not (abs(k) < REDUCTION_LIMIT32) else 0
-    k = k if bad == 0 else np.float32(0.0)
-    r = ((x - k * _HALF_PI_A32) - k * _HALF_PI_B32) - k * _HALF_PI_C32
+    k, r, bad = _reduced_float32(x, _TWO_OVER_PI32, _HALF_PI_A32, _HALF_PI_B32, _HALF_PI_C32)
     r2 = r * r
     s = _S9_32[3]
     s = s * r2 + _S9_32[2]
