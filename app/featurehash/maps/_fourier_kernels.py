@@ -271,12 +271,12 @@ def shifted_cos_float32(out, offsets, weight, unit_rows):
 
 
 @nb.njit(nogil=True, cache=True, fastmath={"reassoc"})
-def _squared_norm(row):
-    """sum of row^2 in float64; reassociated, so it vectorises: its order (hence its last bit, ~1e-16)
-    follows the SIMD width, far below a float32 feature's rounding and float64's promised 1e-11."""
+def _squared_norm(row, scale):
+    """sum of (scale row)^2 in float64; reassociated, so it vectorises: its order (hence its last bit,
+    ~1e-16) follows the SIMD width, far below a float32 feature's rounding and float64's promised 1e-11."""
     total = 0.0
     for j in range(row.size):
-        value = np.float64(row[j])
+        value = np.float64(row[j]) * scale
         total += value * value
     return total
 
@@ -284,33 +284,41 @@ def _squared_norm(row):
 @nb.njit(inline="always")
 def _unit_row(row):
     """row divided by its l2 norm (one multiplication by the inverse, in row's precision)."""
-    inverse = row.dtype.type(1.0 / math.sqrt(_squared_norm(row)))
+    inverse = row.dtype.type(1.0 / math.sqrt(_squared_norm(row, 1.0)))
     for j in range(row.size):
         row[j] = row[j] * inverse
 
 
+@nb.njit(nogil=True, cache=True, fastmath={"reassoc", "nnan", "ninf"})
+def _peak(row):
+    """max |row| in float64 (rows are checked finite: no NaN or inf can reach it), vectorised."""
+    peak = 0.0
+    for j in range(row.size):
+        peak = max(peak, abs(np.float64(row[j])))
+    return peak
+
+
 @nb.njit(nogil=True, cache=True)
 def unit_rows_into(X, out):
-    """out = each row of X scaled to unit l2 norm, in float64 and without over/underflow (divided by its
-    largest magnitude first), rounded once to out's dtype: one pass and no temporaries, for the unit-sphere
-    maps' inputs. Returns how many rows are all zero (left as zeros; the caller refuses them)."""
+    """out = each row of X scaled to unit l2 norm, in float64 and without over/underflow (scaled first by
+    the power of two that brings its largest magnitude into [1/2, 1): exact), rounded once to out's dtype: one pass
+    and no temporaries, for the unit-sphere maps' inputs. Multiplications only and vectorised reductions
+    (`_peak`, `_squared_norm`): three divisions and a serial sum an element made nrff and srf 1.4x slower
+    than rff at d = 64 (measured). Returns how many rows are all zero (left as zeros; the caller refuses
+    them)."""
     rows, width = X.shape
     zero_rows = 0
     for i in range(rows):
-        peak = 0.0
-        for j in range(width):
-            peak = max(peak, abs(np.float64(X[i, j])))
+        row, target = X[i], out[i]
+        peak = _peak(row)
         if peak == 0.0:
             zero_rows += 1
-            out[i, :] = 0
+            target[:] = 0
             continue
-        total = 0.0
+        scale = math.ldexp(1.0, min(-math.frexp(peak)[1], 1022))   # 2^1023 and above overflow
+        inverse = 1.0 / math.sqrt(_squared_norm(row, scale))
         for j in range(width):
-            value = np.float64(X[i, j]) / peak
-            total += value * value
-        norm = math.sqrt(total)
-        for j in range(width):
-            out[i, j] = (np.float64(X[i, j]) / peak) / norm
+            target[j] = (np.float64(row[j]) * scale) * inverse
     return zero_rows
 
 
