@@ -113,3 +113,17 @@ def mixed_codes(keys, codes):
         for j in range(codes.shape[1]):
             out[r, j] = np.int64(mix(keys[j] + GOLDEN * np.uint64(codes[r, j])) >> ONE)
     return out
+
+
+@nb.njit(nogil=True, cache=True)
+def full_codes(i_star, t_star):
+    """(i* << 32) | zigzag(t*) in its low 32 bits, element by element: the codes of `GCWSMap._codes` in one
+    pass (numpy's five array operations cost ~5 us for a vector of k = 256, measured)."""
+    rows, k = i_star.shape
+    codes = np.empty((rows, k), dtype=np.int64)
+    for row in range(rows):
+        for j in range(k):
+            t = t_star[row, j]
+            codes[row, j] = (i_star[row, j] << 32) | (((t << 1) ^ (t >> 63)) & 0xFFFFFFFF)
+    return codes
+

@@ -57,7 +57,6 @@ from .spec import MapSpec
 
 DEFAULT_TABLE_BUDGET_BYTES = 256 * 2**20
 _TABLE_BYTES_PER_ENTRY = 16  # four float32 constants per (coordinate, sample)
-_LOW_32_BITS = np.int64(0xFFFFFFFF)
 # numba's default (workqueue) threading layer must not run parallel kernels from two
 # threads at once; the service calls maps from a thread pool.
 _PARALLEL_KERNEL_LOCK = threading.Lock()
@@ -184,8 +183,7 @@ class GCWSMap(DiscreteCodeMap):
             return i_star
         if self._darts is not None:
             return (i_star << 32) | t_star  # t_star holds the 32-bit dart identity
-        zigzag = (t_star << 1) ^ (t_star >> 63)
-        return (i_star << 32) | (zigzag & _LOW_32_BITS)
+        return _gcws_kernels.full_codes(i_star, t_star)
 
     def transform(self, X, *, dtype=None) -> OneHotFeatures:
         i_star, t_star = self.samples(X)
