@@ -186,11 +186,18 @@ _ONE32 = np.float32(1.0)
 
 
 @nb.njit(inline="always")
+def _beyond_float32(k):
+    """1 where k = rint(x / P) is too large for k a and k b to be exact in float32 (|k| >= 2^16), or not
+    finite, else 0."""
+    return 1 if not (abs(k) < REDUCTION_LIMIT32) else 0
+
+
+@nb.njit(inline="always")
 def _reduced_float32(x, inverse, a, b, c):
     """(k, r, bad) with x = k P + r, P = a + b + c (pi or pi/2; a and b of 8 bits), in float32 arithmetic;
     bad = 1 where |k| >= 2^16 or x is not finite (then k = 0 and r must not be used)."""
     k = np.rint(x * inverse)
-    bad = 1 if not (abs(k) < REDUCTION_LIMIT32) else 0
+    bad = _beyond_float32(k)
     k = k if bad == 0 else np.float32(0.0)
     return k, ((x - k * a) - k * b) - k * c, bad
 
@@ -236,8 +243,7 @@ def _beyond_float32_reduction(row, offsets):
     """How many of row + offsets `_cos_float32` cannot reduce (a cheap pass: no polynomial)."""
     count = 0
     for j in range(row.size):
-        k = np.rint((row[j] + offsets[j]) * _ONE_OVER_PI32)
-        count += 1 if not (abs(k) < REDUCTION_LIMIT32) else 0
+        count += _beyond_float32(np.rint((row[j] + offsets[j]) * _ONE_OVER_PI32))
     return count
 
 
@@ -359,6 +365,7 @@ def _sincos_in_float32(x):
     c = c * r2 + _C10_32[1]
     c = c * r2 + _C10_32[0]
     c = _ONE32 + r2 * c
+    # `_by_quadrant` multiplies by float64 +-1.0 (half the lanes); its negation form made this pass 1.2x slower
     quadrant = np.int32(k) & 3
     odd = (quadrant & 1) == 1
     sin_x = c if odd else s
@@ -373,8 +380,7 @@ def _beyond_half_pi_reduction32(values):
     """How many of `values` `_sincos_in_float32` cannot reduce (a cheap pass: no polynomial)."""
     count = 0
     for j in range(values.size):
-        k = np.rint(values[j] * _TWO_OVER_PI32)
-        count += 1 if not (abs(k) < REDUCTION_LIMIT32) else 0
+        count += _beyond_float32(np.rint(values[j] * _TWO_OVER_PI32))
     return count
 
 
