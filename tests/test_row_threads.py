@@ -40,6 +40,7 @@ def test_threads_blocks_and_chunks_give_the_same_features(method, params, monkey
     m.features_into(X.astype(np.float32), alone32, threads=1)
     monkeypatch.setattr(fourier_pass, "BLOCK_ELEMENTS", 7 * m.output_dim)   # several blocks per chunk
     monkeypatch.setattr(fourier_pass, "MIN_BLOCK_ROWS", 5)
+    monkeypatch.setattr(fourier_pass, "PRODUCT_BLOCK_ROWS", 5)
     monkeypatch.setattr(base_module, "SHARED_MIN_ELEMENTS", 8 * m.output_dim)  # many chunks
     for threads in (1, 2, 3):
         shared64, shared32 = np.empty_like(alone64), np.empty_like(alone32)

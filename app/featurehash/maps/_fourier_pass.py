@@ -6,9 +6,10 @@ where P = project(X) is whatever the map computes (a dense or sparse product X W
 transform, an FFT): `project(rows, into)` writes the projection of `rows` into the C-contiguous block
 `into`. phase: the whole chunk is projected straight into the output (one product packs W once: 128-row
 blocks made it 1.3x slower at d = 512, D = 4096, one thread, measured), then offset, cos, weight (and
-nrff's row normalisation) are applied in place, row by row. cos_sin: the chunk goes by blocks of about
-BLOCK_ELEMENTS projections, each projected into a scratch block that stays in L2 and turned into its
-cos and sin columns of the output. Memory traffic is at most one more read and write of the output,
+nrff's row normalisation) are applied in place, row by row. cos_sin: the chunk goes by blocks (`block_rows`: at
+least PRODUCT_BLOCK_ROWS rows for a BLAS product, which packs W anew for each, else about BLOCK_ELEMENTS
+projections), each projected into a scratch block that stays in cache and turned into its cos and sin
+columns of the output. Memory traffic is at most one more read and write of the output,
 against the numpy one-shot form's product written out, read and written again by each of its
 elementwise passes.
 
@@ -27,14 +28,20 @@ from . import _fourier_kernels as kernels
 
 BLOCK_ELEMENTS = 2**16
 MIN_BLOCK_ROWS = 64
+# A BLAS product packs all of W (d x m) for each block of rows, whatever the rows: blocks of 512 rows
+# made float32 cos_sin maps 1.05-1.2x faster than 128-row ones at (n, d, D) = (4096, 512, 4096),
+# (20000, 128, 2048), (1000, 32, 1024) and (100000, 64, 512) (the packing was 16% of the product's time
+# at 128 rows, measured); a block is never wider than its chunk (base.CHUNK_ELEMENTS).
+PRODUCT_BLOCK_ROWS = 512
 
 
-def block_rows(input_dim: int, width: int, scale: int = 1) -> int:
-    """Rows of a cos_sin block: `scale` BLOCK_ELEMENTS projections, but at least MIN_BLOCK_ROWS and input_dim / 4
-    rows: each product packs all of W (d x m) for its rows, so 16-row blocks made the product 2.5x slower
-    at d = 784 and 1.6x at d = 512 than 64-row ones (one thread, measured). A projection with a fixed cost
-    per call (SSF's FFTs: ~10 numpy and scipy calls) takes larger blocks (`scale`)."""
-    return max(scale * BLOCK_ELEMENTS // max(1, width), MIN_BLOCK_ROWS, input_dim // 4)
+def block_rows(input_dim: int, width: int, scale: int = 1, product: bool = True) -> int:
+    """Rows of a cos_sin block: `scale` BLOCK_ELEMENTS projections, but at least input_dim / 4 rows and
+    PRODUCT_BLOCK_ROWS for a BLAS product (`product`), MIN_BLOCK_ROWS for another projection. A
+    projection with a fixed cost per call (SSF's FFTs: ~10 numpy and scipy calls) takes larger blocks
+    (`scale`) but no product's minimum: 512-row blocks made SSF 1.2-1.5x slower (measured)."""
+    fewest = PRODUCT_BLOCK_ROWS if product else MIN_BLOCK_ROWS
+    return max(scale * BLOCK_ELEMENTS // max(1, width), fewest, input_dim // 4)
 
 
 class FourierPass:
@@ -43,7 +50,7 @@ class FourierPass:
     whether rows are normalised to unit l2 norm afterwards (nrff)."""
 
     def __init__(self, dtype: np.dtype, weights: np.ndarray, offsets: np.ndarray | None = None,
-                 normalize: bool = False, block_scale: int = 1):
+                 normalize: bool = False, block_scale: int = 1, product: bool = True):
         self.dtype = np.dtype(dtype)
         single = self.dtype == np.float32
         self.weights = np.ascontiguousarray(weights, dtype=np.float64)
@@ -55,6 +62,7 @@ class FourierPass:
         self.offsets = None if offsets is None else np.ascontiguousarray(offsets, dtype=self.dtype)
         self.normalize = normalize
         self.block_scale = block_scale
+        self.product = product
         self._shifted_cos = kernels.shifted_cos_float32 if single else kernels.shifted_cos_inplace
         self._cos_sin_into = kernels.cos_sin_into_float32 if single else kernels.cos_sin_into
 
@@ -68,7 +76,7 @@ class FourierPass:
             project(X, out)
             return self._phase(out, project, X)
         n_rows, m = X.shape[0], self.width
-        step = min(n_rows, block_rows(X.shape[1], m, self.block_scale))
+        step = min(n_rows, block_rows(X.shape[1], m, self.block_scale, self.product))
         scratch = np.empty((step, m), dtype=self.dtype)
         finite = True
         for start in range(0, n_rows, step):

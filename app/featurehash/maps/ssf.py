@@ -739,12 +739,12 @@ class SSFMap(DenseFeatureMap):
         """1/sqrt(N) [cos, sin] of the N = 2n angles (Gaussian kernel)."""
         if dtype not in self._passes:
             self._passes[dtype] = FourierPass(dtype, np.full(2 * self.n, 1.0 / np.sqrt(2 * self.n)),
-                                              block_scale=SSF_BLOCK_SCALE)
+                                              block_scale=SSF_BLOCK_SCALE, product=False)
         return self._passes[dtype]
 
     @property
     def shared_chunk_rows(self) -> int:
-        return block_rows(self.input_dim, 2 * self.n, SSF_BLOCK_SCALE)
+        return block_rows(self.input_dim, 2 * self.n, SSF_BLOCK_SCALE, product=False)
 
     def _prepare_shared(self, dtype: np.dtype) -> None:
         self._parameters_for(dtype)
