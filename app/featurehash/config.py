@@ -32,9 +32,10 @@ class Settings(BaseSettings):
     table_budget_bytes: int = Field(default=256 * MIB, ge=0)
 
     # What one request may hold besides its body: streamed responses are computed and encoded this many
-    # array bytes at a time, `stream_threads` chunks at once (so a streamed answer holds at most
-    # stream_threads + 2 chunks: those computed, the one sent and the transport's copy of its unsent
-    # part); /kernel's feature and input matrices must fit the work budget.
+    # array bytes at a time by a worker's `stream_threads` stream threads, shared by its streams (so a
+    # streamed answer holds at most 2 stream_threads + 2 chunks: those queued ahead or made, the one sent
+    # and the transport's copy of its unsent part); /kernel's feature and input matrices must fit the
+    # work budget.
     stream_chunk_bytes: int = Field(default=2 * MIB, ge=4096)
     stream_threads: int = Field(default=2, ge=1)
     request_work_bytes: int = Field(default=256 * MIB, ge=MIB)
