@@ -35,13 +35,13 @@ MIN_BLOCK_ROWS = 64
 PRODUCT_BLOCK_ROWS = 512
 
 
-def block_rows(input_dim: int, width: int, scale: int = 1, product: bool = True) -> int:
-    """Rows of a cos_sin block: `scale` BLOCK_ELEMENTS projections, but at least input_dim / 4 rows and
+def block_rows(input_dim: int, width: int, block_scale: int = 1, product: bool = True) -> int:
+    """Rows of a cos_sin block: `block_scale` BLOCK_ELEMENTS projections, but at least input_dim / 4 rows and
     PRODUCT_BLOCK_ROWS for a BLAS product (`product`), MIN_BLOCK_ROWS for another projection. A
     projection with a fixed cost per call (SSF's FFTs: ~10 numpy and scipy calls) takes larger blocks
-    (`scale`) but no product's minimum: 512-row blocks made SSF 1.2-1.5x slower (measured)."""
+    (`block_scale`) but no product's minimum: 512-row blocks made SSF 1.2-1.5x slower (measured)."""
     fewest = PRODUCT_BLOCK_ROWS if product else MIN_BLOCK_ROWS
-    return max(scale * BLOCK_ELEMENTS // max(1, width), fewest, input_dim // 4)
+    return max(block_scale * BLOCK_ELEMENTS // max(1, width), fewest, input_dim // 4)
 
 
 class FourierPass:
