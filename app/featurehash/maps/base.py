@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from . import _row_threads as row_threads
 from .errors import InputError, SpecError, UnsupportedOperation
-from .inputs import check_input, output_dtype
+from .inputs import check_input, float32_copy, output_dtype
 from .spec import MapSpec
 
 # Rows per chunk are chosen so a chunk of features holds about this many numbers: the only
@@ -289,9 +289,14 @@ class DenseFeatureMap(FeatureMap):
         """X in the working precision; refuses values that float32 cannot hold."""
         if X.dtype == dtype:
             return X
-        with np.errstate(over="ignore"):
-            cast = X.astype(dtype, copy=False)
-        if cast.dtype != X.dtype and not np.isfinite(cast.data if sp.issparse(cast) else cast).all():
+        if isinstance(X, np.ndarray) and dtype == np.float32:
+            cast = float32_copy(X)   # None where an entry overflows
+        else:
+            with np.errstate(over="ignore"):
+                cast = X.astype(dtype, copy=False)
+            if not np.isfinite(cast.data if sp.issparse(cast) else cast).all():
+                cast = None
+        if cast is None:
             raise InputError("vectors", "values exceed the float32 range: ask for float64 features "
                              "(dtype=float64) or rescale the input")
         return cast

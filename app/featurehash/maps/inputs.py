@@ -132,6 +132,24 @@ def _dense_csr(X):
     return indptr, indices, data
 
 
+def float32_copy(X: np.ndarray) -> np.ndarray | None:
+    """A dense float64 X rounded to float32, or None when an entry leaves the float32 range: one compiled
+    pass (numpy's cast under errstate plus its finiteness check took ~3.5 us for one vector)."""
+    out = np.empty(X.shape, dtype=np.float32)
+    return None if _rounded_into(X, out) else out
+
+
+@nb.njit(nogil=True, cache=True)
+def _rounded_into(X, out):
+    """out = X rounded to out's precision; how many entries became infinite (X is finite)."""
+    overflowed = 0
+    for i in range(X.shape[0]):
+        for j in range(X.shape[1]):
+            out[i, j] = X[i, j]
+            overflowed += 1 if np.isinf(out[i, j]) else 0
+    return overflowed
+
+
 def zero_rows(X) -> np.ndarray:
     """A boolean per row: True where the row has no nonzero entry."""
     if sp.issparse(X):
