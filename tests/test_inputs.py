@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 from featurehash.maps import InputError, create_map
-from featurehash.maps.inputs import csr_parts
+from featurehash.maps.inputs import csr_parts, float32_copy
 
 D_IN = 5
 SPECS = {
@@ -209,6 +209,24 @@ def test_input_beyond_float32_range_does_not_give_nan_features(name):
     except InputError:
         return
     assert np.isfinite(Z).all()
+
+
+def test_float64_input_beyond_float32_is_refused_for_float32_features_only():
+    m = create_map(SPECS["rff"])
+    for peak in (1e39, -1e300):
+        X = np.array([[0.5, 0, 0, peak, 1.0]])
+        with pytest.raises(InputError) as caught:
+            m.transform(X)
+        assert caught.value.field == "vectors" and "float32 range" in str(caught.value)
+        assert np.isfinite(m.transform(X, dtype=np.float64)).all()
+
+
+def test_float32_copy_rounds_as_numpy_and_finds_overflow():
+    largest = float(np.finfo(np.float32).max)
+    X = np.array([[largest, -largest, largest * (1 + 2.0**-26), 1e-46, 0.1], [1.0, -2.5, 3.0, 1e-30, np.pi]])
+    np.testing.assert_array_equal(float32_copy(X), X.astype(np.float32))
+    np.testing.assert_array_equal(float32_copy(X[:, ::2]), X[:, ::2].astype(np.float32))   # strided view
+    assert float32_copy(np.array([[0.0, largest * (1 + 2.0**-23)]])) is None   # rounds to infinity
 
 
 _RNG = np.random.default_rng(0)
