@@ -33,7 +33,7 @@ class Settings(BaseSettings):
 
     # What one request may hold besides its body: streamed responses are computed and encoded this many
     # array bytes at a time by a worker's `stream_threads` stream threads, shared by its streams (so a
-    # streamed answer holds at most 2 stream_threads + 2 chunks: those queued ahead or made, the one sent
+    # streamed answer holds at most stream_threads + 3 chunks: those queued ahead or made, the one sent
     # and the transport's copy of its unsent part); /kernel's feature and input matrices must fit the
     # work budget.
     stream_chunk_bytes: int = Field(default=2 * MIB, ge=4096)

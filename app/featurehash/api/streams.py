@@ -5,8 +5,8 @@ is computed before anything is sent, so bad input still gets its 4xx; an answer 
 ordinary response, a longer one streams, each chunk computed and encoded on the stream pool while the
 event loop keeps serving and sends the chunks before it. The pool has `threads` threads per worker
 process (one BLAS thread each: a large batch uses the cores without BLAS threads spinning against the
-event loop), shared by its streams, and a stream queues at most 2 `threads` chunks ahead of the one it
-sends, so a request holds at most that many chunks (queued, being computed or made), one being sent
+event loop), shared by its streams, and a stream queues at most `threads` + 1 chunks ahead of the one
+it sends, so a request holds at most that many chunks (queued, being computed or made), one being sent
 and the unsent part of it that the transport copied (asyncio's transport copies what the socket did
 not take: no buffer is written while the transport may hold it). An .npy answer's size is known up front (header + rows x
 width x itemsize): it streams with a Content-Length, which clients read straight into an array, and its
@@ -101,7 +101,7 @@ def npy_answer(result: RowResult, headers: dict[str, str] | None = None) -> Resp
 
 async def _ahead(parts: Iterable, threads: int) -> AsyncIterator:
     """The parts in order, bytes as they are and callables made on the stream pool: while one part is
-    being sent, up to `2 threads` more are queued or made. They go straight to the pool's queue, so a
+    being sent, up to `threads` + 1 more are queued or made. They go straight to the pool's queue, so a
     pool thread that finishes a chunk takes the next without waiting for the event loop: refilled only
     when the loop came back from a send, the chunks were made in lockstep pairs, the threads idle while
     each pair was sent (rff n=4096, D=4096 over npy: 2 ms gaps between pairs, traced)."""
@@ -111,7 +111,7 @@ async def _ahead(parts: Iterable, threads: int) -> AsyncIterator:
     pool = _stream_pool(threads)
 
     def refill() -> None:
-        while len(pending) < 2 * threads and (part := next(parts, _END)) is not _END:
+        while len(pending) < threads + 1 and (part := next(parts, _END)) is not _END:
             pending.append(loop.run_in_executor(pool, part) if callable(part) else _done(part))
 
     try:
