@@ -36,7 +36,9 @@ class Settings(BaseSettings):
     # streamed answer holds at most stream_threads + 3 chunks: those queued ahead or made, the one sent
     # and the transport's copy of its unsent part); /kernel's feature and input matrices must fit the
     # work budget.
-    stream_chunk_bytes: int = Field(default=2 * MIB, ge=4096)
+    # 4 MiB: each chunk's product packs W once, and 256-row chunks of rff D = 4096 cost the server 7% less
+    # CPU than 128-row ones (a batch of 4096 rows over npy: 84-94 ms against 90-97, five A/B runs).
+    stream_chunk_bytes: int = Field(default=4 * MIB, ge=4096)
     stream_threads: int = Field(default=2, ge=1)
     request_work_bytes: int = Field(default=256 * MIB, ge=MIB)
     max_kernel_entries: int = Field(default=2**21, ge=1)
