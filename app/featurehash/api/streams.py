@@ -2,18 +2,19 @@
 
 A result is a 2-D array of known shape whose rows `compute(rows)` makes on demand. The first chunk
 is computed before anything is sent, so bad input still gets its 4xx; an answer of one chunk is an
-ordinary response, a longer one streams, each chunk computed and encoded on the stream pool while the
-event loop keeps serving and sends the chunks before it. The pool has `threads` threads per worker
-process (one BLAS thread each: a large batch uses the cores without BLAS threads spinning against the
-event loop), shared by its streams, and a stream queues at most `threads` + 1 chunks ahead of the one
-it sends, so a request holds at most that many chunks (queued, being computed or made), one being sent
-and the unsent part of it that the transport copied (asyncio's transport copies what the socket did
-not take: no buffer is written while the transport may hold it). An .npy answer's size is known up front (header + rows x
-width x itemsize): it streams with a Content-Length, which clients read straight into an array, and its
-chunks are made into `bytes` in the thread pool, which h11 passes on to the socket as they are (it
-joins the pieces of each event into new bytes, a copy on the event loop, unless there is just one
-`bytes`: so no chunked framing either). A JSON answer streams with chunked transfer encoding. The bytes are exactly those of `numpy.save` and of orjson on the whole array:
-clients cannot tell the difference.
+ordinary response, a longer one streams, each later chunk computed and encoded on the stream pool
+(from while the first is computed) as the event loop keeps serving and sends the chunks before it.
+The pool has `threads` threads per worker process (one BLAS thread each: a large batch uses the cores
+without BLAS threads spinning against the event loop), shared by its streams, and a stream queues at
+most `threads` + 1 chunks ahead of the one it sends, so a request holds at most that many chunks
+(queued, being computed or made), one being sent and the unsent part of it that the transport copied
+(asyncio's transport copies what the socket did not take: no buffer is written while the transport
+may hold it). An .npy answer's size is known up front (header + rows x width x itemsize): it streams
+with a Content-Length, which clients read straight into an array, and its chunks are made into `bytes`
+on the pool, which h11 passes on to the socket as they are (it joins the pieces of each event into new
+bytes, a copy on the event loop, unless there is just one `bytes`: so no chunked framing either). A
+JSON answer streams with chunked transfer encoding. The bytes are exactly those of `numpy.save` and of
+orjson on the whole array: clients cannot tell the difference.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import asyncio
 import collections
 import functools
 import io
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import AsyncIterator, Callable, Iterable, Iterator
 
@@ -88,41 +89,63 @@ def _encoded(compute: Compute, rows: slice, encode):
 def npy_answer(result: RowResult, headers: dict[str, str] | None = None) -> Response:
     """The result as an .npy body."""
     slices = result.slices
-    first = result.compute(slices[0])
     header = npy_header((result.rows, result.width), result.dtype)
     if len(slices) == 1:
+        first = result.compute(slices[0])
         return Response(b"".join((header, _raw_bytes(first, result.dtype))), media_type=NPY, headers=headers)
     size = len(header) + result.rows * result.width * np.dtype(result.dtype).itemsize
     encode = functools.partial(_bytes_of, dtype=result.dtype)
-    parts = (header, encode(first), *_chunk_parts(result, encode))
-    return StreamingResponse(_ahead(parts, result.threads), media_type=NPY,
+    ahead = _Ahead(_chunk_parts(result, encode), result.threads)
+    first = ahead.while_computing(result.compute, slices[0])
+    return StreamingResponse(ahead.stream((header, encode(first))), media_type=NPY,
                              headers={**(headers or {}), "Content-Length": str(size)})
 
 
-async def _ahead(parts: Iterable, threads: int) -> AsyncIterator:
-    """The parts in order, bytes as they are and callables made on the stream pool: while one part is
-    being sent, up to `threads` + 1 more are queued or made. They go straight to the pool's queue, so a
-    pool thread that finishes a chunk takes the next without waiting for the event loop: refilled only
-    when the loop came back from a send, the chunks were made in lockstep pairs, the threads idle while
-    each pair was sent (rff n=4096, D=4096 over npy: 2 ms gaps between pairs, traced)."""
-    parts = iter(parts)
-    pending: collections.deque[asyncio.Future] = collections.deque()
-    loop = asyncio.get_running_loop()
-    pool = _stream_pool(threads)
+class _Ahead:
+    """Parts of an answer made ahead of their turn: bytes as they are, callables on the stream pool, at
+    most `threads` + 1 queued or made while one is sent. They go straight to the pool's queue, so a pool
+    thread that finishes a chunk takes the next without waiting for the event loop (refilled only when
+    the loop came back from a send, the chunks were made in lockstep pairs, the threads idle while each
+    pair was sent: rff n=4096, D=4096 over npy, 2 ms gaps between pairs, traced), and the first are
+    under way while the request's own thread computes the chunk that leads the answer."""
 
-    def refill() -> None:
-        while len(pending) < threads + 1 and (part := next(parts, _END)) is not _END:
-            pending.append(loop.run_in_executor(pool, part) if callable(part) else _done(part))
+    def __init__(self, parts: Iterable, threads: int):
+        self._parts = iter(parts)
+        self._limit = threads + 1
+        self._pool = _stream_pool(threads)
+        self._pending: collections.deque = collections.deque()
 
-    try:
-        refill()
-        while pending:
-            made = await pending.popleft()
-            refill()
-            yield made
-    finally:
-        for future in pending:
-            future.cancel()   # queued chunks are dropped; one being made is finished and discarded
+    def _refill(self) -> None:
+        while len(self._pending) < self._limit and (part := next(self._parts, _END)) is not _END:
+            self._pending.append(self._pool.submit(part) if callable(part) else part)
+
+    def _cancel(self) -> None:
+        for part in self._pending:
+            if isinstance(part, Future):
+                part.cancel()   # queued chunks are dropped; one being made is finished and discarded
+
+    def while_computing(self, compute: Compute, rows: slice) -> np.ndarray:
+        """compute(rows), the parts after it under way meanwhile (and dropped if it raises)."""
+        self._refill()
+        try:
+            return compute(rows)
+        except BaseException:
+            self._cancel()
+            raise
+
+    async def stream(self, leading: Iterable[bytes]) -> AsyncIterator:
+        """The `leading` bytes, then the parts in order."""
+        try:
+            for part in leading:
+                yield part
+            self._refill()
+            while self._pending:
+                part = self._pending.popleft()
+                made = await asyncio.wrap_future(part) if isinstance(part, Future) else part
+                self._refill()
+                yield made
+        finally:
+            self._cancel()
 
 
 @functools.lru_cache(maxsize=None)
@@ -134,12 +157,6 @@ def _stream_pool(threads: int) -> ThreadPoolExecutor:
 
 
 _END = object()
-
-
-def _done(value) -> asyncio.Future:
-    future = asyncio.get_running_loop().create_future()
-    future.set_result(value)
-    return future
 
 
 def _bytes_of(chunk: np.ndarray, dtype: np.dtype) -> bytes:
@@ -157,14 +174,9 @@ def json_answer(head: dict, key: str, result: RowResult, tail: Callable[[], Iter
     """`{**head, key: result rows, **tail}` as orjson writes it; `tail` yields further (key, result)
     pairs (e.g. LSH band keys after the codes), each streamed after the previous one."""
     slices = result.slices
-    first = result.compute(slices[0])
-    if len(slices) == 1 and tail is None:
-        return Response(orjson.dumps({**head, key: first}, option=orjson.OPT_SERIALIZE_NUMPY), media_type=JSON)
     opening = orjson.dumps({**head, key: []})[:-3]  # ends with "key":
 
-    def body() -> Iterator:
-        yield opening
-        yield b"[" + _json_rows(first)
+    def after_first() -> Iterator:
         yield from _chunk_parts(result, _json_more_rows)
         yield b"]"
         for name, more in (tail() if tail is not None else ()):
@@ -174,9 +186,16 @@ def json_answer(head: dict, key: str, result: RowResult, tail: Callable[[], Iter
             yield b"]"
         yield b"}"
 
-    if len(slices) == 1:  # one chunk, but a tail: still small, answered whole
-        return Response(b"".join(part() if callable(part) else part for part in body()), media_type=JSON)
-    return StreamingResponse(_ahead(body(), result.threads), media_type=JSON)
+    if len(slices) == 1:
+        first = result.compute(slices[0])
+        if tail is None:
+            return Response(orjson.dumps({**head, key: first}, option=orjson.OPT_SERIALIZE_NUMPY), media_type=JSON)
+        # One chunk, but a tail: still small, answered whole.
+        parts = (opening, b"[" + _json_rows(first), *after_first())
+        return Response(b"".join(part() if callable(part) else part for part in parts), media_type=JSON)
+    ahead = _Ahead(after_first(), result.threads)
+    first = ahead.while_computing(result.compute, slices[0])
+    return StreamingResponse(ahead.stream((opening, b"[" + _json_rows(first))), media_type=JSON)
 
 
 def _json_more_rows(chunk) -> bytes:
