@@ -38,6 +38,12 @@ COPY app ./app
 RUN pip install --no-cache-dir --no-deps . \
     && featurehash --version
 
+# Every method's numba kernels compiled once, here, so a new container's first requests load them
+# instead of compiling (the first SSF map at d = 4096: 1.5 s instead of 3.9 s). numba keys the cache
+# by CPU: on a machine of another kind they compile on first use, as without it.
+ENV NUMBA_CACHE_DIR=/opt/numba-cache
+RUN featurehash warm-cache
+
 # ---- runtime stage ------------------------------------------------------------------------
 FROM python:3.11-slim AS runtime
 
@@ -47,7 +53,7 @@ ARG GID=10001
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PATH="/opt/venv/bin:$PATH" \
-    NUMBA_CACHE_DIR=/tmp/numba-cache \
+    NUMBA_CACHE_DIR=/opt/numba-cache \
     FEATUREHASH_DATA_DIR=/data \
     FEATUREHASH_HOST=0.0.0.0 \
     FEATUREHASH_PORT=8000
@@ -59,6 +65,8 @@ RUN groupadd --system --gid "${GID}" featurehash \
     && chown featurehash:featurehash /data
 
 COPY --from=build /opt/venv /opt/venv
+# Writable by the service's user: kernels of other signatures (or another CPU) are added as they compile.
+COPY --from=build --chown=10001:10001 /opt/numba-cache /opt/numba-cache
 
 WORKDIR /home/featurehash
 # Numeric user, so Kubernetes' runAsNonRoot can verify it without a passwd lookup.

@@ -184,3 +184,13 @@ def test_output_name_reported_is_the_file_written(tmp_path, capsys):
                  "--output", str(tmp_path / "out2"), "--quiet"]) == 0
     assert json.loads(capsys.readouterr().out)["features"] == str(tmp_path / "out2.npy")
     assert [path.name for path in tmp_path.iterdir()] == ["out2.npy"]
+
+
+def test_warm_cache_runs_every_method(capsys):
+    from featurehash import compile_cache
+    from featurehash.maps.registry import METHODS
+
+    labels = compile_cache.warm()
+    assert {label.split()[0] for label in labels} == set(METHODS)   # a new method must be added to the warm-up
+    assert main(["warm-cache"]) == 0
+    assert json.loads(capsys.readouterr().out)["maps"] == len(labels)

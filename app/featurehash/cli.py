@@ -103,6 +103,12 @@ def _cmd_hash(args) -> None:
     _print_json({"id": feature_map.spec.id, "codes": args.output, "shape": list(result.shape)})
 
 
+def _cmd_warm_cache(args) -> None:
+    from .compile_cache import main as warm
+
+    _print_json(warm())
+
+
 def _cmd_serve(args) -> None:
     from .config import Settings
     from .serve import serve
@@ -123,6 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, help="uvicorn worker processes (FEATUREHASH_WORKERS, default 1)")
     serve.add_argument("--data-dir", dest="data_dir", help="embedded Redis data (FEATUREHASH_DATA_DIR, default ./data)")
     serve.set_defaults(run=_cmd_serve)
+
+    warm = commands.add_parser("warm-cache", help="compile every method's kernels into numba's cache "
+                               "(NUMBA_CACHE_DIR), so later processes start without compiling")
+    warm.set_defaults(run=_cmd_warm_cache)
 
     spec = commands.add_parser("spec", help="validate a spec and print it resolved, with its id")
     spec.add_argument("spec", help="spec JSON file")
