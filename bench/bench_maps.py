@@ -273,6 +273,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.dense_only:
         args.only = "dense"
+    if args.write and (args.only or args.quick or args.shape):
+        parser.error("--write keeps the tables of one whole run: drop --only, --quick and --shape")
     shapes = QUICK_SHAPES if args.quick else SHAPES
     if args.shape:
         shapes = [tuple(int(v) for v in shape.split(",")) for shape in args.shape]
