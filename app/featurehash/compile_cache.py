@@ -2,7 +2,7 @@
 
 Every compiled kernel (`cache=True`) is written to numba's cache the first time a process needs it
 (NUMBA_CACHE_DIR, else next to the sources); a process that finds it there loads it in milliseconds.
-A fresh container has no cache, so its first SSF map at d = 4096 took 4.0 s instead of 1.4 s, and
+A fresh container has no cache, so its first SSF map at d = 4096 took 3.9 s instead of 1.5 s, and
 every method's first call pays its kernels' compilation. This runs one small map of every method and
 variant through what the service calls (creation with its fits and searches, dense and sparse float32
 and float64 features, codes), so that an image built with it (Dockerfile) starts warm. numba keys its
