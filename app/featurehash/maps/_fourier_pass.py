@@ -76,6 +76,10 @@ class FourierPass:
             project(X, out)
             return self._phase(out, project, X)
         n_rows, m = X.shape[0], self.width
+        if n_rows <= MIN_BLOCK_ROWS:   # one block, whatever the rule (a single vector: no slicing)
+            projection = np.empty((n_rows, m), dtype=self.dtype)
+            project(X, projection)
+            return self._cos_sin(projection, out)
         step = min(n_rows, block_rows(X.shape[1], m, self.block_scale, self.product))
         scratch = np.empty((step, m), dtype=self.dtype)
         finite = True

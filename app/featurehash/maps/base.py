@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
@@ -83,8 +84,9 @@ class FeatureMap(ABC):
     def output_dim_for(cls, spec: MapSpec) -> int:
         return spec.n_components
 
-    @property
+    @functools.cached_property
     def output_dim(self) -> int:
+        """Computed once: the spec is frozen, and a single vector's transform asks three times."""
         return self.output_dim_for(self.spec)
 
     def describe(self) -> dict:
