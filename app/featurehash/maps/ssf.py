@@ -174,6 +174,11 @@ def by_product(input_dim: int, n: int, gaussian: bool) -> bool:
     return gaussian and input_dim <= DENSE_MAX_DIM and input_dim * 2 * n <= DENSE_MAX_ELEMENTS
 
 
+def product_bytes(input_dim: int, n: int, gaussian: bool) -> int:
+    """Bytes of the float32 d x 2n product matrix (`by_product`), or 0 where the FFTs project."""
+    return 4 * input_dim * 2 * n if by_product(input_dim, n, gaussian) else 0
+
+
 def fft_workers() -> int:
     """All cores for a batch's FFTs, one on a thread that shares a batch's rows with others (`_row_threads`)."""
     return 1 if row_threads.in_shared_section() else FFT_WORKERS
@@ -669,15 +674,14 @@ class SSFMap(DenseFeatureMap):
 
     @property
     def planned_nbytes(self) -> int:
-        product = 4 * self.input_dim * 2 * self.n if self._by_product else 0
-        return self._parameter_bytes(self.m, self.n, self.order is None, self.params.rotates) + product
+        return (self._parameter_bytes(self.m, self.n, self.order is None, self.params.rotates)
+                + product_bytes(self.input_dim, self.n, self.order is None))
 
     @classmethod
     def planned_nbytes_bound(cls, spec: MapSpec, **options) -> int:
         m, n = structure(spec.input_dim, spec.n_components)
         gaussian = spec.params.get("kernel", "gaussian") == "gaussian"
-        product = 4 * spec.input_dim * 2 * n if by_product(spec.input_dim, n, gaussian) else 0
-        return cls._parameter_bytes(m, n, gaussian, True) + product
+        return cls._parameter_bytes(m, n, gaussian, True) + product_bytes(spec.input_dim, n, gaussian)
 
     @staticmethod
     def _parameter_bytes(m: int, n: int, gaussian: bool, rotates: bool) -> int:
