@@ -622,9 +622,13 @@ def section_floor(args) -> None:
             section_throughput(targets[:3], requests, args.seconds,
                                "pinned: load generator on CPU 0, each server on CPU 1 only (per-core rate)", ({0}, {1}))
         print("    goal: service --workers 1 >= 0.6x")
-    # A fresh server with the others stopped. Even so, after the sections above the in-process transform's
-    # back-to-back median stayed at 166-213 ms against 52-67 ms in a process that ran nothing else (cause
-    # not found: not busy CPU, pinning or a host quota); `--batch-only` gives the undisturbed figure.
+    # A fresh server with the others stopped. The in-process transform's back-to-back median after the
+    # sections above was 166-213 ms against 52-67 ms in a process that ran nothing else: on a host that takes
+    # back memory freed for a few seconds (a sandbox or a VM reporting free pages), each call's new 64 MiB
+    # output is faulted in from the host again after the idle throughput rounds (measured here: filling a
+    # new 64 MiB array took 11 ms when memory had been freed < 1 s before and 87-107 ms after 3 s; the
+    # transform 85-95 ms back to back, 178-267 ms with 3 s pauses, 87-96 ms into a reused output). The
+    # ratio is taken to the faster in-process figure; `--batch-only` gives the undisturbed one.
     batch_against_fresh_server(1, args.repeat)
 
 
@@ -632,8 +636,8 @@ def section_batch_npy(service_url: str, map_id: str, local_map, batch: np.ndarra
     """Batch rff n=4096 d=512 D=4096 over npy against the in-process transform. The HTTP clients and the
     in-process call are interleaved round by round, and the in-process call is also timed back to back
     (before and after): interleaved with HTTP rounds it ran 1.3-3x slower than back to back (87-210 ms
-    against 58-65, measured), so the ratio is taken to the faster of the two, the figure a user calling the
-    library gets."""
+    against 58-65, measured: its new output's pages come from the host again, see `section_floor`), so the
+    ratio is taken to the faster of the two, the figure a user calling the library gets."""
     port = int(service_url.rsplit(":", 1)[1])
     connection = raw_http.Connection("127.0.0.1", port)
     request = raw_http.request_bytes(f"/v1/maps/{map_id}/transform", npy_bytes(batch), NPY, NPY)
