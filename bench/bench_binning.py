@@ -1,6 +1,6 @@
 """Random binning (Laplacian kernel): code match fraction against the exact kernel, and hashing speed.
 
-    python bench/bench_binning.py [--repeat 3]
+    python bench/bench_binning.py [--repeat 3] [--write]
 
 1. Agreement. 100 pairs (tests/test_binning.py's `dense_pairs`: kernel values 0.005..1, d = 12,
    gamma = 1/2) at P in {256, 1024, 4096} grids: the match fraction's deviation from
@@ -12,7 +12,7 @@
    (n = 4096, d = 64, P = 1024; table and on-demand variates) and sparse rows (d = 100000 at 1%,
    P = 256, on demand), against a vectorised numpy implementation of the same bins (floor of a
    broadcast product) and an additive 64-bit hash in numpy, on the dense case.
-Table to stdout and bench/results/binning.txt.
+Prints the table; --write also writes bench/results/binning.txt.
 """
 
 from __future__ import annotations
@@ -93,11 +93,13 @@ def speed_lines(repeat: int) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--write", action="store_true", help="also write bench/results/binning.txt")
     args = parser.parse_args(argv)
     text = "\n".join(agreement_lines() + speed_lines(args.repeat)) + "\n"
     print(text)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "binning.txt").write_text(text)
+    if args.write:
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / "binning.txt").write_text(text)
     return 0
 
 

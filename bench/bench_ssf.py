@@ -1,6 +1,6 @@
 """SSF against i.i.d. random features: Gram-matrix error at equal D, index-set energy, and speed.
 
-    python bench/bench_ssf.py [--seeds 5] [--rows 1024] [--repeat 5] [--quick]
+    python bench/bench_ssf.py [--seeds 5] [--rows 1024] [--repeat 5] [--quick] [--write]
 
 1. Errors (ALGORITHMS.md "SSF", claim to reproduce). Data with unit-norm rows: sklearn's
    load_digits (d = 64) and load_breast_cancer (d = 30, columns standardised first: its raw
@@ -11,8 +11,8 @@
    Reported: relative Frobenius ||K^ - K||_F / ||K||_F and relative max |K^ - K|_max / |K|_max,
    mean (and sd) over seeds. Two extra columns say where the gain comes from: SSF with a random
    index set instead of the optimised one, and (arc-cosine) i.i.d. directions used with their
-   antipodes as SSF uses its own. Text table to stdout and bench/results/ssf_errors.txt, plot to
-   bench/results/ssf_errors.png.
+   antipodes as SSF uses its own. Text table to stdout; with --write also to
+   bench/results/ssf_errors.txt, with a plot in bench/results/ssf_errors.png.
 2. Index sets: Riesz log-energy of the seeded random start, of the optimised set, and the mean
    over 10 other random sets; sweeps and convergence; for the sizes above and d = 4096, D = 16384.
 3. Speed (n = --rows float32 vectors, D = 4d, d in {256, 1024, 4096}): SSF transform against the
@@ -237,14 +237,13 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="breast_cancer only, d <= 1024 for speed")
+    parser.add_argument("--write", action="store_true", help="write bench/results/ssf_errors.{txt,png}")
     args = parser.parse_args()
-    RESULTS.mkdir(parents=True, exist_ok=True)
 
     datasets = ["breast_cancer"] if args.quick else ["digits", "breast_cancer"]
     rows = measure_errors(datasets, range(args.seeds))
     table = error_table(rows, args.seeds)
     print(table)
-    plot_errors(rows, RESULTS / "ssf_errors.png")
 
     sizes = sorted({ssf.structure(row["d"], row["D"]) for row in rows})
     if not args.quick:
@@ -253,8 +252,11 @@ def main() -> None:
     print("\n" + energies + "\n")
 
     speed = speed_report(args.rows, args.repeat, (256, 1024) if args.quick else (256, 1024, 4096))
-    (RESULTS / "ssf_errors.txt").write_text("\n\n".join([table, energies, speed]) + "\n")
-    print(f"\nwrote {RESULTS / 'ssf_errors.txt'} and {RESULTS / 'ssf_errors.png'}")
+    if args.write:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        plot_errors(rows, RESULTS / "ssf_errors.png")
+        (RESULTS / "ssf_errors.txt").write_text("\n\n".join([table, energies, speed]) + "\n")
+        print(f"\nwrote {RESULTS / 'ssf_errors.txt'} and {RESULTS / 'ssf_errors.png'}")
 
 
 if __name__ == "__main__":

@@ -1,15 +1,15 @@
 """SSF index-set search: "until_small_gain" (what new requests get) against "until_unchanged" (specs stored
 before the `search` parameter), interleaved in one process.
 
-    python bench/bench_ssf_search.py [--sizes 512x2048,1024x4096,2048x4096] [--seeds 1,2,3,4] [--random 10]
+    python bench/bench_ssf_search.py [--sizes 512x2048,1024x4096,2048x4096] [--seeds 1,2,3,4] [--random 10] [--write]
 
 For each (m, n) and seed (m = ceil(d/2), n = D/4): final Riesz log-energy difference (new - old) in standard
 deviations of the energy over `--random` random index sets (positive = the new set is worse), the gain of the
 old search in the same unit, sweeps, CPU and wall time of each search and the CPU ratio old / new. Then
 `create_map` at d = 4096, D = 16384 (the issue's case) for both values of `search`, and the maps' Gram error
 (relative Frobenius, float64 features) on 300 fixed rows tanh(Z W / 6), Z (300, 40) and W (40, 4096) standard
-normal, gamma = 1 / median squared distance. Numba caches are warmed first. Text to stdout and
-bench/results/ssf_search.txt.
+normal, gamma = 1 / median squared distance. Numba caches are warmed first. Text to stdout; with --write
+also to bench/results/ssf_search.txt.
 """
 
 from __future__ import annotations
@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="512x2048,1024x4096,2048x4096")
     parser.add_argument("--seeds", default="1,2,3,4")
     parser.add_argument("--random", type=int, default=10)
+    parser.add_argument("--write", action="store_true", help="also write bench/results/ssf_search.txt")
     args = parser.parse_args(argv)
     sizes = [tuple(int(v) for v in size.split("x")) for size in args.sizes.split(",")]
     seeds = [int(seed) for seed in args.seeds.split(",")]
@@ -94,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = [__doc__.splitlines()[0], load, *search_table(sizes, seeds, args.random), *create_table([7, 8, 9, 10, 11])]
     lines.append("load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     print(lines[-1])
-    RESULTS.write_text("\n".join(lines) + "\n")
+    if args.write:
+        RESULTS.write_text("\n".join(lines) + "\n")
     return 0
 
 
