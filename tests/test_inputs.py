@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 from featurehash.maps import InputError, create_map
-from featurehash.maps.inputs import csr_parts, float32_copy
+from featurehash.maps.inputs import check_input, csr_parts, float32_copy
 
 D_IN = 5
 SPECS = {
@@ -241,3 +241,37 @@ def test_csr_parts_of_a_dense_input_are_scipys(X):
         got, want = getattr(parts, name), getattr(expected, name)
         assert got.dtype == want.dtype and np.array_equal(got, want), name
     assert parts.shape == expected.shape
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["C", "F", "strided"])
+def test_the_compiled_check_finds_every_nan_infinity_and_zero_row_numpy_finds(dtype, layout):
+    """check_input's one compiled pass (C order) and numpy's reduction (other layouts) agree with numpy
+    on where NaN, +-inf and all-zero rows are: each placed alone at the first, a middle and the last entry
+    of arrays of several shapes, including the largest finite values (whose sum overflows)."""
+    rng = np.random.default_rng(5)
+    largest = np.finfo(dtype).max
+    for shape in ((1, 1), (1, 784), (7, 33), (64, 17)):
+        base = rng.standard_normal(shape).astype(dtype)
+        base[:, 0] = largest   # finite, but X.sum() overflows
+        for position in {0, base.size // 2, base.size - 1}:
+            for value in (np.nan, np.inf, -np.inf, 0.0):
+                X = base.copy()
+                X.flat[position] = value
+                if value == 0.0:
+                    X[position // shape[1]] = 0
+                view = {"C": X, "F": np.asfortranarray(X), "strided": np.repeat(X, 2, axis=1)[:, ::2]}[layout]
+                assert np.array_equal(view, X, equal_nan=True)
+                nonfinite, zero_rows = not np.isfinite(X).all(), int((X == 0).all(axis=1).sum())
+                for refused in (None, "why"):
+                    try:
+                        check_input(view, shape[1], zero_rows_refused=refused)
+                        found = None
+                    except InputError as error:
+                        found = error.message
+                    if nonfinite:
+                        assert found == "contains NaN or infinity"
+                    elif zero_rows and refused:
+                        assert found == f"all-zero vector at row(s) {position // shape[1]}: why"
+                    else:
+                        assert found is None

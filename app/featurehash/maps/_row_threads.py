@@ -11,10 +11,10 @@ without threadpoolctl (which finds that library) or with another BLAS.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 _local = threading.local()
@@ -74,8 +74,19 @@ class _BlasThreads:
                 self._set(self._saved)
 
 
+_AFFINITY_SECONDS = 1.0
+_affinity = [-float("inf"), 1]   # [when read (monotonic seconds), usable cores]
+
+
 def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    """The cores this process may run on, read at most once every _AFFINITY_SECONDS: the system call took
+    ~11 us cache-cold (measured), against ~1 us here, and an affinity narrowed meanwhile costs at most a
+    second of spinning BLAS threads."""
+    now = time.monotonic()
+    if now - _affinity[0] >= _AFFINITY_SECONDS:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        _affinity[:] = [now, cores]
+    return _affinity[1]
 
 
 _blas = _BlasThreads()
@@ -88,17 +99,17 @@ def thread_count() -> int:
     return max(1, min(_blas.count(), usable_cores()))
 
 
-@contextlib.contextmanager
-def blas_within_usable_cores():
-    """BLAS held to one thread while it has more threads than this process may use: OpenBLAS sized its
-    pool when it was loaded, and after the affinity narrowed (e.g. to one core) its threads spun on each
-    block's product: rff n=4096 d=512 D=4096 took 755 ms on one core against 109 ms for a process started
-    there (measured)."""
-    if _blas.count() > usable_cores():
-        with _blas:
-            yield
-    else:
-        yield
+def blas_exceeds_cores() -> bool:
+    """True while BLAS has more threads than this process may use: OpenBLAS sized its pool when it was
+    loaded, and after the affinity narrowed (e.g. to one core) its threads spun on each block's product: rff
+    n=4096 d=512 D=4096 took 755 ms on one core against 109 ms for a process started there (measured). Such
+    a product is then computed inside `held_blas()`."""
+    return _blas.count() > usable_cores()
+
+
+def held_blas():
+    """A section during which BLAS runs one thread (counted: overlapping sections restore it once)."""
+    return _blas
 
 
 def in_shared_section() -> bool:

@@ -121,7 +121,12 @@ class FeatureMap(ABC):
         return cls(spec, **options).planned_nbytes
 
     def check(self, X, field: str = "vectors"):
-        return check_input(X, self.spec.input_dim, field=field)
+        return check_input(X, self.spec.input_dim, field=field, zero_rows_refused=self.zero_rows_refused)
+
+    @property
+    def zero_rows_refused(self) -> str | None:
+        """Why `check` refuses an all-zero row (said in the error), or None where one is allowed."""
+        return None
 
     @abstractmethod
     def transform(self, X, *, dtype=None):
@@ -215,7 +220,7 @@ class DenseFeatureMap(FeatureMap):
         default all that `_row_threads` allows) for a large batch of a map that `shares_rows`."""
         total = X.shape[0] * self.output_dim
         if threads is None:
-            threads = row_threads.thread_count() if self.shares_rows and total >= SHARED_MIN_ELEMENTS else 1
+            threads = row_threads.thread_count() if self._may_share(X.shape[0]) else 1
         if threads > 1:
             elements = max(SHARED_MIN_ELEMENTS // 2, total // (SHARED_CHUNKS_PER_THREAD * threads),
                            self.shared_chunk_rows * self.output_dim)
@@ -227,11 +232,20 @@ class DenseFeatureMap(FeatureMap):
                     if bad is not None:
                         raise self._overflow_error(first_row + rows.start + bad, out.dtype)
                 return
-        if total < SHARED_MIN_ELEMENTS:
+        if total < SHARED_MIN_ELEMENTS or not row_threads.blas_exceeds_cores():
             self._features_in_sequence(X, out, first_row)   # small: a single row's latency is mostly overhead
             return
-        with row_threads.blas_within_usable_cores():
+        with row_threads.held_blas():
             self._features_in_sequence(X, out, first_row)
+
+    def _may_share(self, n_rows: int) -> bool:
+        """Whether threads could share a batch of `n_rows`: a map that `shares_rows`, at least
+        SHARED_MIN_ELEMENTS features, and more rows than the fewest a shared chunk holds (asked before the
+        thread count, whose BLAS and affinity look-ups took ~20 us cache-cold at n = 64, measured)."""
+        if not self.shares_rows or n_rows * self.output_dim < SHARED_MIN_ELEMENTS:
+            return False
+        fewest_elements = min(CHUNK_ELEMENTS, max(SHARED_MIN_ELEMENTS // 2, self.shared_chunk_rows * self.output_dim))
+        return n_rows > max(1, fewest_elements // self.output_dim)
 
     def _features_in_sequence(self, X, out: np.ndarray, first_row: int) -> None:
         """`features_into` on this thread, chunk after chunk."""

@@ -52,7 +52,7 @@ from .. import kernels
 from . import _counter_random, _gcws_kernels, randomness
 from .gcws_dart import DartSampler
 from .base import DiscreteCodeMap, OneHotFeatures
-from .inputs import csr_parts, reject_zero_rows
+from .inputs import csr_parts
 from .spec import MapSpec
 
 DEFAULT_TABLE_BUDGET_BYTES = 256 * 2**20
@@ -118,9 +118,10 @@ class GCWSMap(DiscreteCodeMap):
                            self._n_coordinates * spec.n_components * _TABLE_BYTES_PER_ENTRY <= table_budget_bytes)
         self._table: tuple[np.ndarray, ...] | None = None
 
+    zero_rows_refused = "GCWS samples only nonzero entries, so a vector needs one"
+
     def check(self, X, field: str = "vectors"):
         X = super().check(X, field)
-        reject_zero_rows(X, field, "GCWS samples only nonzero entries, so a vector needs one")
         if self._darts is not None:
             self._darts.check_weights(X, field)
         return X

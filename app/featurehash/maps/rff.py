@@ -27,7 +27,7 @@ from ._fourier_pass import FourierPass, block_rows, project_into
 from ._orthogonal_frequencies import orthogonal_gaussian, padded_width, structured_gaussian
 from ._structured_projection import StructuredProjection
 from .base import DenseFeatureMap, largest_magnitude, require
-from .inputs import reject_zero_rows, unit_rows
+from .inputs import unit_rows
 from .spec import MapSpec
 
 
@@ -253,11 +253,9 @@ class UnitSphereInputs:
     scaled to unit norm in float64 (no over/underflow) before the cast to the working
     precision, and an all-zero row, which has no direction, is refused."""
 
-    def check(self, X, field: str = "vectors"):
-        X = super().check(X, field)
-        reject_zero_rows(X, field, f"{self.method.upper()} needs a direction (its kernel is defined on the "
-                         "unit sphere)")
-        return X
+    @property
+    def zero_rows_refused(self) -> str:
+        return f"{self.method.upper()} needs a direction (its kernel is defined on the unit sphere)"
 
     def _working_copy(self, X, dtype: np.dtype):
         if isinstance(X, np.ndarray):   # one compiled pass, no float64 temporaries (rows checked nonzero)
