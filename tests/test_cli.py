@@ -192,5 +192,11 @@ def test_warm_cache_runs_every_method(capsys):
 
     labels = compile_cache.warm()
     assert {label.split()[0] for label in labels} == set(METHODS)   # a new method must be added to the warm-up
+    # npy bodies arrive read-only, and numba compiles kernels apart for those: the warm-up covers them too
+    from featurehash.maps import _fourier_kernels, inputs
+    for kernel in (inputs._has_nonfinite, inputs._nonfinite_and_zero_rows, inputs._dense_csr,
+                   _fourier_kernels.unit_rows_into):
+        read_only = {(signature[0].dtype.name, signature[0].mutable) for signature in kernel.signatures}
+        assert {("float32", False), ("float64", False)} <= read_only, kernel
     assert main(["warm-cache"]) == 0
     assert json.loads(capsys.readouterr().out)["maps"] == len(labels)
