@@ -51,7 +51,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     NUMBA_CACHE_DIR=/opt/numba-cache \
     FEATUREHASH_DATA_DIR=/data \
     FEATUREHASH_HOST=0.0.0.0 \
-    FEATUREHASH_PORT=8000
+    FEATUREHASH_PORT=8000 \
+    FEATUREHASH_PRELOAD_KERNELS=1
 
 RUN groupadd --system --gid "${GID}" featurehash \
     && useradd --system --no-log-init --uid "${UID}" --gid featurehash \
@@ -72,6 +73,7 @@ USER 10001:10001
 # container runs as (numba refuses to import a cached module whose cache directory it cannot write):
 # kernels of other signatures, or of another kind of CPU (numba keys the cache by CPU), are added on
 # first use. With a read-only root filesystem point NUMBA_CACHE_DIR at a writable volume (deploy/).
+# FEATUREHASH_PRELOAD_KERNELS (above) then loads them into each worker before /readyz says ready.
 RUN umask 0000 && featurehash warm-cache
 
 # Embedded Redis data (AOF + snapshots) when REDIS_URL is unset.

@@ -100,7 +100,8 @@ def test_dockerfile_healthcheck_port_env_volume_and_command(dockerfile):
     assert exposed == {str(PORT)}, exposed
 
     env = " ".join(args for keyword, args in final if keyword == "ENV")
-    for name in ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "NUMBA_CACHE_DIR", "FEATUREHASH_DATA_DIR"):
+    for name in ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "NUMBA_CACHE_DIR", "FEATUREHASH_DATA_DIR",
+                 "FEATUREHASH_PRELOAD_KERNELS"):
         assert name in env, f"ENV {name} missing from the final stage"
     assert any(keyword == "VOLUME" and "/data" in args for keyword, args in final), "no VOLUME for /data"
 
@@ -251,6 +252,23 @@ def test_deployment_shape_and_security(deployment):
         assert context.get("runAsNonRoot") is True, f"{container['name']} may run as root"
         assert context.get("runAsUser", 1) != 0
         assert context.get("allowPrivilegeEscalation") is False
+
+
+def test_deployment_init_container_starts_the_pods_with_the_image_kernels(deployment):
+    """numba's cache lives on the pod's writable /tmp (the root filesystem is read-only): an init container of
+    the same image copies the kernels compiled at build there, and the workers load them before ready."""
+    pod = deployment["spec"]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    (main,) = pod["containers"]
+    assert init["image"] == main["image"]
+    assert "/opt/numba-cache/." in " ".join(init["command"]) and "/tmp/numba-cache" in " ".join(init["command"])
+    env = {e["name"]: e.get("value") for e in main["env"]}
+    assert env["NUMBA_CACHE_DIR"] == "/tmp/numba-cache"
+    mounts = {m["name"]: m["mountPath"] for m in init["volumeMounts"]}
+    assert mounts == {"tmp": "/tmp"} and {"name": "tmp", "mountPath": "/tmp"} in main["volumeMounts"]
+    context = {**pod.get("securityContext", {}), **init.get("securityContext", {})}
+    assert context.get("runAsNonRoot") is True and context.get("allowPrivilegeEscalation") is False
+    assert {"cpu", "memory"} <= set(init["resources"]["limits"])
 
 
 def test_deployment_probes(deployment):

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import inspect
+import logging
+import threading
+import time
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
 from redis.asyncio import Redis
 from starlette.concurrency import run_in_threadpool
 
-from . import __version__
+from . import __version__, compile_cache
 from .api import routes_compute, routes_health, routes_indexes, routes_maps
 from .api.deps import ServiceState
 from .api.errors import install_error_handlers
@@ -21,6 +24,8 @@ from .map_cache import MapCache
 from .store import SpecStore
 from .store.lsh_indexes import AsyncLSHIndexes
 from .store.spec_watch import SpecWatch
+
+logger = logging.getLogger("featurehash")
 
 
 DESCRIPTION = """Seeded kernel feature maps: create a map once, transform and hash anywhere.
@@ -51,6 +56,26 @@ def _telemetry_options(settings: Settings) -> dict:
     return {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
 
 
+def preload_kernels() -> threading.Event:
+    """Every method's compiled kernels loaded on a daemon thread (`compile_cache.warm`: one small map of
+    each through what the service calls); the event is set when they are, or when that failed (logged: the
+    service still computes, paying each kernel's load on its first request)."""
+    loaded = threading.Event()
+
+    def load() -> None:
+        start = time.perf_counter()
+        try:
+            maps = len(compile_cache.warm())
+            logger.info("compiled kernels of %d maps loaded in %.2f s", maps, time.perf_counter() - start)
+        except Exception:  # noqa: BLE001  (a failed warm-up must not keep the worker unready)
+            logger.exception("loading the compiled kernels failed")
+        finally:
+            loaded.set()
+
+    threading.Thread(target=load, name="featurehash-preload", daemon=True).start()
+    return loaded
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
 
@@ -64,6 +89,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                          indexes=AsyncLSHIndexes(redis, settings.key_prefix, offload=run_in_threadpool),
                                          watch=watch)
         watch.start()
+        if settings.preload_kernels:
+            app.state.service.kernels_loaded = preload_kernels()
         try:
             yield
         finally:

@@ -7,7 +7,8 @@ vector, so they make the same checks themselves, in the same order, with the sam
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 
 from fastapi import Depends, Request
 from fastapi.routing import APIRoute
@@ -25,6 +26,12 @@ from ..store.spec_watch import SpecWatch
 from .errors import MapNotFound, Unauthorized
 
 
+def _done() -> threading.Event:
+    done = threading.Event()
+    done.set()
+    return done
+
+
 @dataclass
 class ServiceState:
     settings: Settings
@@ -32,6 +39,8 @@ class ServiceState:
     cache: MapCache
     indexes: AsyncLSHIndexes
     watch: SpecWatch
+    # Set once the compiled kernels are loaded (at once unless settings.preload_kernels).
+    kernels_loaded: threading.Event = field(default_factory=_done)
 
     def build_map(self, spec: dict) -> FeatureMap:
         # Maps with per-(sample, coordinate) randomness cache it in a table up to this budget.

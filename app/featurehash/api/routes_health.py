@@ -22,6 +22,9 @@ async def healthz():
 
 @router.get("/readyz", response_model=ReadyResponse, responses=errors(503))
 async def readyz(state: ServiceState = Depends(get_state)):
+    if not state.kernels_loaded.is_set():
+        return error_response(503, "kernels", "loading the compiled kernels (settings.preload_kernels); retry shortly",
+                              headers={"Retry-After": str(state.settings.retry_after_seconds)})
     try:
         await state.store.ping()
     except (RedisError, OSError) as exc:
