@@ -93,8 +93,10 @@ def test_each_variant_took_effect(fingerprints):
         seen = _environment(fingerprints[name])
         blas = [entry for entry in seen["blas"] if entry["api"] == "blas"]
         if "OPENBLAS_CORETYPE" in env_update:
-            expected = {"Sandybridge": "Sandybridge", "Prescott": "Katmai"}[env_update["OPENBLAS_CORETYPE"]]
-            assert blas and all(entry["architecture"] == expected for entry in blas), (name, blas)
+            # OpenBLAS releases name the Prescott kernels differently (Katmai in numpy 2's, Prescott in 1.26's)
+            expected = {"Sandybridge": {"Sandybridge"},
+                        "Prescott": {"Katmai", "Prescott"}}[env_update["OPENBLAS_CORETYPE"]]
+            assert blas and all(entry["architecture"] in expected for entry in blas), (name, blas)
         if "OPENBLAS_NUM_THREADS" in env_update:
             assert all(entry["threads"] == int(env_update["OPENBLAS_NUM_THREADS"]) for entry in blas), (name, blas)
             assert seen["numba_threads"] == int(env_update["NUMBA_NUM_THREADS"])
