@@ -10,6 +10,7 @@ That is what "a replaced or removed item never comes back" rests on.
 
 from __future__ import annotations
 
+import math
 import asyncio
 import os
 import threading
@@ -187,6 +188,17 @@ def test_choose_bands_meets_the_recall_with_the_least_false_positive_area(n_code
 def test_choose_bands_falls_back_to_the_steepest_curve_when_k_is_too_small():
     assert choose_bands(4, 0.1, 0.9) == (4, 1)
     assert choose_bands(64, 0.1, 0.9, max_bands=10) == (10, 1)
+
+
+@pytest.mark.parametrize("threshold", [1e-200, 1e-160, 1e-10])
+def test_choose_bands_stops_where_the_band_probability_underflows(threshold):
+    """With a tiny recall_at_threshold the search goes on to many rows, where t^r underflows to a subnormal
+    or to 0: the search stops there instead of dividing by zero (the fuzz found POST /v1/indexes answering
+    500 for threshold 1e-200 and a recall of 1e-300)."""
+    for max_bands in (None, 10):
+        bands, rows = choose_bands(64, threshold, 1e-300, max_bands=max_bands)
+        assert 1 <= bands * rows <= 64 and threshold ** rows > 0.0
+        assert -math.expm1(bands * math.log1p(-threshold ** rows)) >= 1e-300 * (1 - 1e-9)   # the recall is met
     with pytest.raises(InputError) as bad:
         choose_bands(64, 0.0)
     assert bad.value.field == "threshold"

@@ -182,8 +182,10 @@ def choose_bands(n_codes: int, threshold: float, recall_at_threshold: float = 0.
     below = _CURVE_GRID[_CURVE_GRID <= threshold]
     for rows in range(1, n_codes + 1):
         band_hit = threshold ** rows
+        if band_hit == 0.0:   # t^r underflowed: no L reaches the recall, for these rows or more
+            break
         needed = 1.0 if band_hit >= 1.0 else math.log1p(-recall_at_threshold) / math.log1p(-band_hit)
-        if not needed <= n_codes:  # it only grows with rows (also catches an underflowed t^r)
+        if not needed <= n_codes:  # it only grows with rows (inf where t^r is subnormal)
             break
         bands = math.ceil(needed)
         if bands * rows > n_codes or (max_bands is not None and bands > max_bands):
