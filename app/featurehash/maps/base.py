@@ -222,9 +222,7 @@ class DenseFeatureMap(FeatureMap):
         if threads is None:
             threads = row_threads.thread_count() if self._may_share(X.shape[0]) else 1
         if threads > 1:
-            elements = max(SHARED_MIN_ELEMENTS // 2, total // (SHARED_CHUNKS_PER_THREAD * threads),
-                           self.shared_chunk_rows * self.output_dim)
-            chunks = self.row_chunks(X.shape[0], min(CHUNK_ELEMENTS, elements))
+            chunks = self.row_chunks(X.shape[0], self._shared_chunk_elements(total // threads))
             if len(chunks) > 1:
                 self._prepare_shared(out.dtype)
                 found = row_threads.run_chunks(lambda rows: self._nonfinite_row(X[rows], out[rows]), chunks, threads)
@@ -238,14 +236,21 @@ class DenseFeatureMap(FeatureMap):
         with row_threads.held_blas():
             self._features_in_sequence(X, out, first_row)
 
+    def _shared_chunk_elements(self, per_thread: int) -> int:
+        """Features per chunk when threads share a batch of `per_thread` features each: at least
+        SHARED_CHUNKS_PER_THREAD chunks a thread, but no fewer features than half SHARED_MIN_ELEMENTS and
+        `shared_chunk_rows` rows, and no more than CHUNK_ELEMENTS."""
+        return min(CHUNK_ELEMENTS, max(SHARED_MIN_ELEMENTS // 2, per_thread // SHARED_CHUNKS_PER_THREAD,
+                                       self.shared_chunk_rows * self.output_dim))
+
     def _may_share(self, n_rows: int) -> bool:
         """Whether threads could share a batch of `n_rows`: a map that `shares_rows`, at least
-        SHARED_MIN_ELEMENTS features, and more rows than the fewest a shared chunk holds (asked before the
-        thread count, whose BLAS and affinity look-ups took ~20 us cache-cold at n = 64, measured)."""
+        SHARED_MIN_ELEMENTS features, and more rows than the smallest shared chunk holds, whatever the thread
+        count (asked before the thread count, whose BLAS and affinity look-ups took ~20 us cache-cold at
+        n = 64, measured)."""
         if not self.shares_rows or n_rows * self.output_dim < SHARED_MIN_ELEMENTS:
             return False
-        fewest_elements = min(CHUNK_ELEMENTS, max(SHARED_MIN_ELEMENTS // 2, self.shared_chunk_rows * self.output_dim))
-        return n_rows > max(1, fewest_elements // self.output_dim)
+        return n_rows > max(1, self._shared_chunk_elements(0) // self.output_dim)
 
     def _features_in_sequence(self, X, out: np.ndarray, first_row: int) -> None:
         """`features_into` on this thread, chunk after chunk."""
