@@ -10,12 +10,19 @@ seed and a bounded number of examples. Three passes: free-running (random ids, m
 
 Checks: not_a_server_error, status_code_conformance, content_type_conformance and
 response_schema_conformance on every answer; the status codes seen are counted and printed.
+A second server has an API key: the same passes run with it in an Authorization header, and one
+pass runs with a wrong key, where every answer but the open probes must be a 401.
+
+Longer runs (not part of the suite): FUZZ_SEED, FUZZ_MAX_EXAMPLES and FUZZ_STATEFUL_STEPS override
+the budget below, e.g. `FUZZ_SEED=91 FUZZ_MAX_EXAMPLES=150 FUZZ_STATEFUL_STEPS=25 pytest -s
+tests/test_service_fuzz.py`.
 """
 
 from __future__ import annotations
 
 import collections
 import io
+import os
 
 import httpx
 import numpy as np
@@ -26,9 +33,14 @@ from service_support import ServiceProcess
 schemathesis = pytest.importorskip("schemathesis")
 from schemathesis.engine import Status, events  # noqa: E402
 
-SEED = 20240611
-MAX_EXAMPLES = 8
-STATEFUL_STEPS = 6
+SEED = int(os.environ.get("FUZZ_SEED", 20240611))
+MAX_EXAMPLES = int(os.environ.get("FUZZ_MAX_EXAMPLES", 8))
+STATEFUL_STEPS = int(os.environ.get("FUZZ_STATEFUL_STEPS", 6))
+API_KEY = "fuzz-key-0123456789"
+OPEN_PATHS = ("/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/redoc")
+# Answered before the key is read: routing (no such path or method) and the body-size limit; they tell a caller
+# without a key nothing about stored data.
+BEFORE_THE_KEY = (401, 404, 405, 413)
 CHECKS = ("not_a_server_error", "status_code_conformance", "content_type_conformance",
           "response_schema_conformance")
 NPY_ROWS_SCHEMA = {"type": "array", "minItems": 1, "maxItems": 4,
@@ -57,11 +69,13 @@ def record_status(ctx, response, case):
         SERVER_ERRORS.append(f"{case.method} {case.formatted_path} -> {response.status_code}: {response.text[:300]}")
 
 
-@pytest.fixture(scope="module")
-def fuzz_server(tmp_path_factory):
-    server = ServiceProcess("fuzz", tmp_path_factory.mktemp("serve-fuzz"), max_body_bytes=2**20,
-                            max_map_bytes=2**26, max_batch_rows=64, map_cache_bytes=2**26)
+@pytest.fixture(scope="module", params=["open", "keyed"])
+def fuzz_server(request, tmp_path_factory):
+    key = {"api_key": API_KEY} if request.param == "keyed" else {}
+    server = ServiceProcess(f"fuzz-{request.param}", tmp_path_factory.mktemp("serve-fuzz"), max_body_bytes=2**20,
+                            max_map_bytes=2**26, max_batch_rows=64, map_cache_bytes=2**26, **key)
     server.start().wait_ready()
+    server.api_key = key.get("api_key")
     yield server
     assert not server.terminate()
 
@@ -77,10 +91,14 @@ def _document(url: str) -> dict:
     return document
 
 
-def _run(url: str, document: dict, parameters: dict | None = None, exclude_deletes: bool = False) -> list[str]:
-    checks = {"enabled": False, "record_status": {"enabled": True}, **{name: {"enabled": True} for name in CHECKS}}
+def _run(url: str, document: dict, parameters: dict | None = None, exclude_deletes: bool = False,
+         key: str | None = None, checks_enabled: tuple[str, ...] = CHECKS) -> list[str]:
+    checks = {"enabled": False, "record_status": {"enabled": True},
+              **{name: {"enabled": True} for name in checks_enabled}}
     settings = {"seed": SEED, "generation": {"max-examples": MAX_EXAMPLES}, "checks": checks,
                 "phases": {"stateful": {"max-steps": STATEFUL_STEPS}}}
+    if key is not None:
+        settings["headers"] = {"Authorization": f"Bearer {key}"}
     if parameters:
         settings["parameters"] = parameters
     schema = schemathesis.openapi.from_dict(document, config=schemathesis.Config.from_dict(settings))
@@ -101,20 +119,41 @@ def _run(url: str, document: dict, parameters: dict | None = None, exclude_delet
 
 
 def test_fuzzing_the_openapi_schema_finds_no_5xx(fuzz_server):
-    url = fuzz_server.url
+    url, key = fuzz_server.url, fuzz_server.api_key
     document = _document(url)
-    with httpx.Client(base_url=url) as http:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    with httpx.Client(base_url=url, headers=headers) as http:
         dense = http.post("/v1/maps", json=DENSE).json()["id"]
         gcws = http.post("/v1/maps", json=GCWS).json()["id"]
         assert http.post("/v1/indexes", json={"map_id": gcws, "name": "fuzzed", "bands": 4, "rows": 2}).status_code \
             in (200, 201)
     STATUSES.clear()
     SERVER_ERRORS.clear()
-    problems = _run(url, document)
-    problems += _run(url, document, {"map_id": dense}, exclude_deletes=True)
-    problems += _run(url, document, {"map_id": gcws, "index_id": "fuzzed"}, exclude_deletes=True)
-    print(f"\nschemathesis requests by status (seed {SEED}): {dict(sorted(STATUSES.items()))}")
+    problems = _run(url, document, key=key)
+    problems += _run(url, document, {"map_id": dense}, exclude_deletes=True, key=key)
+    problems += _run(url, document, {"map_id": gcws, "index_id": "fuzzed"}, exclude_deletes=True, key=key)
+    print(f"\nschemathesis requests by status ({fuzz_server.name}, seed {SEED}): {dict(sorted(STATUSES.items()))}")
     assert sum(STATUSES.values()) > 300, "the fuzz reached too few requests to mean anything"
     assert not SERVER_ERRORS, "\n".join(SERVER_ERRORS[:20])
     assert not problems, "\n".join(problems[:20])
     assert httpx.get(f"{url}/readyz").status_code == 200
+
+
+@schemathesis.check
+def only_probes_answer_a_wrong_key(ctx, response, case):
+    if case.formatted_path not in OPEN_PATHS and response.status_code not in BEFORE_THE_KEY:
+        raise AssertionError(f"{case.method} {case.formatted_path} answered {response.status_code} to a wrong key")
+
+
+def test_a_wrong_key_gets_only_401s(fuzz_server):
+    if fuzz_server.api_key is None:
+        pytest.skip("the open server takes no key")
+    url = fuzz_server.url
+    STATUSES.clear()
+    SERVER_ERRORS.clear()
+    problems = _run(url, _document(url), key="not-the-key",
+                    checks_enabled=("not_a_server_error", "only_probes_answer_a_wrong_key"))
+    print(f"\nschemathesis requests by status (wrong key, seed {SEED}): {dict(sorted(STATUSES.items()))}")
+    assert STATUSES[401] > 50, "the wrong-key pass reached too few requests to mean anything"
+    assert not SERVER_ERRORS, "\n".join(SERVER_ERRORS[:20])
+    assert not problems, "\n".join(problems[:20])
