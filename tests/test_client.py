@@ -319,6 +319,8 @@ REFUSALS = {
                              lambda m: ("POST", f"{ITEMS}/delete", _json_body({"ids": []}))),
     "delete_item: a backslash": (lambda c, m: c.delete_item(CHECKS_INDEX, "a\\b"),
                                  lambda m: ("DELETE", f"{ITEMS}/a%5Cb", {})),
+    "delete_item: a dot segment": (lambda c, m: c.delete_item(CHECKS_INDEX, ".."),
+                                   lambda m: ("DELETE", f"{ITEMS}/%2E%2E", {})),
     "list_maps: limit 0": (lambda c, m: c.list_maps(limit=0), lambda m: ("GET", "/v1/maps", {"params": {"limit": 0}})),
     "list_indexes: limit 1001": (lambda c, m: c.list_indexes(limit=1001),
                                  lambda m: ("GET", "/v1/indexes", {"params": {"limit": 1001}})),
