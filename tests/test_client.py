@@ -180,6 +180,7 @@ def test_transform_reads_a_streamed_npy_answer_into_its_array():
 
 GCWS_SPEC = {"method": "gcws", "input_dim": 6, "n_components": 16, "seed": 27, "params": {"bits": 2}}
 RFF_SPEC = {"method": "rff", "input_dim": 4, "n_components": 8, "seed": 27, "params": {"gamma": 0.5}}
+CHI2_SPEC = {"method": "additive_chi2", "input_dim": 4, "n_components": 12, "seed": 27}
 CHECKS_INDEX = "client-checks"
 ROWS = np.random.default_rng(27).random((4, 6)) + 0.1
 
@@ -226,6 +227,8 @@ NAN_ROWS = np.where(np.arange(24).reshape(4, 6) == 7, np.nan, ROWS)
 ZERO_ROW = np.vstack([ROWS[:1], np.zeros((1, 6))])
 WIDE_SPARSE = sp.csr_matrix(([1.0, 2.0, 3.0], ([0, 1, 1], [0, 2, 7])), shape=(2, 8))
 STRINGS = np.array([["x"] * 6])
+NAN_SPARSE = sp.csr_matrix(([1.0, np.nan], ([0, 1], [0, 3])), shape=(2, 6))
+NEGATIVE = np.array([[0.5, -0.25, 1.0, 2.0]])
 
 # id -> (client call (client, maps) -> awaitable or result, raw request (maps) -> (method, path, httpx kwargs))
 REFUSALS = {
@@ -263,6 +266,11 @@ REFUSALS = {
     "add: sparse index past the map": (lambda c, m: c.add_items(CHECKS_INDEX, ["a", "b"], WIDE_SPARSE),
                                        lambda m: ("POST", ITEMS, _json_body(
                                            {"ids": ["a", "b"], "sparse_vectors": sparse_rows(WIDE_SPARSE)}))),
+    "add: sparse NaN": (lambda c, m: c.add_items(CHECKS_INDEX, ["a", "b"], NAN_SPARSE),
+                        lambda m: ("POST", ITEMS, _json_body({"ids": ["a", "b"],
+                                                              "sparse_vectors": sparse_rows(NAN_SPARSE)}))),
+    "add: sparse, no rows": (lambda c, m: c.add_items(CHECKS_INDEX, [], sp.csr_matrix((0, 6))),
+                             lambda m: ("POST", ITEMS, _json_body({"ids": [], "sparse_vectors": []}))),
     "add: duplicate id": (lambda c, m: c.add_items(CHECKS_INDEX, ["a", "b", "a", "d"], ROWS),
                           lambda m: ("POST", ITEMS, _json_body({"ids": ["a", "b", "a", "d"],
                                                                 "vectors": ROWS.tolist()}))),
@@ -301,6 +309,12 @@ REFUSALS = {
     "transform: wrong dimension (JSON)": (lambda c, m: c.transform(m["rff"], ROWS, binary=False),
                                           lambda m: ("POST", f"/v1/maps/{m['rff']}/transform",
                                                      _json_body({"vectors": ROWS.tolist()}))),
+    "transform: a negative entry (chi2 map)": (lambda c, m: c.transform(m["chi2"], NEGATIVE, binary=False),
+                                               lambda m: ("POST", f"/v1/maps/{m['chi2']}/transform",
+                                                          _json_body({"vectors": NEGATIVE.tolist()}))),
+    "kernel: sparse x past the map": (lambda c, m: c.kernel(m["rff"], sp.csr_matrix(np.eye(5))),
+                                      lambda m: ("POST", f"/v1/maps/{m['rff']}/kernel",
+                                                 _json_body({"sparse_x": sparse_rows(sp.csr_matrix(np.eye(5)))}))),
     "kernel: y of the wrong dimension": (lambda c, m: c.kernel(m["rff"], ROWS[:, :4], ROWS),
                                          lambda m: ("POST", f"/v1/maps/{m['rff']}/kernel",
                                                     _json_body({"x": ROWS[:, :4].tolist(), "y": ROWS.tolist()}))),
@@ -334,7 +348,8 @@ def checks_setup(embedded_server):
     """The maps and the index the cases use, and a client that has seen them (as a program creating them has)."""
     transport = CountingTransport()
     client = FeatureHashClient(embedded_server.url, transport=transport, retry=RetryPolicy(attempts=1))
-    maps = {"gcws": client.create_map(**GCWS_SPEC)["id"], "rff": client.create_map(**RFF_SPEC)["id"]}
+    maps = {name: client.create_map(**spec)["id"] for name, spec in
+            (("gcws", GCWS_SPEC), ("rff", RFF_SPEC), ("chi2", CHI2_SPEC))}
     index = client.create_index(maps["gcws"], name=CHECKS_INDEX, bands=4, rows=4)
     yield client, transport, maps, index
     client.delete_index(CHECKS_INDEX)
