@@ -399,11 +399,13 @@ def test_async_client_refuses_the_same_before_sending(checks_setup, embedded_ser
 
 
 def test_a_refused_batch_adds_nothing_and_a_good_one_adds_every_row(checks_setup):
-    client, transport, _, _ = checks_setup
+    client, _, _, _ = checks_setup
     before = client.get_index(CHECKS_INDEX)["items"]
     for binary in (True, False):
         with pytest.raises(FeatureHashAPIError, match="3 ids for 4 vectors"):
             client.add_items(CHECKS_INDEX, IDS3, ROWS, binary=binary)
+    with pytest.raises(FeatureHashAPIError, match="batch_rows: must be a positive integer"):
+        client.add_items(CHECKS_INDEX, IDS4, ROWS, batch_rows=0)
     assert client.get_index(CHECKS_INDEX)["items"] == before
     ids = [f"good-{i}" for i in range(4)]
     assert client.add_items(CHECKS_INDEX, ids, ROWS.tolist(), binary=False)["items"] == before + 4

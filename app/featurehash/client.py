@@ -7,7 +7,8 @@
         Z = await client.transform(spec["id"], X)
 
 Both speak the same operations, written once as generators of requests (`_Operations`) that the two
-clients drive. Dense batches travel as .npy by default (`binary=False`: JSON); sparse ones as JSON
+clients drive. Each first checks its inputs by the service's own rules (featurehash.client_checks): what the
+service would refuse raises FeatureHashAPIError with its 422, field and detail, and nothing is sent. Dense batches travel as .npy by default (`binary=False`: JSON); sparse ones as JSON
 sparse rows. Path segments are percent-encoded. A 503 (Redis unreachable) or a 409 with Retry-After
 (a concurrent write) is retried after Retry-After or an exponential backoff, whichever is longer; so
 is a connection error, for every call here is idempotent (creating a map or an index of a given
@@ -33,6 +34,7 @@ import scipy.sparse as sp
 from . import client_checks as checks
 from .maps import FeatureHashError, OneHotFeatures
 from .npy_answer import NpyAnswer
+from .store.lsh_layout import check_positive_int
 
 NPY = "application/x-npy"
 ITEM_IDS_HEADER_BYTES = 8192  # ids of an .npy add travel in a header; servers cap headers near 16 KiB
@@ -374,6 +376,7 @@ class _Operations:
         if X.ndim != 2:  # unchecked (the map is unknown here): sent whole, for the service to name its dimension
             return (yield _items_call(path, list(ids), X, binary)).json()
         ids = checks.item_ids(ids, X.shape[0])  # every row has its id, or nothing is sent
+        check_positive_int(batch_rows, "batch_rows")  # a client-side count
         total = {"added": 0, "replaced": 0, "items": 0}
         start = 0
         while start < len(ids):

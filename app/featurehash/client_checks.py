@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from .api.codecs import JSON, parse_model, vectors_from
 from .api.schemas import CreateIndexRequest, CreateMapRequest, DeleteItemsRequest
-from .maps import FeatureMap, InputError, SpecError, create_map
+from .maps import FeatureHashError, FeatureMap, InputError, SpecError, create_map
 from .maps.base import DenseFeatureMap
 from .maps.inputs import check_input
 from .maps.lsh import band_keys
@@ -135,7 +135,7 @@ def deletable_item_id(item_id: str) -> None:
                          "remove it with POST .../items/delete {\"ids\": [...]}")
 
 
-def request_model(content: bytes, model: type[BaseModel], error: type[InputError] | type[SpecError] = InputError):
+def request_model(content: bytes, model: type[BaseModel], error: type[FeatureHashError] = InputError):
     """A small JSON body (as it will be sent) validated by the service's own request model."""
     return parse_model(content, JSON, model, error)
 
