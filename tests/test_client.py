@@ -287,6 +287,12 @@ REFUSALS = {
                                  lambda m: ("POST", QUERY, _json_body({"vectors": ROWS.tolist(), "top_k": 1001}))),
     "query: min_similarity 1.5": (lambda c, m: c.query_index(CHECKS_INDEX, ROWS, min_similarity=1.5),
                                   lambda m: ("POST", QUERY, {**_npy_body(ROWS), "params": {"min_similarity": "1.5"}})),
+    "query: min_similarity not a number, rows too wide": (
+        lambda c, m: c.query_index(CHECKS_INDEX, np.ones((1, 8)), min_similarity="high"),
+        lambda m: ("POST", QUERY, {**_npy_body(np.ones((1, 8))), "params": {"min_similarity": "high"}})),
+    "query: min_similarity 1.5, rows too wide": (
+        lambda c, m: c.query_index(CHECKS_INDEX, np.ones((1, 8)), min_similarity=1.5),
+        lambda m: ("POST", QUERY, {**_npy_body(np.ones((1, 8))), "params": {"min_similarity": "1.5"}})),
     "query: target_recall -0.1 (JSON)": (
         lambda c, m: c.query_index(CHECKS_INDEX, ROWS, target_recall=-0.1, binary=False),
         lambda m: ("POST", QUERY, _json_body({"vectors": ROWS.tolist(), "target_recall": -0.1}))),

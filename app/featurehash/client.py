@@ -401,13 +401,12 @@ class _Operations:
     def query_index(self, index_id: str, X, *, top_k: int = 10, min_similarity: float = 0.0,
                     target_recall: float | None = None, binary: bool = True) -> Operation:
         in_query = _as_npy(X, binary)
-        checks.top_k(top_k, in_query)
-        X = checks.vectors(X, "vectors", self.known.for_index(index_id), not in_query)
-        checks.fraction(min_similarity, "min_similarity", in_query)
         options = {"top_k": top_k, "min_similarity": min_similarity}
         if target_recall is not None:
-            checks.fraction(target_recall, "target_recall", in_query)
             options["target_recall"] = target_recall
+        fractions = checks.query_options(options, in_query)
+        X = checks.vectors(X, "vectors", self.known.for_index(index_id), not in_query)
+        checks.fractions(fractions)
         response = yield _vectors_call(f"/v1/indexes/{_segment(index_id)}/query", X, "vectors", binary,
                                        options=options)
         return orjson.loads(response.content)

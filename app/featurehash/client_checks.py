@@ -167,14 +167,18 @@ def query_text(value: Any) -> str:
     return "true" if value is True else "false" if value is False else "" if value is None else str(value)
 
 
-def top_k(value: Any, in_query: bool) -> None:
-    value = _as_sent(value, "top_k", in_query)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOP_K:
+def query_options(options: dict[str, Any], in_query: bool) -> dict[str, Any]:
+    """top_k checked, and the fractions as the service reads them (in the body, or parsed from the query string)
+    before it reads the rows; `fractions` checks their ranges, which it does after."""
+    top_k = as_sent(options["top_k"], "top_k", in_query)
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
         raise InputError("top_k", f"must be an integer in [1, {MAX_TOP_K}]")
+    return {name: as_sent(value, name, in_query) for name, value in options.items() if name != "top_k"}
 
 
-def fraction(value: Any, field: str, in_query: bool) -> None:
-    check_fraction(_as_sent(value, field, in_query), field)
+def fractions(values: dict[str, Any]) -> None:
+    for name, value in values.items():
+        check_fraction(value, name)
 
 
 def bands_option(bands: Any, in_query: bool) -> None:
@@ -203,7 +207,7 @@ def features_of(feature_map: FeatureMap | None) -> None:
         feature_map.require_features()
 
 
-def _as_sent(value: Any, name: str, in_query: bool) -> Any:
+def as_sent(value: Any, name: str, in_query: bool) -> Any:
     """An option as the service reads it: a JSON body's value, or the JSON text of a query parameter."""
     if not in_query:
         return _as_json(value)
