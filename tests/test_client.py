@@ -432,7 +432,10 @@ def test_a_client_that_has_not_seen_the_map_checks_all_but_its_dimension(checks_
             assert transport.sent == [], case
             assert (refused.value.status, refused.value.field, refused.value.detail) == \
                 _server_answer(embedded_server, REFUSALS[case][1](maps)), case
+        call, raw = REFUSALS["add: one vector, 1-D (.npy)"]
         with pytest.raises(FeatureHashAPIError) as refused:
-            REFUSALS["add: one vector, 1-D (.npy)"][0](client, maps)
-        assert transport.sent == [f"POST {ITEMS}"]
-        assert refused.value.detail == _server_answer(embedded_server, REFUSALS["add: one vector, 1-D (.npy)"][1](maps))[2]
+            call(client, maps)
+        assert transport.sent == [f"POST {ITEMS}"]  # the one request, refused as the raw one is
+        assert (refused.value.status, refused.value.field, refused.value.detail) == \
+            _server_answer(embedded_server, raw(maps))
+        assert "(n, 6)" in refused.value.detail

@@ -7,8 +7,9 @@
         Z = await client.transform(spec["id"], X)
 
 Both speak the same operations, written once as generators of requests (`_Operations`) that the two
-clients drive. Each first checks its inputs by the service's own rules (featurehash.client_checks): what the
-service would refuse raises FeatureHashAPIError with its 422, field and detail, and nothing is sent. Dense batches travel as .npy by default (`binary=False`: JSON); sparse ones as JSON
+clients drive. Each first checks its inputs by the service's own rules (featurehash.client_checks):
+what the service would refuse raises FeatureHashAPIError with its 422, field and detail, and nothing
+is sent. Dense batches travel as .npy by default (`binary=False`: JSON); sparse ones as JSON
 sparse rows. Path segments are percent-encoded. A 503 (Redis unreachable) or a 409 with Retry-After
 (a concurrent write) is retried after Retry-After or an exponential backoff, whichever is longer; so
 is a connection error, for every call here is idempotent (creating a map or an index of a given

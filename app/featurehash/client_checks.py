@@ -6,7 +6,9 @@ all-zero rows, negative entries where the kernel refuses them), check_input, the
 service (featurehash.api.codecs), the request models, check_item_ids, check_name, check_fraction and band_keys.
 The few messages the routes write themselves are repeated here; tests/test_client.py compares every one with a
 running service's answer. Each check raises the library's FeatureHashError; the clients turn it into
-FeatureHashAPIError(422, ...), the status the service answers with.
+FeatureHashAPIError(422, ...), the status the service answers with. A NaN or an infinity is named as such
+(the service's answer to a JSON body holding NaN, as Python's json writes it), though orjson would have sent
+it as null, which the service would call a non-number.
 
 What the client does not know it does not check: the service's batch, body and answer limits (its settings),
 whether a map or an index exists, and a map's input_dim until a create_map, get_map or list_maps answer (or a
