@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from featurehash import create_map
 from featurehash.client import (AsyncFeatureHashClient, FeatureHashAPIError, FeatureHashClient, KernelAnswer,
                                 RetryPolicy)
 from featurehash.npy_answer import NpyAnswer
@@ -439,3 +440,23 @@ def test_a_client_that_has_not_seen_the_map_checks_all_but_its_dimension(checks_
         assert (refused.value.status, refused.value.field, refused.value.detail) == \
             _server_answer(embedded_server, raw(maps))
         assert "(n, 6)" in refused.value.detail
+
+
+def test_known_maps_keep_the_most_recently_seen():
+    from featurehash.client_checks import KnownMaps
+
+    known = KnownMaps(max_maps=2, max_indexes=2)
+    specs = [create_map({**RFF_SPEC, "seed": seed}).describe() for seed in range(4)]
+    for spec in specs[:3]:
+        known.learn_map(spec)
+    known.learn_map(specs[1])  # seen again: the most recent, so spec 2 is the next to go
+    for i in range(3):
+        known.learn_index({"id": f"ix{i}", "map_id": specs[i]["id"]})
+    assert known.for_map(specs[0]["id"]) is None and known.for_index("ix0") is None
+    assert known.for_map(specs[1]["id"]) is known.for_index("ix1") is not None
+    assert known.for_index("ix2").spec.id == specs[2]["id"]
+    known.learn_map(specs[3])
+    assert known.for_index("ix2") is None and known.for_index("ix1") is not None
+    assert known.for_map("rff-v1-not-a-spec") is None
+    known.learn_map({**specs[0], "id": "rff-v1-not-its-id"})  # a spec the library cannot rebuild: unchecked
+    assert known.for_map("rff-v1-not-its-id") is None

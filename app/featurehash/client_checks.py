@@ -19,6 +19,7 @@ naming the dimension.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -44,19 +45,26 @@ _NUMBERS = "fiub"
 class KnownMaps:
     """The maps this client has seen (by id) and the map of each index it has seen, so that inputs are checked
     against the map they are for. A map's spec never changes under its id; an index is forgotten when this
-    client deletes it."""
+    client deletes it. The most recently seen `max_maps` specs (a spec can hold a Nystroem map's landmarks) and
+    `max_indexes` indexes are kept."""
 
-    def __init__(self) -> None:
-        self._specs: dict[str, dict[str, Any]] = {}
+    def __init__(self, max_maps: int = 64, max_indexes: int = 4096) -> None:
+        self._specs: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._maps: dict[str, FeatureMap | None] = {}
-        self._index_maps: dict[str, str] = {}
+        self._index_maps: OrderedDict[str, str] = OrderedDict()
+        self.max_maps, self.max_indexes = max_maps, max_indexes
 
     def learn_map(self, spec: dict[str, Any]) -> dict[str, Any]:
-        self._specs.setdefault(spec["id"], spec)
+        self._specs[spec["id"]] = self._specs.pop(spec["id"], spec)
+        while len(self._specs) > self.max_maps:
+            self._maps.pop(self._specs.popitem(last=False)[0], None)
         return spec
 
     def learn_index(self, info: dict[str, Any]) -> dict[str, Any]:
+        self._index_maps.pop(info["id"], None)
         self._index_maps[info["id"]] = info["map_id"]
+        while len(self._index_maps) > self.max_indexes:
+            self._index_maps.popitem(last=False)
         return info
 
     def forget_index(self, index_id: str) -> None:
