@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from featurehash import create_map
-from featurehash.client import FeatureHashClient
+from featurehash.client import FeatureHashAPIError, FeatureHashClient
 from service_support import JSON, NPY, ServiceProcess, children, cmdline, load_npy, npy_bytes, wait_until
 
 CHUNK_BYTES = 4096
@@ -225,8 +225,9 @@ def test_item_ids_address_only_their_item(server, maps):
         for raw in ("%2E%2E", "%2e"):  # httpx itself removes a literal "." or ".." segment
             _refused(http.delete(f"/v1/indexes/victim/items/{raw}"), "item_id")
         with FeatureHashClient(server.url) as client:
-            with pytest.raises(ValueError):
+            with pytest.raises(FeatureHashAPIError) as refused:  # before sending, as the service refuses %2E%2E
                 client.delete_item("victim", "..")
+            assert (refused.value.status, refused.value.field) == (422, "item_id")
             client.delete_item("victim", "...")
             assert client.delete_items("victim", ["x", "nope"]) == {"removed": 1, "missing": ["nope"]}
             assert client.get_index("victim")["items"] == 1

@@ -7,7 +7,9 @@
         Z = await client.transform(spec["id"], X)
 
 Both speak the same operations, written once as generators of requests (`_Operations`) that the two
-clients drive. Dense batches travel as .npy by default (`binary=False`: JSON); sparse ones as JSON
+clients drive. Each first checks its inputs by the service's own rules (featurehash.client_checks):
+what the service would refuse raises FeatureHashAPIError with its 422, field and detail, and nothing
+is sent. Dense batches travel as .npy by default (`binary=False`: JSON); sparse ones as JSON
 sparse rows. Path segments are percent-encoded. A 503 (Redis unreachable) or a 409 with Retry-After
 (a concurrent write) is retried after Retry-After or an exponential backoff, whichever is longer; so
 is a connection error, for every call here is idempotent (creating a map or an index of a given
@@ -30,8 +32,10 @@ import numpy as np
 import orjson
 import scipy.sparse as sp
 
-from .maps import OneHotFeatures
+from . import client_checks as checks
+from .maps import FeatureHashError, OneHotFeatures
 from .npy_answer import NpyAnswer
+from .store.lsh_layout import check_positive_int
 
 NPY = "application/x-npy"
 ITEM_IDS_HEADER_BYTES = 8192  # ids of an .npy add travel in a header; servers cap headers near 16 KiB
@@ -164,6 +168,11 @@ def _retryable(response: httpx.Response) -> bool:
     return response.status_code == 503 or (response.status_code == 409 and "Retry-After" in response.headers)
 
 
+def _refusal(error: FeatureHashError) -> FeatureHashAPIError:
+    """An input refused before sending, as the service's answer to it: 422, the field, "<field>: <message>"."""
+    return FeatureHashAPIError(422, str(error), error.field)
+
+
 def _raise_for_status(response: httpx.Response) -> httpx.Response:
     if response.status_code >= 400:
         try:
@@ -225,11 +234,10 @@ def _segment(value: str) -> str:
 
 def _rows_field(X, key: str) -> dict[str, Any]:
     if sp.issparse(X):
-        X = sp.csr_matrix(X)
         return {f"sparse_{key}": [
             {"indices": X.indices[X.indptr[r]:X.indptr[r + 1]].tolist(),
              "values": X.data[X.indptr[r]:X.indptr[r + 1]].tolist()} for r in range(X.shape[0])]}
-    return {key: np.asarray(X)}
+    return {key: checks.json_ready(X)}
 
 
 def _json_call(method: str, path: str, document: Any, params: dict | None = None,
@@ -240,37 +248,65 @@ def _json_call(method: str, path: str, document: Any, params: dict | None = None
 
 def _vectors_call(path: str, X, key: str, binary: bool, params: dict | None = None, options: dict | None = None,
                   headers: dict[str, str] | None = None) -> _Call:
-    """Dense rows as an .npy body (`options` then go in the query string), else JSON rows with `options`
-    in the body; `params` are query parameters either way."""
+    """Dense rows (checked: an array or CSR) as an .npy body (`options` then go in the query string), else
+    JSON rows with `options` in the body; `params` are query parameters either way."""
     if binary and not sp.issparse(X):
-        return _Call("POST", path, _npy_bytes(np.asarray(X)), {"Content-Type": NPY, **(headers or {})},
+        return _Call("POST", path, _npy_bytes(X), {"Content-Type": NPY, **(headers or {})},
                      {**(params or {}), **(options or {})} or None)
     return _json_call("POST", path, {**_rows_field(X, key), **(options or {})}, params=params, headers=headers)
 
 
 def _page(limit: int, after: str | None) -> dict[str, Any]:
+    checks.query_param(limit, "limit", checks.PAGE_LIMIT)
     return {"limit": limit, **({"after": after} if after else {})}
 
 
+def _items_call(path: str, ids: list[str], rows, binary: bool) -> _Call:
+    """Items with their ids: in the X-Item-Ids header of an .npy body (JSON is ASCII, \\u escapes, as headers
+    must be), else in the JSON body."""
+    if binary:
+        return _vectors_call(path, rows, "vectors", True, headers={"X-Item-Ids": json.dumps(ids)})
+    return _json_call("POST", path, {"ids": ids, **_rows_field(rows, "vectors")})
+
+
+def _as_npy(X, binary: bool) -> bool:
+    """Whether rows travel as an .npy body (dense rows with `binary`), else as JSON."""
+    return binary and not sp.issparse(X)
+
+
 class _Operations:
-    """Each operation: yields the requests it needs, receives their (2xx) answers, returns the result."""
+    """Each operation: checks its inputs as the service would (featurehash.client_checks: a refusal raises
+    FeatureHashError before any request), yields the requests it needs, receives their (2xx) answers and
+    returns the result. `known` holds the maps and indexes this client has seen, whose inputs it checks."""
+
+    def __init__(self) -> None:
+        self.known = checks.KnownMaps()
 
     def create_map(self, method: str, input_dim: int, n_components: int, *, seed: int | None = None,
                    params: dict[str, Any] | None = None) -> Operation:
         body = {"method": method, "input_dim": input_dim, "n_components": n_components,
                 **({"seed": seed} if seed is not None else {}), **({"params": params} if params is not None else {})}
-        return (yield _json_call("POST", "/v1/maps", body)).json()
+        call = _json_call("POST", "/v1/maps", body)
+        checks.create_map_body(call.content)
+        return self.known.learn_map((yield call).json())
 
     def get_map(self, map_id: str) -> Operation:
-        return (yield _Call("GET", f"/v1/maps/{_segment(map_id)}")).json()
+        return self.known.learn_map((yield _Call("GET", f"/v1/maps/{_segment(map_id)}")).json())
 
     def list_maps(self, *, after: str | None = None, limit: int = 100) -> Operation:
-        return (yield _Call("GET", "/v1/maps", params=_page(limit, after))).json()
+        page = (yield _Call("GET", "/v1/maps", params=_page(limit, after))).json()
+        for spec in page["maps"]:
+            self.known.learn_map(spec)
+        return page
 
     def delete_map(self, map_id: str, *, force: bool = False) -> Operation:
         yield _Call("DELETE", f"/v1/maps/{_segment(map_id)}", params={"force": "true"} if force else None)
 
     def transform(self, map_id: str, X, *, binary: bool = True, dtype: str = "float32") -> Operation:
+        checks.query_param(dtype, "dtype", checks.DTYPE)
+        feature_map = self.known.for_map(map_id)
+        X = checks.vectors(X, "vectors", feature_map, not _as_npy(X, binary))
+        checks.features_of(feature_map)
         response = yield _vectors_call(f"/v1/maps/{_segment(map_id)}/transform", X, "vectors", binary,
                                        params={"dtype": dtype}, headers={"Accept": NPY} if binary else None)
         if _is_npy(response):
@@ -285,6 +321,10 @@ class _Operations:
         return np.asarray(body["features"], dtype=np.float64 if dtype == "float64" else np.float32)
 
     def hash(self, map_id: str, X, *, bands: int | None = None, binary: bool = True) -> Operation:
+        checks.bands_option(bands, _as_npy(X, binary))
+        feature_map = self.known.for_map(map_id)
+        X = checks.vectors(X, "vectors", feature_map, not _as_npy(X, binary))
+        checks.codes_for(feature_map, X, bands)
         params = {"bands": bands} if bands is not None else None
         response = yield _vectors_call(f"/v1/maps/{_segment(map_id)}/hash", X, "vectors", binary, options=params,
                                        headers={"Accept": NPY} if binary else None)
@@ -295,10 +335,13 @@ class _Operations:
         return BandedCodes(codes, body["band_keys"]) if bands is not None else codes
 
     def kernel(self, map_id: str, X, Y=None, *, binary: bool = True) -> Operation:
-        path = f"/v1/maps/{_segment(map_id)}/kernel"
+        path, feature_map = f"/v1/maps/{_segment(map_id)}/kernel", self.known.for_map(map_id)
+        as_json = Y is not None or not _as_npy(X, binary)
+        X = checks.vectors(X, "x", feature_map, as_json)
         if Y is None:
             call = _vectors_call(path, X, "x", binary)
         else:
+            Y = checks.vectors(Y, "y", feature_map, True)
             call = _json_call("POST", path, {**_rows_field(X, "x"), **_rows_field(Y, "y")})
         answer = (yield call).json()
         return KernelAnswer(np.asarray(answer["estimate"]), np.asarray(answer["exact"]))
@@ -310,48 +353,61 @@ class _Operations:
         options = {"name": name, "bands": bands, "rows": rows, "threshold": threshold,
                    "recall_at_threshold": recall_at_threshold, "vectors": vectors, "forest_rows": forest_rows}
         body = {"map_id": map_id, **{key: value for key, value in options.items() if value is not None}}
-        return (yield _json_call("POST", "/v1/indexes", body)).json()
+        call = _json_call("POST", "/v1/indexes", body)
+        checks.create_index_body(call.content, self.known.for_map(map_id) if isinstance(map_id, str) else None)
+        return self.known.learn_index((yield call).json())
 
     def get_index(self, index_id: str) -> Operation:
-        return (yield _Call("GET", f"/v1/indexes/{_segment(index_id)}")).json()
+        return self.known.learn_index((yield _Call("GET", f"/v1/indexes/{_segment(index_id)}")).json())
 
     def list_indexes(self, *, after: str | None = None, limit: int = 100) -> Operation:
-        return (yield _Call("GET", "/v1/indexes", params=_page(limit, after))).json()
+        page = (yield _Call("GET", "/v1/indexes", params=_page(limit, after))).json()
+        for info in page["indexes"]:
+            self.known.learn_index(info)
+        return page
 
     def delete_index(self, index_id: str) -> Operation:
+        self.known.forget_index(index_id)
         yield _Call("DELETE", f"/v1/indexes/{_segment(index_id)}")
 
     def add_items(self, index_id: str, ids: list[str], X, *, binary: bool = True, batch_rows: int = 1000) -> Operation:
-        total = {"added": 0, "replaced": 0, "items": 0}
+        binary = _as_npy(X, binary)
+        X = checks.vectors(X, "vectors", self.known.for_index(index_id), not binary)
         path = f"/v1/indexes/{_segment(index_id)}/items"
+        if X.ndim != 2:  # unchecked (the map is unknown here): sent whole, for the service to name its dimension
+            return (yield _items_call(path, list(ids), X, binary)).json()
+        ids = checks.item_ids(ids, X.shape[0])  # every row has its id, or nothing is sent
+        check_positive_int(batch_rows, "batch_rows")  # a client-side count
+        total = {"added": 0, "replaced": 0, "items": 0}
         start = 0
         while start < len(ids):
             stop = min(len(ids), start + batch_rows)
-            if binary and not sp.issparse(X):
-                header = json.dumps(ids[start:stop])  # ASCII (\u escapes), as headers must be
-                while len(header) > ITEM_IDS_HEADER_BYTES and stop - start > 1:
-                    stop = start + (stop - start) // 2
-                    header = json.dumps(ids[start:stop])
-                call = _vectors_call(path, X[start:stop], "vectors", True, headers={"X-Item-Ids": header})
-            else:
-                call = _json_call("POST", path, {"ids": ids[start:stop], **_rows_field(X[start:stop], "vectors")})
-            answer = (yield call).json()
+            while binary and stop - start > 1 and len(json.dumps(ids[start:stop])) > ITEM_IDS_HEADER_BYTES:
+                stop = start + (stop - start) // 2
+            answer = (yield _items_call(path, ids[start:stop], X[start:stop], binary)).json()
             total = {"added": total["added"] + answer["added"], "replaced": total["replaced"] + answer["replaced"],
                      "items": answer["items"]}
             start = stop
         return total
 
     def delete_item(self, index_id: str, item_id: str) -> Operation:
+        checks.deletable_item_id(item_id)
         yield _Call("DELETE", f"/v1/indexes/{_segment(index_id)}/items/{_segment(item_id)}")
 
     def delete_items(self, index_id: str, ids: list[str]) -> Operation:
-        return (yield _json_call("POST", f"/v1/indexes/{_segment(index_id)}/items/delete", {"ids": ids})).json()
+        call = _json_call("POST", f"/v1/indexes/{_segment(index_id)}/items/delete", {"ids": ids})
+        checks.delete_items_body(call.content)
+        return (yield call).json()
 
     def query_index(self, index_id: str, X, *, top_k: int = 10, min_similarity: float = 0.0,
                     target_recall: float | None = None, binary: bool = True) -> Operation:
+        in_query = _as_npy(X, binary)
         options = {"top_k": top_k, "min_similarity": min_similarity}
         if target_recall is not None:
             options["target_recall"] = target_recall
+        fractions = checks.query_options(options, in_query)
+        X = checks.vectors(X, "vectors", self.known.for_index(index_id), not in_query)
+        checks.fractions(fractions)
         response = yield _vectors_call(f"/v1/indexes/{_segment(index_id)}/query", X, "vectors", binary,
                                        options=options)
         return orjson.loads(response.content)
@@ -361,9 +417,6 @@ class _Operations:
 
     def readyz(self) -> Operation:
         return (yield _Call("GET", "/readyz")).json()
-
-
-_OPERATIONS = _Operations()
 
 
 def _headers(api_key: str | None) -> dict[str, str]:
@@ -377,7 +430,7 @@ class FeatureHashClient:
                  retry: RetryPolicy = RetryPolicy(), transport: httpx.BaseTransport | None = None,
                  sleep: Callable[[float], None] = time.sleep):
         self.http = httpx.Client(base_url=base_url, headers=_headers(api_key), timeout=timeout, transport=transport)
-        self.retry, self._sleep = retry, sleep
+        self.retry, self._sleep, self._ops = retry, sleep, _Operations()
 
     def __enter__(self) -> "FeatureHashClient":
         return self
@@ -416,17 +469,19 @@ class FeatureHashClient:
                 call = operation.send(self._send(call))
         except StopIteration as done:
             return done.value
+        except FeatureHashError as refused:
+            raise _refusal(refused) from None
 
     def create_map(self, method: str, input_dim: int, n_components: int, *, seed: int | None = None,
                    params: dict[str, Any] | None = None) -> MapSpec:
         """The resolved spec (the same id for the same spec, whoever creates it)."""
-        return self._run(_OPERATIONS.create_map(method, input_dim, n_components, seed=seed, params=params))
+        return self._run(self._ops.create_map(method, input_dim, n_components, seed=seed, params=params))
 
     def get_map(self, map_id: str) -> MapSpec:
-        return self._run(_OPERATIONS.get_map(map_id))
+        return self._run(self._ops.get_map(map_id))
 
     def list_maps(self, *, after: str | None = None, limit: int = 100) -> MapPage:
-        return self._run(_OPERATIONS.list_maps(after=after, limit=limit))
+        return self._run(self._ops.list_maps(after=after, limit=limit))
 
     def iter_maps(self, page_size: int = 100) -> Iterator[MapSpec]:
         after = None
@@ -438,19 +493,19 @@ class FeatureHashClient:
 
     def delete_map(self, map_id: str, *, force: bool = False) -> None:
         """409 if indexes use the map, unless `force` (they keep answering from their copy of its spec)."""
-        self._run(_OPERATIONS.delete_map(map_id, force=force))
+        self._run(self._ops.delete_map(map_id, force=force))
 
     def transform(self, map_id: str, X, *, binary: bool = True, dtype: str = "float32") -> np.ndarray | OneHotFeatures:
         """Dense features as an ndarray, or OneHotFeatures for one-hot maps (GCWS, binning)."""
-        return self._run(_OPERATIONS.transform(map_id, X, binary=binary, dtype=dtype))
+        return self._run(self._ops.transform(map_id, X, binary=binary, dtype=dtype))
 
     def hash(self, map_id: str, X, *, bands: int | None = None, binary: bool = True) -> np.ndarray | BandedCodes:
         """Codes (int64 n x k); with `bands`, BandedCodes(codes, band_keys)."""
-        return self._run(_OPERATIONS.hash(map_id, X, bands=bands, binary=binary))
+        return self._run(self._ops.hash(map_id, X, bands=bands, binary=binary))
 
     def kernel(self, map_id: str, X, Y=None, *, binary: bool = True) -> KernelAnswer:
         """(estimate, exact) kernel matrices between the rows of X and Y (Y defaults to X)."""
-        return self._run(_OPERATIONS.kernel(map_id, X, Y, binary=binary))
+        return self._run(self._ops.kernel(map_id, X, Y, binary=binary))
 
     def create_index(self, map_id: str, *, name: str | None = None, bands: int | None = None, rows: int | None = None,
                      threshold: float | None = None, recall_at_threshold: float | None = None,
@@ -458,44 +513,44 @@ class FeatureHashClient:
         """The index (chosen bands and rows included); an existing one of that name if it matches.
         `vectors` ("sparse", "float32", "float16") keeps items' vectors for exact re-ranking;
         `forest_rows` adds shorter band prefixes that a query with target_recall can widen to."""
-        return self._run(_OPERATIONS.create_index(map_id, name=name, bands=bands, rows=rows, threshold=threshold,
+        return self._run(self._ops.create_index(map_id, name=name, bands=bands, rows=rows, threshold=threshold,
                                                   recall_at_threshold=recall_at_threshold, vectors=vectors,
                                                   forest_rows=forest_rows))
 
     def get_index(self, index_id: str) -> IndexInfo:
-        return self._run(_OPERATIONS.get_index(index_id))
+        return self._run(self._ops.get_index(index_id))
 
     def list_indexes(self, *, after: str | None = None, limit: int = 100) -> IndexPage:
-        return self._run(_OPERATIONS.list_indexes(after=after, limit=limit))
+        return self._run(self._ops.list_indexes(after=after, limit=limit))
 
     def delete_index(self, index_id: str) -> None:
-        self._run(_OPERATIONS.delete_index(index_id))
+        self._run(self._ops.delete_index(index_id))
 
     def add_items(self, index_id: str, ids: list[str], X, *, binary: bool = True, batch_rows: int = 1000) -> AddedItems:
         """Add or replace items, `batch_rows` per request (fewer with binary, whose ids ride in a
         header); the summed "added" and "replaced" and the final "items"."""
-        return self._run(_OPERATIONS.add_items(index_id, ids, X, binary=binary, batch_rows=batch_rows))
+        return self._run(self._ops.add_items(index_id, ids, X, binary=binary, batch_rows=batch_rows))
 
     def delete_item(self, index_id: str, item_id: str) -> None:
         """Remove one item (FeatureHashAPIError 404 if it is not there)."""
-        self._run(_OPERATIONS.delete_item(index_id, item_id))
+        self._run(self._ops.delete_item(index_id, item_id))
 
     def delete_items(self, index_id: str, ids: list[str]) -> DeletedItems:
         """Remove items by id, in the body (so any id works); the ids that were not there come back."""
-        return self._run(_OPERATIONS.delete_items(index_id, ids))
+        return self._run(self._ops.delete_items(index_id, ids))
 
     def query_index(self, index_id: str, X, *, top_k: int = 10, min_similarity: float = 0.0,
                     target_recall: float | None = None, binary: bool = True) -> QueryAnswer:
         """Per row of X its neighbours, best first, and the number of candidates re-ranked; with
         target_recall the search widens until the S-curve promises it ("estimated_recall", "rows_probed")."""
-        return self._run(_OPERATIONS.query_index(index_id, X, top_k=top_k, min_similarity=min_similarity,
+        return self._run(self._ops.query_index(index_id, X, top_k=top_k, min_similarity=min_similarity,
                                                  target_recall=target_recall, binary=binary))
 
     def healthz(self) -> dict[str, Any]:
-        return self._run(_OPERATIONS.healthz())
+        return self._run(self._ops.healthz())
 
     def readyz(self) -> dict[str, Any]:
-        return self._run(_OPERATIONS.readyz())
+        return self._run(self._ops.readyz())
 
 
 class AsyncFeatureHashClient:
@@ -506,7 +561,7 @@ class AsyncFeatureHashClient:
                  sleep: Callable[[float], Any] = asyncio.sleep):
         self.http = httpx.AsyncClient(base_url=base_url, headers=_headers(api_key), timeout=timeout,
                                       transport=transport)
-        self.retry, self._sleep = retry, sleep
+        self.retry, self._sleep, self._ops = retry, sleep, _Operations()
 
     async def __aenter__(self) -> "AsyncFeatureHashClient":
         return self
@@ -545,16 +600,18 @@ class AsyncFeatureHashClient:
                 call = operation.send(await self._send(call))
         except StopIteration as done:
             return done.value
+        except FeatureHashError as refused:
+            raise _refusal(refused) from None
 
     async def create_map(self, method: str, input_dim: int, n_components: int, *, seed: int | None = None,
                          params: dict[str, Any] | None = None) -> MapSpec:
-        return await self._run(_OPERATIONS.create_map(method, input_dim, n_components, seed=seed, params=params))
+        return await self._run(self._ops.create_map(method, input_dim, n_components, seed=seed, params=params))
 
     async def get_map(self, map_id: str) -> MapSpec:
-        return await self._run(_OPERATIONS.get_map(map_id))
+        return await self._run(self._ops.get_map(map_id))
 
     async def list_maps(self, *, after: str | None = None, limit: int = 100) -> MapPage:
-        return await self._run(_OPERATIONS.list_maps(after=after, limit=limit))
+        return await self._run(self._ops.list_maps(after=after, limit=limit))
 
     async def iter_maps(self, page_size: int = 100) -> AsyncIterator[MapSpec]:
         after = None
@@ -566,52 +623,52 @@ class AsyncFeatureHashClient:
                 return
 
     async def delete_map(self, map_id: str, *, force: bool = False) -> None:
-        await self._run(_OPERATIONS.delete_map(map_id, force=force))
+        await self._run(self._ops.delete_map(map_id, force=force))
 
     async def transform(self, map_id: str, X, *, binary: bool = True,
                         dtype: str = "float32") -> np.ndarray | OneHotFeatures:
-        return await self._run(_OPERATIONS.transform(map_id, X, binary=binary, dtype=dtype))
+        return await self._run(self._ops.transform(map_id, X, binary=binary, dtype=dtype))
 
     async def hash(self, map_id: str, X, *, bands: int | None = None, binary: bool = True) -> np.ndarray | BandedCodes:
-        return await self._run(_OPERATIONS.hash(map_id, X, bands=bands, binary=binary))
+        return await self._run(self._ops.hash(map_id, X, bands=bands, binary=binary))
 
     async def kernel(self, map_id: str, X, Y=None, *, binary: bool = True) -> KernelAnswer:
-        return await self._run(_OPERATIONS.kernel(map_id, X, Y, binary=binary))
+        return await self._run(self._ops.kernel(map_id, X, Y, binary=binary))
 
     async def create_index(self, map_id: str, *, name: str | None = None, bands: int | None = None,
                            rows: int | None = None, threshold: float | None = None,
                            recall_at_threshold: float | None = None, vectors: str | None = None,
                            forest_rows: list[int] | None = None) -> IndexInfo:
-        return await self._run(_OPERATIONS.create_index(map_id, name=name, bands=bands, rows=rows,
+        return await self._run(self._ops.create_index(map_id, name=name, bands=bands, rows=rows,
                                                         threshold=threshold, recall_at_threshold=recall_at_threshold,
                                                         vectors=vectors, forest_rows=forest_rows))
 
     async def get_index(self, index_id: str) -> IndexInfo:
-        return await self._run(_OPERATIONS.get_index(index_id))
+        return await self._run(self._ops.get_index(index_id))
 
     async def list_indexes(self, *, after: str | None = None, limit: int = 100) -> IndexPage:
-        return await self._run(_OPERATIONS.list_indexes(after=after, limit=limit))
+        return await self._run(self._ops.list_indexes(after=after, limit=limit))
 
     async def delete_index(self, index_id: str) -> None:
-        await self._run(_OPERATIONS.delete_index(index_id))
+        await self._run(self._ops.delete_index(index_id))
 
     async def add_items(self, index_id: str, ids: list[str], X, *, binary: bool = True,
                         batch_rows: int = 1000) -> AddedItems:
-        return await self._run(_OPERATIONS.add_items(index_id, ids, X, binary=binary, batch_rows=batch_rows))
+        return await self._run(self._ops.add_items(index_id, ids, X, binary=binary, batch_rows=batch_rows))
 
     async def delete_item(self, index_id: str, item_id: str) -> None:
-        await self._run(_OPERATIONS.delete_item(index_id, item_id))
+        await self._run(self._ops.delete_item(index_id, item_id))
 
     async def delete_items(self, index_id: str, ids: list[str]) -> DeletedItems:
-        return await self._run(_OPERATIONS.delete_items(index_id, ids))
+        return await self._run(self._ops.delete_items(index_id, ids))
 
     async def query_index(self, index_id: str, X, *, top_k: int = 10, min_similarity: float = 0.0,
                           target_recall: float | None = None, binary: bool = True) -> QueryAnswer:
-        return await self._run(_OPERATIONS.query_index(index_id, X, top_k=top_k, min_similarity=min_similarity,
+        return await self._run(self._ops.query_index(index_id, X, top_k=top_k, min_similarity=min_similarity,
                                                        target_recall=target_recall, binary=binary))
 
     async def healthz(self) -> dict[str, Any]:
-        return await self._run(_OPERATIONS.healthz())
+        return await self._run(self._ops.healthz())
 
     async def readyz(self) -> dict[str, Any]:
-        return await self._run(_OPERATIONS.readyz())
+        return await self._run(self._ops.readyz())
