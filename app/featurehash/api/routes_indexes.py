@@ -21,9 +21,9 @@ from ..store.lsh_layout import check_item_ids, is_path_segment
 from .codecs import json_response, parse_body, parse_model, vectors_from
 from .deps import ServiceState, get_state, refuse_unknown_query, require_api_key
 from .metrics import BATCH_ROWS
-from .schemas import (LOCATION, AddItemsRequest, AddItemsResponse, CreateIndexRequest, DeleteItemsRequest,
-                      DeleteItemsResponse, IndexListResponse, IndexQueryRequest, IndexQueryResponse, IndexResponse,
-                      body_doc, errors, operation_id)
+from .schemas import (ITEM_ID_SCHEMA, LOCATION, MAX_TOP_K, AddItemsRequest, AddItemsResponse, CreateIndexRequest,
+                      DeleteItemsRequest, DeleteItemsResponse, IndexListResponse, IndexQueryRequest,
+                      IndexQueryResponse, IndexResponse, body_doc, errors, operation_id)
 
 router = APIRouter(prefix="/v1/indexes", tags=["indexes"], generate_unique_id_function=operation_id,
                    dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)],
@@ -31,16 +31,15 @@ router = APIRouter(prefix="/v1/indexes", tags=["indexes"], generate_unique_id_fu
 BODY_ERRORS = errors(404, 409, 413, 415, 422)
 # Query parameters the routes read themselves (documented, so that .npy bodies can carry them).
 ITEM_IDS_QUERY = {"name": "ids", "description": "with an .npy body: one id per row (or the X-Item-Ids header)",
-                  "schema": {"type": "array", "items": {"type": "string"}}, "style": "form", "explode": True}
+                  "schema": {"type": "array", "items": ITEM_ID_SCHEMA}, "style": "form", "explode": True}
 QUERY_OPTIONS = ({"name": "top_k", "description": "with an .npy body: neighbours per query vector",
-                  "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 10}},
+                  "schema": {"type": "integer", "minimum": 1, "maximum": MAX_TOP_K, "default": 10}},
                  {"name": "min_similarity", "description": "with an .npy body: drop estimates below it",
                   "schema": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.0}},
                  {"name": "target_recall", "description": "with an .npy body: widen the search over the "
                   "index's forest until the S-curve promises this recall for the k-th result",
                   "schema": {"type": "number", "minimum": 0, "maximum": 1}})
 
-MAX_TOP_K = 1000
 ITEM_IDS_HEADER = "x-item-ids"
 # Bodies and answers this small are decoded and encoded on the event loop: in ~0.1 ms, less than
 # a thread-pool hop (0.35 ms measured here); see also the index's own INLINE_ROWS.
@@ -85,6 +84,12 @@ def _item_ids(body, request: Request) -> Any:
             raise InputError("ids", "an .npy body needs its ids in the X-Item-Ids header (a JSON array of "
                              "strings) or as repeated ?ids= parameters")
         return params
+    try:
+        # Starlette reads header bytes as Latin-1; the header's bytes are UTF-8 (or ASCII with \u escapes).
+        header = header.encode("latin-1").decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(ITEM_IDS_HEADER, "not UTF-8: send the JSON array as UTF-8, or as ASCII with \\u "
+                         "escapes") from None
     try:
         return orjson.loads(header)
     except orjson.JSONDecodeError:
