@@ -105,7 +105,8 @@ def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
         if exc.status_code == 404:
             return error_response(404, "path", f"no route {request.url.path!r}")
         if exc.status_code == 405:
-            allowed = allowed_methods(request)
+            named = (exc.headers or {}).get("Allow", "")  # a mounted app's (the docs assets) own list
+            allowed = sorted(set(allowed_methods(request)) | {m.strip() for m in named.split(",") if m.strip()})
             return error_response(405, "method", f"{request.method} is not allowed on this path; it takes "
                                   f"{', '.join(allowed)}", headers={"Allow": ", ".join(allowed)})
         return error_response(exc.status_code, "request", str(exc.detail), headers=exc.headers)

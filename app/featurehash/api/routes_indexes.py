@@ -10,6 +10,7 @@ smaller than the hop to a worker thread (single vectors, small bodies).
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 import orjson
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -20,6 +21,7 @@ from ..store.lsh_index import AsyncLSHIndex, ItemNotFound, QueryResult
 from ..store.lsh_layout import check_item_ids, is_path_segment
 from .codecs import json_response, parse_body, parse_model, vectors_from
 from .deps import ServiceState, get_state, refuse_unknown_query, require_api_key
+from .errors import MapNotFound
 from .metrics import BATCH_ROWS
 from .schemas import (ITEM_ID_SCHEMA, LOCATION, MAX_TOP_K, AddItemsRequest, AddItemsResponse, CreateIndexRequest,
                       DeleteItemsRequest, DeleteItemsResponse, IndexListResponse, IndexQueryRequest,
@@ -96,6 +98,14 @@ def _item_ids(body, request: Request) -> Any:
         raise InputError("ids", "the X-Item-Ids header must be a JSON array of strings") from None
 
 
+def _utf8_path(raw_path: bytes) -> bool:
+    try:
+        unquote_to_bytes(raw_path).decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _query_option(body, request: Request, name: str, default):
     """A query option from the JSON body, else from the query string (the only place with .npy)."""
     if isinstance(body, dict) and name in body:
@@ -134,6 +144,14 @@ async def create_index(request: Request, state: ServiceState = Depends(get_state
     index = await state.indexes.create(feature_map, name=fields.name, bands=fields.bands, rows=fields.rows,
                                        threshold=fields.threshold, recall_at_threshold=fields.recall_at_threshold,
                                        vectors=fields.vectors, forest_rows=fields.forest_rows)
+    if index.created and await state.store.get(fields.map_id) is None:
+        # A DELETE of the map ran meanwhile (the map may also have come from the cache, which trusts the
+        # store for settings.map_staleness_seconds): it came first, so this create answers as it would
+        # have after it, and the index made over the deleted map goes. That DELETE checks for indexes
+        # again after deleting (routes_maps.delete_map): one of the two always sees the other.
+        await state.indexes.delete(index.config.name)
+        state.forget(fields.map_id)
+        raise MapNotFound(fields.map_id)
     described = await index.describe()
     return json_response(described, status_code=201 if index.created else 200,
                          headers={"Location": f"/v1/indexes/{described['id']}"})
@@ -182,8 +200,10 @@ async def add_items(index_id: str, request: Request, state: ServiceState = Depen
 
 @router.delete("/{index_id}/items/{item_id}", status_code=204,
                responses={204: {"description": "deleted"}, **errors(404, 409, 422)})
-async def delete_item(index_id: str, item_id: str, state: ServiceState = Depends(get_state)):
+async def delete_item(index_id: str, item_id: str, request: Request, state: ServiceState = Depends(get_state)):
     """One item; an id that is not one path segment is refused (send it to .../items/delete)."""
+    if b"%" in request.scope.get("raw_path", b"") and not _utf8_path(request.scope["raw_path"]):
+        raise InputError("item_id", "not UTF-8 once percent-decoded (it would be read as U+FFFD: another id)")
     if not is_path_segment(item_id):
         raise InputError("item_id", f"{item_id!r} is not an item id that a URL path can carry; "
                          "remove it with POST .../items/delete {\"ids\": [...]}")
