@@ -254,7 +254,8 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
     401: "API key missing or wrong (when the service has one)", 404: "no such map, index or item",
     409: "conflicting index configuration, a concurrent write (retry after Retry-After), or a map that "
          "indexes use (see DELETE /v1/maps/{map_id})",
-    413: "body over the size limit", 415: "content type not accepted",
+    413: "body over the size limit",
+    415: "content type not accepted, or a Content-Encoding (bodies are sent uncompressed)",
     422: "invalid input, naming the field; also an operation the map does not offer (hash on a dense map)",
     503: "Redis unreachable; retry after Retry-After seconds"}
 BINARY = {"schema": {"type": "string", "format": "binary"}}
