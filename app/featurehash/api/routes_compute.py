@@ -41,8 +41,8 @@ DTYPE_QUERY = {"name": "dtype", "schema": {"default": "float32", "enum": ["float
 BANDS = TypeAdapter(int | None)
 BANDS_DESCRIPTION = "LSH bands, for any body type (a JSON body may carry it instead)"
 BANDS_QUERY = {"name": "bands", "description": BANDS_DESCRIPTION,
-               "schema": {"type": "integer", "minimum": 1, "maximum": MAX_COMPONENTS, "description": BANDS_DESCRIPTION,
-                          "title": "Bands"}}
+               "schema": {"type": "integer", "minimum": 1, "maximum": MAX_COMPONENTS,
+                          "description": BANDS_DESCRIPTION, "title": "Bands"}}
 TRANSFORM_ROWS, HASH_ROWS, KERNEL_ROWS = (BATCH_ROWS.labels(name) for name in ("transform", "hash", "kernel"))
 ONE_HOT_HEADERS = {"X-Feature-Dim": {"description": "one-hot maps with an .npy answer: the feature dimension",
                                      "schema": {"type": "integer"}},

@@ -17,7 +17,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from ..maps import InputError
-from ..store.lsh_index import AsyncLSHIndex, ItemNotFound, QueryResult
+from ..store.lsh_index import AsyncLSHIndex, IndexNotFound, ItemNotFound, QueryResult
 from ..store.lsh_layout import check_item_ids, is_path_segment
 from .codecs import json_response, parse_body, parse_model, vectors_from
 from .deps import ServiceState, get_state, refuse_unknown_query, require_api_key
@@ -98,9 +98,9 @@ def _item_ids(body, request: Request) -> Any:
         raise InputError("ids", "the X-Item-Ids header must be a JSON array of strings") from None
 
 
-def _utf8_path(raw_path: bytes) -> bool:
+def _utf8_path(raw_segment: bytes) -> bool:
     try:
-        unquote_to_bytes(raw_path).decode()
+        unquote_to_bytes(raw_segment).decode()
     except UnicodeDecodeError:
         return False
     return True
@@ -149,7 +149,10 @@ async def create_index(request: Request, state: ServiceState = Depends(get_state
         # store for settings.map_staleness_seconds): it came first, so this create answers as it would
         # have after it, and the index made over the deleted map goes. That DELETE checks for indexes
         # again after deleting (routes_maps.delete_map): one of the two always sees the other.
-        await state.indexes.delete(index.config.name)
+        try:
+            await state.indexes.delete(index.config.name)
+        except IndexNotFound:
+            pass  # deleted by its own DELETE meanwhile
         state.forget(fields.map_id)
         raise MapNotFound(fields.map_id)
     described = await index.describe()
@@ -202,7 +205,8 @@ async def add_items(index_id: str, request: Request, state: ServiceState = Depen
                responses={204: {"description": "deleted"}, **errors(404, 409, 422)})
 async def delete_item(index_id: str, item_id: str, request: Request, state: ServiceState = Depends(get_state)):
     """One item; an id that is not one path segment is refused (send it to .../items/delete)."""
-    if b"%" in request.scope.get("raw_path", b"") and not _utf8_path(request.scope["raw_path"]):
+    raw_item_id = request.scope.get("raw_path", b"").rsplit(b"/", 1)[-1]
+    if b"%" in raw_item_id and not _utf8_path(raw_item_id):
         raise InputError("item_id", "not UTF-8 once percent-decoded (it would be read as U+FFFD: another id)")
     if not is_path_segment(item_id):
         raise InputError("item_id", f"{item_id!r} is not an item id that a URL path can carry; "
