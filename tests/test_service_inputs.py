@@ -22,6 +22,8 @@ from jsonschema import Draft202012Validator
 from featurehash.api.schemas import EXAMPLE_GCWS, EXAMPLE_RFF
 from featurehash.config import Settings
 from featurehash.main import create_app
+from featurehash.maps import InputError
+from featurehash.npy_stream import open_rows
 from service_support import JSON, NPY, ServiceProcess, load_npy, npy_bytes
 
 GCWS = {"method": "gcws", "input_dim": 4, "n_components": 16, "seed": 27}
@@ -91,6 +93,17 @@ def test_malformed_npy_headers_are_422s_naming_the_body(http, gcws, name, route)
     path = f"/v1/maps/{gcws}/hash" if route == "hash" else f"/v1/indexes/{INDEX}/items"
     params = {"ids": ["a", "b"]} if route == "items" else None
     _refused(http.post(path, params=params, content=NPY_BODIES[name], headers={"Content-Type": NPY}), 422, "body")
+
+
+@pytest.mark.parametrize("name", NPY_BODIES)
+def test_the_cli_file_reader_refuses_the_same_npy_files(tmp_path, name):
+    """`featurehash transform FILE` maps its input (npy_stream.open_rows): bytes left over after the data,
+    which numpy.load maps without a word, and shapes whose size overflows int64 are refused too."""
+    path = tmp_path / f"{name}.npy"
+    path.write_bytes(NPY_BODIES[name])
+    with pytest.raises(InputError) as refused:
+        open_rows(str(path))
+    assert refused.value.field == str(path)
 
 
 def test_fortran_ordered_npy_bodies_are_read_as_numpy_wrote_them(http, gcws):
