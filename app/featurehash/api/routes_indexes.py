@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import unquote_to_bytes
 
 import orjson
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from ..maps import InputError
@@ -203,7 +203,10 @@ async def add_items(index_id: str, request: Request, state: ServiceState = Depen
 
 @router.delete("/{index_id}/items/{item_id}", status_code=204,
                responses={204: {"description": "deleted"}, **errors(404, 409, 422)})
-async def delete_item(index_id: str, item_id: str, request: Request, state: ServiceState = Depends(get_state)):
+async def delete_item(index_id: str, request: Request,
+                      item_id: str = Path(description="the id, percent-encoded (ids are stored as UTF-8)",
+                                          json_schema_extra=ITEM_ID_SCHEMA),
+                      state: ServiceState = Depends(get_state)):
     """One item; an id that is not one path segment is refused (send it to .../items/delete)."""
     raw_item_id = request.scope.get("raw_path", b"").rsplit(b"/", 1)[-1]
     if b"%" in raw_item_id and not _utf8_path(raw_item_id):
