@@ -104,7 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app, settings.retry_after_seconds)
     for module in (routes_compute, routes_maps, routes_indexes, routes_health):  # the hot routes match first
         _add_routes(app, module.router)
-    install_openapi(app)
+    install_openapi(app, api_key_required=settings.api_key is not None)
     app.add_middleware(RequestRecorder, max_body_bytes=settings.max_body_bytes)
     configure_access_log(settings.access_log_level)
     return app

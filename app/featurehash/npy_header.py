@@ -5,6 +5,7 @@ array before the bytes arrive)."""
 from __future__ import annotations
 
 import io
+import math
 
 import numpy as np
 
@@ -20,9 +21,17 @@ def length_field_bytes(head: bytes) -> int | None:
 
 def layout(header: bytes) -> tuple[tuple[int, ...], bool, np.dtype]:
     """(shape, fortran order, dtype) of a whole version 1 or 2 header (magic to padding); arrays of
-    objects are refused, as numpy.load(allow_pickle=False) refuses them."""
+    objects are refused, as numpy.load(allow_pickle=False) refuses them, and so are negative dimensions
+    (numpy's reader lets them through, and frombuffer/reshape read -1 as "whatever is there")."""
     stream = io.BytesIO(header)
     shape, fortran_order, dtype = _READERS[np.lib.format.read_magic(stream)](stream)
     if dtype.hasobject:
         raise ValueError("arrays of objects are refused (as numpy.load(allow_pickle=False) refuses them)")
+    if any(size < 0 for size in shape):
+        raise ValueError(f"negative dimension in shape {shape}")
     return shape, fortran_order, dtype
+
+
+def data_bytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
+    """Bytes of the array data after the header (exact: Python integers do not overflow)."""
+    return math.prod(shape) * dtype.itemsize

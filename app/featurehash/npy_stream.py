@@ -10,6 +10,7 @@ resident memory until the end. A scipy .npz (sparse) input is loaded whole, then
 
 from __future__ import annotations
 
+import math
 import mmap
 import os
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ def open_rows(path: str):
         what = "a zip archive (.npz?)" if magic.startswith(b"PK") else "no NPY header: text such as CSV?"
         raise InputError(path, f"not an .npy file ({what}); save a 2-D numeric array with numpy.save")
     try:
+        _check_data_size(path)
         return np.load(path, mmap_mode="r", allow_pickle=False)
     except ValueError as exc:
         if "object" in str(exc).lower():
@@ -58,6 +60,22 @@ def open_rows(path: str):
         raise InputError(path, f"not a readable .npy array ({exc})") from None
     except EOFError:
         raise InputError(path, "truncated .npy file (no data after the header)") from None
+
+
+def _check_data_size(path: str) -> None:
+    """The header's shape and dtype against the bytes after it, in Python integers: numpy.load maps a
+    file with bytes left over (and computes the size of huge shapes in int64, which wraps)."""
+    with open(path, "rb") as file:
+        version = np.lib.format.read_magic(file)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read(file)
+        data_start = file.tell()
+    if any(size < 0 for size in shape):
+        raise ValueError(f"negative dimension in shape {shape}")
+    needed, held = math.prod(shape) * dtype.itemsize, os.path.getsize(path) - data_start
+    if not dtype.hasobject and needed != held:
+        raise ValueError(f"the header's shape {shape} and dtype {dtype} need {needed} bytes of data, the file "
+                         f"holds {held}: truncated, or not written by numpy.save")
 
 
 def _open_sparse(path: str) -> sp.csr_matrix:

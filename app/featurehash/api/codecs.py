@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 import io
 import json
+import math
+import re
 from typing import Any
 
 import numpy as np
@@ -45,11 +47,45 @@ def _parse_lenient_json(raw: bytes) -> Any:
     # Python's json writes NaN and Infinity; accept them here so the finite check can
     # name the problem instead of reporting a syntax error.
     try:
-        return json.loads(raw)
+        document = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InputError("body", f"invalid JSON ({exc})") from None
     except RecursionError:
         raise InputError("body", "invalid JSON: nested too deeply") from None
+    if _SURROGATE_ESCAPE.search(raw):  # the walk only where one may be (NaN bodies can be large)
+        _refuse_lone_surrogates(document)
+    return document
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _refuse_lone_surrogates(document: Any) -> None:
+    """Python's json (unlike orjson, which refuses them) decodes an escaped lone surrogate ("\\ud800")
+    into a string that cannot be encoded as UTF-8 (for Redis, a header or the answer): refused here,
+    naming where it is, e.g. "map_id" or "ids[2]"."""
+    pending: list[tuple[Any, str]] = [(document, "")]
+    while pending:
+        node, where = pending.pop()
+        if isinstance(node, str):
+            if not _encodes(node):
+                raise InputError(where or "body", "holds a lone UTF-16 surrogate (\\ud800-\\udfff escape "
+                                 "without its pair): not a Unicode string")
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                if not _encodes(key):
+                    raise InputError(where or "body", "a key holds a lone UTF-16 surrogate: not a Unicode string")
+                pending.append((value, f"{where}.{key}" if where else key))
+        elif isinstance(node, list):
+            pending.extend((value, f"{where}[{i}]") for i, value in enumerate(node))
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _parse_npy(raw: bytes) -> np.ndarray:
@@ -63,14 +99,30 @@ def _parse_npy(raw: bytes) -> np.ndarray:
             array = np.load(io.BytesIO(raw), allow_pickle=False)
         else:
             shape, fortran_order, dtype = _npy_layout(header)
-            count = int(np.prod(shape, dtype=np.int64))
-            array = np.frombuffer(raw, dtype=dtype, count=count, offset=len(header))
+            _check_data_size(len(raw) - len(header), npy_header.data_bytes(shape, dtype), shape, dtype)
+            array = np.frombuffer(raw, dtype=dtype, count=math.prod(shape), offset=len(header))
             array = array.reshape(shape[::-1]).T if fortran_order else array.reshape(shape)
+    except InputError:
+        raise
     except Exception as exc:  # numpy raises several types for malformed files
         raise InputError("body", f"not a readable .npy array ({type(exc).__name__}: {exc})") from None
     if not isinstance(array, np.ndarray):
         raise InputError("body", "expected one .npy array")
+    if header is None:  # numpy.load ignores bytes after the data: the header's length field says where it ends
+        _check_data_size(len(raw) - _version3_header_bytes(raw), array.nbytes, array.shape, array.dtype)
     return array
+
+
+def _check_data_size(sent: int, needed: int, shape, dtype) -> None:
+    """A body whose data is longer or shorter than its header's shape and dtype say is refused: a
+    truncated upload or a wrong header, not an array to guess at."""
+    if sent != needed:
+        raise InputError("body", f"the .npy header's shape {tuple(shape)} and dtype {dtype} need {needed} bytes "
+                         f"of data, the body holds {sent}")
+
+
+def _version3_header_bytes(raw: bytes) -> int:
+    return 12 + int.from_bytes(raw[8:12], "little")
 
 
 def _npy_header_bytes(raw: bytes) -> bytes | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hmac
 import threading
 from dataclasses import dataclass, field
+from urllib.parse import unquote_to_bytes
 
 from fastapi import Depends, Request
 from fastapi.routing import APIRoute
@@ -92,9 +93,30 @@ async def refuse_unknown_query(request: Request) -> None:
 def _refuse_unknown_query(request: Request) -> None:
     if not request.scope["query_string"]:
         return
+    if b"%" in request.scope["query_string"]:  # else plain ASCII (h11 refuses other bytes in a target)
+        refuse_invalid_utf8(request.scope["query_string"])
     unknown = sorted(set(request.query_params) - _query_names(request.scope["route"]))
     if unknown:
         raise InputError(unknown[0], f"this route takes no query parameter {unknown[0]!r}")
+
+
+def refuse_invalid_utf8(query_string: bytes) -> None:
+    """A 422 naming the parameter whose percent-decoded bytes are not UTF-8 (Starlette would read them
+    as U+FFFD replacement characters: another value than the one sent)."""
+    for pair in query_string.split(b"&"):
+        name, _, value = pair.partition(b"=")
+        decoded_name = _utf8(name)
+        if decoded_name is None:
+            raise InputError("query", "a parameter name is not UTF-8 once percent-decoded")
+        if _utf8(value) is None:
+            raise InputError(decoded_name, "not UTF-8 once percent-decoded")
+
+
+def _utf8(part: bytes) -> str | None:
+    try:
+        return unquote_to_bytes(part.replace(b"+", b" ")).decode()
+    except UnicodeDecodeError:
+        return None
 
 
 def _query_names(route: APIRoute) -> frozenset[str]:

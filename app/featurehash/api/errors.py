@@ -10,6 +10,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from ..maps import FeatureHashError
 from ..store.lsh_index import IndexConflict, IndexNotFound, ItemNotFound
@@ -97,9 +99,30 @@ def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
         return error_response(415, "content-type", f"{exc.media_type!r} is not accepted; "
                               "use application/json or application/x-npy")
 
+    @app.exception_handler(HTTPException)
+    async def http_exception(request: Request, exc: HTTPException):
+        """The router's own answers (no route, wrong method) in the one error body."""
+        if exc.status_code == 404:
+            return error_response(404, "path", f"no route {request.url.path!r}")
+        if exc.status_code == 405:
+            named = (exc.headers or {}).get("Allow", "")  # a mounted app's (the docs assets) own list
+            allowed = sorted(set(allowed_methods(request)) | {m.strip() for m in named.split(",") if m.strip()})
+            return error_response(405, "method", f"{request.method} is not allowed on this path; it takes "
+                                  f"{', '.join(allowed)}", headers={"Allow": ", ".join(allowed)})
+        return error_response(exc.status_code, "request", str(exc.detail), headers=exc.headers)
+
     async def store_unavailable(request: Request, exc: Exception):
         return error_response(503, "store", f"Redis is unreachable ({type(exc).__name__}); retry shortly",
                               headers={"Retry-After": str(retry_after_seconds)})
 
     app.add_exception_handler(RedisConnectionError, store_unavailable)
     app.add_exception_handler(RedisTimeoutError, store_unavailable)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app takes on this path (the router names only the first route's)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if getattr(route, "methods", None) and route.matches(request.scope)[0] != Match.NONE:
+            methods |= route.methods
+    return sorted(methods)

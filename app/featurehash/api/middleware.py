@@ -15,6 +15,9 @@ from .errors import BodyTooLarge, error_response
 from .metrics import LATENCY, REQUESTS
 
 REQUEST_ID_HEADER = b"x-request-id"
+# Bodies are read as sent: a compressed one is refused (415) rather than decoded (no decompression
+# bombs, no second size limit to keep) or misread as broken JSON.
+ACCEPTED_CONTENT_ENCODINGS = (b"", b"identity")
 # A caller's id is kept when it is a short token (it ends up in logs and headers); otherwise one is made.
 _REQUEST_ID = re.compile(rb"[A-Za-z0-9._:/+=@-]{1,128}")
 access_logger = logging.getLogger("featurehash.access")
@@ -78,12 +81,14 @@ class RequestRecorder:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = declared = None
+        given = declared = encoding = None
         for name, value in scope["headers"]:
             if name == REQUEST_ID_HEADER:
                 given = value
             elif name == b"content-length":
                 declared = value
+            elif name == b"content-encoding":
+                encoding = value
         request_id = given if given is not None and _REQUEST_ID.fullmatch(given) else os.urandom(16).hex().encode()
         status = 500
 
@@ -96,7 +101,9 @@ class RequestRecorder:
 
         start = time.perf_counter()
         try:
-            if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            if encoding is not None and encoding.strip().lower() not in ACCEPTED_CONTENT_ENCODINGS:
+                await _encoded_body(encoding)(scope, receive, send_with_id)
+            elif declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
                 await self._too_large()(scope, receive, send_with_id)
             else:
                 await self.app(scope, self._limited(receive), send_with_id)
@@ -134,6 +141,11 @@ class RequestRecorder:
             access_lines.add(orjson.dumps({
                 "time": time.time(), "method": method, "route": template, "status": status,
                 "duration_ms": round(seconds * 1e3, 3), "request_id": request_id}, option=orjson.OPT_APPEND_NEWLINE))
+
+
+def _encoded_body(encoding: bytes):
+    return error_response(415, "content-encoding", f"{encoding.decode('latin-1')!r} is not accepted: send the "
+                          "body uncompressed (Content-Encoding absent or identity)")
 
 
 _CHILDREN: dict[tuple[str, str, int], tuple] = {}

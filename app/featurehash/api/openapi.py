@@ -26,8 +26,15 @@ ASSETS_DIR = Path(fastapi_offline.__file__).parent / "static"
 REF_TEMPLATE = "#/components/schemas/{model}"
 
 
-def build_document(app: FastAPI) -> dict[str, Any]:
+def build_document(app: FastAPI, api_key_required: bool = True) -> dict[str, Any]:
+    """The document; without an API key (settings.api_key unset) no operation declares Bearer security,
+    which FastAPI's HTTPBearer (even with auto_error=False) would declare as required."""
     document = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    if not api_key_required:
+        for operations in document.get("paths", {}).values():
+            for operation in operations.values():
+                operation.pop("security", None)
+        document.get("components", {}).pop("securitySchemes", None)
     _, body_schemas = models_json_schema([(model, "validation") for model in BODY_MODELS.values()],
                                          ref_template=REF_TEMPLATE)
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
@@ -36,11 +43,11 @@ def build_document(app: FastAPI) -> dict[str, Any]:
     return document
 
 
-def install_openapi(app: FastAPI) -> None:
+def install_openapi(app: FastAPI, api_key_required: bool = True) -> None:
     """Serve the document (built once) and the docs pages from local assets."""
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = build_document(app)
+            app.openapi_schema = build_document(app, api_key_required)
         return app.openapi_schema
 
     app.openapi = openapi

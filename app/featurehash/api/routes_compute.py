@@ -23,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from ..maps import FeatureMap, InputError
 from ..maps.base import DenseFeatureMap
 from ..maps.lsh import band_keys
+from ..maps.spec import MAX_COMPONENTS
 from .codecs import json_response, parse_body, vectors_from, wants_npy
 from .deps import ServiceState, checked_state, get_state, query_value, refuse_unknown_query, require_api_key
 from .metrics import BATCH_ROWS
@@ -40,8 +41,8 @@ DTYPE_QUERY = {"name": "dtype", "schema": {"default": "float32", "enum": ["float
 BANDS = TypeAdapter(int | None)
 BANDS_DESCRIPTION = "LSH bands, for any body type (a JSON body may carry it instead)"
 BANDS_QUERY = {"name": "bands", "description": BANDS_DESCRIPTION,
-               "schema": {"anyOf": [{"type": "integer"}, {"type": "null"}], "description": BANDS_DESCRIPTION,
-                          "title": "Bands"}}
+               "schema": {"type": "integer", "minimum": 1, "maximum": MAX_COMPONENTS,
+                          "description": BANDS_DESCRIPTION, "title": "Bands"}}
 TRANSFORM_ROWS, HASH_ROWS, KERNEL_ROWS = (BATCH_ROWS.labels(name) for name in ("transform", "hash", "kernel"))
 ONE_HOT_HEADERS = {"X-Feature-Dim": {"description": "one-hot maps with an .npy answer: the feature dimension",
                                      "schema": {"type": "integer"}},

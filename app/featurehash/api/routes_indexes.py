@@ -10,20 +10,22 @@ smaller than the hop to a worker thread (single vectors, small bodies).
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 import orjson
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from ..maps import InputError
-from ..store.lsh_index import AsyncLSHIndex, ItemNotFound, QueryResult
+from ..store.lsh_index import AsyncLSHIndex, IndexNotFound, ItemNotFound, QueryResult
 from ..store.lsh_layout import check_item_ids, is_path_segment
 from .codecs import json_response, parse_body, parse_model, vectors_from
 from .deps import ServiceState, get_state, refuse_unknown_query, require_api_key
+from .errors import MapNotFound
 from .metrics import BATCH_ROWS
-from .schemas import (LOCATION, AddItemsRequest, AddItemsResponse, CreateIndexRequest, DeleteItemsRequest,
-                      DeleteItemsResponse, IndexListResponse, IndexQueryRequest, IndexQueryResponse, IndexResponse,
-                      body_doc, errors, operation_id)
+from .schemas import (ITEM_ID_SCHEMA, LOCATION, MAX_TOP_K, AddItemsRequest, AddItemsResponse, CreateIndexRequest,
+                      DeleteItemsRequest, DeleteItemsResponse, IndexListResponse, IndexQueryRequest,
+                      IndexQueryResponse, IndexResponse, body_doc, errors, operation_id)
 
 router = APIRouter(prefix="/v1/indexes", tags=["indexes"], generate_unique_id_function=operation_id,
                    dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)],
@@ -31,16 +33,15 @@ router = APIRouter(prefix="/v1/indexes", tags=["indexes"], generate_unique_id_fu
 BODY_ERRORS = errors(404, 409, 413, 415, 422)
 # Query parameters the routes read themselves (documented, so that .npy bodies can carry them).
 ITEM_IDS_QUERY = {"name": "ids", "description": "with an .npy body: one id per row (or the X-Item-Ids header)",
-                  "schema": {"type": "array", "items": {"type": "string"}}, "style": "form", "explode": True}
+                  "schema": {"type": "array", "items": ITEM_ID_SCHEMA}, "style": "form", "explode": True}
 QUERY_OPTIONS = ({"name": "top_k", "description": "with an .npy body: neighbours per query vector",
-                  "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 10}},
+                  "schema": {"type": "integer", "minimum": 1, "maximum": MAX_TOP_K, "default": 10}},
                  {"name": "min_similarity", "description": "with an .npy body: drop estimates below it",
                   "schema": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.0}},
                  {"name": "target_recall", "description": "with an .npy body: widen the search over the "
                   "index's forest until the S-curve promises this recall for the k-th result",
                   "schema": {"type": "number", "minimum": 0, "maximum": 1}})
 
-MAX_TOP_K = 1000
 ITEM_IDS_HEADER = "x-item-ids"
 # Bodies and answers this small are decoded and encoded on the event loop: in ~0.1 ms, less than
 # a thread-pool hop (0.35 ms measured here); see also the index's own INLINE_ROWS.
@@ -86,9 +87,23 @@ def _item_ids(body, request: Request) -> Any:
                              "strings) or as repeated ?ids= parameters")
         return params
     try:
+        # Starlette reads header bytes as Latin-1; the header's bytes are UTF-8 (or ASCII with \u escapes).
+        header = header.encode("latin-1").decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(ITEM_IDS_HEADER, "not UTF-8: send the JSON array as UTF-8, or as ASCII with \\u "
+                         "escapes") from None
+    try:
         return orjson.loads(header)
     except orjson.JSONDecodeError:
         raise InputError("ids", "the X-Item-Ids header must be a JSON array of strings") from None
+
+
+def _utf8_path(raw_segment: bytes) -> bool:
+    try:
+        unquote_to_bytes(raw_segment).decode()
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _query_option(body, request: Request, name: str, default):
@@ -129,6 +144,17 @@ async def create_index(request: Request, state: ServiceState = Depends(get_state
     index = await state.indexes.create(feature_map, name=fields.name, bands=fields.bands, rows=fields.rows,
                                        threshold=fields.threshold, recall_at_threshold=fields.recall_at_threshold,
                                        vectors=fields.vectors, forest_rows=fields.forest_rows)
+    if index.created and await state.store.get(fields.map_id) is None:
+        # A DELETE of the map ran meanwhile (the map may also have come from the cache, which trusts the
+        # store for settings.map_staleness_seconds): it came first, so this create answers as it would
+        # have after it, and the index made over the deleted map goes. That DELETE checks for indexes
+        # again after deleting (routes_maps.delete_map): one of the two always sees the other.
+        try:
+            await state.indexes.delete(index.config.name)
+        except IndexNotFound:
+            pass  # deleted by its own DELETE meanwhile
+        state.forget(fields.map_id)
+        raise MapNotFound(fields.map_id)
     described = await index.describe()
     return json_response(described, status_code=201 if index.created else 200,
                          headers={"Location": f"/v1/indexes/{described['id']}"})
@@ -177,8 +203,14 @@ async def add_items(index_id: str, request: Request, state: ServiceState = Depen
 
 @router.delete("/{index_id}/items/{item_id}", status_code=204,
                responses={204: {"description": "deleted"}, **errors(404, 409, 422)})
-async def delete_item(index_id: str, item_id: str, state: ServiceState = Depends(get_state)):
+async def delete_item(index_id: str, request: Request,
+                      item_id: str = Path(description="the id, percent-encoded (ids are stored as UTF-8)",
+                                          json_schema_extra=ITEM_ID_SCHEMA),
+                      state: ServiceState = Depends(get_state)):
     """One item; an id that is not one path segment is refused (send it to .../items/delete)."""
+    raw_item_id = request.scope.get("raw_path", b"").rsplit(b"/", 1)[-1]
+    if b"%" in raw_item_id and not _utf8_path(raw_item_id):
+        raise InputError("item_id", "not UTF-8 once percent-decoded (it would be read as U+FFFD: another id)")
     if not is_path_segment(item_id):
         raise InputError("item_id", f"{item_id!r} is not an item id that a URL path can carry; "
                          "remove it with POST .../items/delete {\"ids\": [...]}")

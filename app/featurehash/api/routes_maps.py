@@ -57,8 +57,10 @@ async def get_map(map_id: str, state: ServiceState = Depends(get_state)):
 async def delete_map(map_id: str, force: bool = Query(default=False, description="delete it even if indexes use "
                                                       "it (they keep answering from their copy of its spec)"),
                      state: ServiceState = Depends(get_state)):
+    spec = None
     if not force:
-        if await state.store.get(map_id) is None:
+        spec = await state.store.get(map_id)
+        if spec is None:
             raise MapNotFound(map_id)
         users = await _indexes_using(state, map_id)
         if users:
@@ -66,6 +68,15 @@ async def delete_map(map_id: str, force: bool = Query(default=False, description
     if not await state.store.delete(map_id):
         raise MapNotFound(map_id)
     state.forget(map_id)
+    if spec is not None:
+        # An index created over the map between the check and the delete: its create checks the map
+        # again after writing the index (routes_indexes.create_index), this delete checks for indexes
+        # after deleting, so one of the two sees the other. Here the index came first: the map is put
+        # back (same spec, same id) and the delete refused as it would have been.
+        users = await _indexes_using(state, map_id)
+        if users:
+            await state.store.create(spec)
+            raise MapInUse(map_id, users)
     return Response(status_code=204)
 
 

@@ -8,16 +8,42 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from ..maps import METHODS
+from ..maps.registry import resolve_spec
 from ..maps.spec import MAX_COMPONENTS, MAX_INPUT_DIM, MAX_SEED
 from ..store.lsh_indexes import DEFAULT_RECALL_AT_THRESHOLD, DEFAULT_THRESHOLD, MAX_FOREST_LEVELS
-from ..store.lsh_layout import MAX_ITEM_ID_BYTES
+from ..store.lsh_layout import MAX_BANDS, MAX_ITEM_ID_BYTES, NAME_PATTERN
+
+MAX_TOP_K = 1000
+# Item ids as check_item_ids takes them (their UTF-8 length, at most MAX_ITEM_ID_BYTES, is not a JSON
+# Schema keyword): no '/', '\\', control characters, line separators; not '.' or '..'.
+ITEM_ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": MAX_ITEM_ID_BYTES,
+                  "pattern": "^[^/\\\\\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029]+$",
+                  "not": {"enum": [".", ".."]}}
+
+# The documented examples work in this order against a fresh service ("Try it out" in /docs): the two
+# maps, then transform (either map), hash and an index (the GCWS map), items and a query.
+EXAMPLE_RFF = {"method": "rff", "input_dim": 4, "n_components": 8, "seed": 1, "params": {"gamma": 0.5}}
+EXAMPLE_GCWS = {"method": "gcws", "input_dim": 4, "n_components": 16, "seed": 1}
+EXAMPLE_GCWS_ID = resolve_spec(EXAMPLE_GCWS).id
+EXAMPLE_ROWS = [[0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]]
+
+
+def _omit_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
+
+
+def optional(annotation, description: str | None = None) -> Any:
+    """A field that may be left out but is never null: the server refuses null where it reads the field,
+    so the schema offers none (SkipJsonSchema) and shows no `default: null`."""
+    return Annotated[annotation | SkipJsonSchema[None], Field(default=None, description=description,
+                                                              json_schema_extra=_omit_default)]
 
 
 class CreateMapRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
-        {"method": "rff", "input_dim": 64, "n_components": 1024, "seed": 1, "params": {"gamma": 0.05}}]})
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [EXAMPLE_RFF, EXAMPLE_GCWS]})
 
     method: str = Field(description=f"one of: {', '.join(sorted(METHODS))}")
     input_dim: int = Field(strict=True, ge=1, le=MAX_INPUT_DIM)
@@ -57,19 +83,30 @@ class SparseVector(BaseModel):
 
 
 class VectorsRequest(BaseModel):
-    vectors: list[list[float]] | None = None
-    sparse_vectors: list[SparseVector] | None = None
+    """`vectors` (dense rows) or `sparse_vectors`, not both."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"vectors": EXAMPLE_ROWS}]})
+
+    vectors: optional(list[list[float]])
+    sparse_vectors: optional(list[SparseVector])
 
 
 class HashRequest(VectorsRequest):
-    bands: int | None = Field(default=None, description="LSH bands: k must be a multiple of it")
+    model_config = ConfigDict(json_schema_extra={"examples": [{"vectors": EXAMPLE_ROWS, "bands": 4}]})
+
+    bands: int | None = Field(default=None, ge=1, le=MAX_COMPONENTS,
+                              description="LSH bands: k must be a multiple of it")
 
 
 class KernelRequest(BaseModel):
-    x: list[list[float]] | None = None
-    sparse_x: list[SparseVector] | None = None
-    y: list[list[float]] | None = Field(default=None, description="defaults to x")
-    sparse_y: list[SparseVector] | None = None
+    """`x` or `sparse_x`; `y` or `sparse_y` (or neither: y = x)."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"x": EXAMPLE_ROWS}]})
+
+    x: optional(list[list[float]])
+    sparse_x: optional(list[SparseVector])
+    y: optional(list[list[float]], "defaults to x")
+    sparse_y: optional(list[SparseVector])
 
 
 class DenseFeatures(BaseModel):
@@ -96,14 +133,17 @@ class KernelResponse(BaseModel):
 
 class CreateIndexRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
-        {"map_id": "gcws-v1-0123456789abcdef01234567", "name": "docs", "threshold": 0.7}]})
+        {"map_id": EXAMPLE_GCWS_ID, "name": "docs", "threshold": 0.7}]})
 
     map_id: str = Field(description="a map with discrete codes (has_hash: gcws, binning)")
-    name: str | None = Field(default=None, description="the index id, 1-64 of A-Z a-z 0-9 _ . - (first not _ . -); "
-                             "its keys are {key_prefix}index:{name}:*. Generated when omitted")
-    bands: int | None = Field(default=None, ge=1, strict=True,
+    # null is accepted for these (as omitted), so the schema keeps it.
+    name: str | None = Field(default=None, pattern=f"^{NAME_PATTERN.pattern}$",
+                             description="the index id, 1-64 of A-Z a-z 0-9 _ . - (first not _ . -); its keys are "
+                             "{key_prefix}index:{name}:*. Generated when omitted")
+    bands: int | None = Field(default=None, ge=1, le=MAX_BANDS, strict=True,
                               description="L buckets per item; bands * rows <= the map's k codes")
-    rows: int | None = Field(default=None, ge=1, strict=True, description="r codes per band")
+    rows: int | None = Field(default=None, ge=1, le=MAX_COMPONENTS, strict=True,
+                             description="r codes per band (at most the map's k codes)")
     threshold: float = Field(default=DEFAULT_THRESHOLD, gt=0, le=1, strict=True,
                              description="similarity to find; (bands, rows) are chosen for it when neither is given")
     recall_at_threshold: float = Field(default=DEFAULT_RECALL_AT_THRESHOLD, gt=0, lt=1, strict=True,
@@ -113,7 +153,7 @@ class CreateIndexRequest(BaseModel):
         default="none", description="keep each item's vector to re-rank candidates by the exact kernel (GMM/pGMM for "
         "gcws, Laplacian for binning): 'sparse' (4 + 8 nnz bytes), 'float32' (4 d), 'float16' (2 d + 4); 'none' "
         "ranks by the match fraction of the k codes")
-    forest_rows: list[Annotated[int, Field(ge=1, strict=True)]] | None = Field(
+    forest_rows: list[Annotated[int, Field(ge=1, le=MAX_COMPONENTS - 1, strict=True)]] | None = Field(
         default=None, max_length=MAX_FOREST_LEVELS, description="shorter band prefixes (row counts below rows) also "
         "stored, each adding `bands` buckets per item: the levels a query with target_recall widens to")
 
@@ -144,8 +184,12 @@ class IndexListResponse(BaseModel):
 
 
 class AddItemsRequest(VectorsRequest):
-    ids: list[str] = Field(description="one id per vector; an existing id is replaced. With an .npy body send "
-                           "them in the X-Item-Ids header (a JSON array) or as repeated ?ids= parameters")
+    model_config = ConfigDict(json_schema_extra={"examples": [{"ids": ["a", "b"], "vectors": EXAMPLE_ROWS}]})
+
+    ids: list[Annotated[str, Field(json_schema_extra=lambda schema: schema.update(ITEM_ID_SCHEMA))]] = Field(
+        description="one id per vector, distinct, 1 to 512 bytes of UTF-8 (no '/', '\\', control characters "
+        "U+0000-U+001F and U+007F-U+009F, U+2028, U+2029; not '.' or '..'); an existing id is replaced. With "
+        "an .npy body send them in the X-Item-Ids header (a JSON array, UTF-8) or as repeated ?ids= parameters")
 
 
 class AddItemsResponse(BaseModel):
@@ -155,7 +199,7 @@ class AddItemsResponse(BaseModel):
 
 
 class DeleteItemsRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"ids": ["b"]}]})
 
     ids: list[Annotated[str, Field(min_length=1, max_length=MAX_ITEM_ID_BYTES)]] = Field(
         min_length=1, description="ids to remove; unknown ones are reported, not an error")
@@ -167,7 +211,10 @@ class DeleteItemsResponse(BaseModel):
 
 
 class IndexQueryRequest(VectorsRequest):
-    top_k: int = Field(default=10, ge=1, description="neighbours per query vector (query parameter with .npy)")
+    model_config = ConfigDict(json_schema_extra={"examples": [{"vectors": EXAMPLE_ROWS[:1], "top_k": 2}]})
+
+    top_k: int = Field(default=10, ge=1, le=MAX_TOP_K,
+                       description="neighbours per query vector (query parameter with .npy)")
     min_similarity: float = Field(default=0.0, ge=0, le=1, description="drop estimates below it")
     target_recall: float | None = Field(default=None, ge=0, le=1, description="widen the search over the forest "
                                         "levels until the S-curve gives this recall at the k-th result's similarity")
@@ -207,7 +254,8 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
     401: "API key missing or wrong (when the service has one)", 404: "no such map, index or item",
     409: "conflicting index configuration, a concurrent write (retry after Retry-After), or a map that "
          "indexes use (see DELETE /v1/maps/{map_id})",
-    413: "body over the size limit", 415: "content type not accepted",
+    413: "body over the size limit",
+    415: "content type not accepted, or a Content-Encoding (bodies are sent uncompressed)",
     422: "invalid input, naming the field; also an operation the map does not offer (hash on a dense map)",
     503: "Redis unreachable; retry after Retry-After seconds"}
 BINARY = {"schema": {"type": "string", "format": "binary"}}
@@ -229,6 +277,11 @@ def body_doc(model: type[BaseModel], npy: bool = True, query: tuple[dict[str, An
     model's schema, and the query parameters the route reads itself."""
     BODY_MODELS[model.__name__] = model
     content: dict[str, Any] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}
+    examples = (model.model_config.get("json_schema_extra") or {}).get("examples")
+    if examples:  # what /docs fills "Try it out" with (a menu when there are several)
+        content["application/json"]["examples"] = {
+            example.get("method", f"example {number}"): {"value": example}
+            for number, example in enumerate(examples, start=1)}
     if npy:
         content.update(NPY_CONTENT)
     extra: dict[str, Any] = {"requestBody": {"required": True, "content": content}}

@@ -152,7 +152,7 @@ class _RegistrySteps:
         return existing, stored, False
 
     def _layout(self, name: str, version: int = LATEST_LAYOUT) -> IndexLayout:
-        if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
             raise IndexNotFound(name)  # no index can have that name
         return IndexLayout(self.key_prefix, name, version)
 

@@ -59,24 +59,29 @@ from ..maps.errors import InputError
 from ..maps.lsh import FINGERPRINT_DTYPE, collision_probability, half_point
 from .lsh_vectors import VectorCodec
 
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# Matched whole (fullmatch): `re.match` with a trailing `$` also accepted a name ending in "\n".
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 MAX_ITEM_ID_BYTES = 512
 _GLOB_SPECIALS = re.compile(rb"([*?\[\]\\])")
 
 
 def check_name(name: Any, field: str = "name") -> str:
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         raise InputError(field, "1-64 characters from A-Z a-z 0-9 _ . -, starting with a letter or digit")
     return name
 
 
-_NOT_IN_A_SEGMENT = re.compile(r"[/\\\x00-\x1f\x7f]")
+# Control characters (C0, DEL and C1: U+0080-U+009F, which Latin-1 header and log handling turns into
+# bytes some servers refuse or treat as line ends, e.g. NEL U+0085), the line and paragraph separators
+# (line ends to JavaScript and many log tools), and lone surrogates (no UTF-8 form at all).
+_NOT_IN_A_SEGMENT = re.compile(r"[/\\\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 def is_path_segment(item_id: str) -> bool:
     """Whether an id travels as exactly one URL path segment whatever a client or proxy normalises:
     '.' and '..' are dot segments (removed with the segment before them), '/' and '\\' split segments
-    (even percent-encoded, some proxies decode them), control characters are refused by many servers."""
+    (even percent-encoded, some proxies decode them), control characters and line separators are
+    refused or mangled by many servers and logs."""
     return item_id not in (".", "..") and _NOT_IN_A_SEGMENT.search(item_id) is None
 
 
@@ -88,11 +93,12 @@ def check_item_ids(ids: Any, rows: int, field: str = "ids") -> list[str]:
         raise InputError(field, f"{len(ids)} ids for {rows} vectors: send one id per vector")
     seen: dict[str, int] = {}
     for row, item_id in enumerate(ids):
+        if not is_path_segment(item_id):
+            raise InputError(f"{field}[{row}]", f"{item_id!r} cannot be one URL path segment (an item is deleted "
+                             "at .../items/<id>): ids may not be '.' or '..', nor hold '/', '\\', control "
+                             "characters (U+0000-U+001F, U+007F-U+009F), U+2028, U+2029 or lone surrogates")
         if not item_id or len(item_id.encode()) > MAX_ITEM_ID_BYTES:
             raise InputError(f"{field}[{row}]", f"ids must be 1 to {MAX_ITEM_ID_BYTES} bytes of UTF-8")
-        if not is_path_segment(item_id):
-            raise InputError(f"{field}[{row}]", f"{item_id!r} cannot be one URL path segment (an item is deleted at "
-                             ".../items/<id>): ids may not be '.' or '..', nor hold '/', '\\' or control characters")
         if item_id in seen:
             raise InputError(f"{field}[{row}]", f"duplicate id {item_id!r} (also at row {seen[item_id]})")
         seen[item_id] = row
