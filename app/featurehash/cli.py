@@ -2,6 +2,7 @@
 
     featurehash --version
     featurehash serve [--host H] [--port P] [--workers N] [--data-dir DIR]
+    featurehash repair-aof [--data-dir DIR]          # truncate a corrupt embedded append-only file (keeps a copy)
     featurehash spec SPEC.json                      # print the resolved spec with its id
     featurehash transform --spec SPEC.json --input X.npy --output Z.npy [--float64] [--chunk-rows N] [--quiet]
     featurehash hash --spec SPEC.json --input X.npy --output codes.npy [--chunk-rows N] [--quiet]
@@ -118,6 +119,18 @@ def _cmd_serve(args) -> None:
     raise SystemExit(serve(Settings(**overrides)))
 
 
+def _cmd_repair_aof(args) -> None:
+    from .config import Settings
+    from .store.embedded import EmbeddedRedisError, repair_append_only_file
+
+    data_dir = args.data_dir if args.data_dir is not None else Settings().data_dir
+    try:
+        print(f"featurehash: {repair_append_only_file(data_dir)}", file=sys.stderr)
+    except EmbeddedRedisError as exc:
+        print(f"featurehash: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="featurehash", description="Seeded kernel feature maps.")
     parser.add_argument("--version", action="version", version=f"featurehash {__version__}")
@@ -129,6 +142,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, help="uvicorn worker processes (FEATUREHASH_WORKERS, default 1)")
     serve.add_argument("--data-dir", dest="data_dir", help="embedded Redis data (FEATUREHASH_DATA_DIR, default ./data)")
     serve.set_defaults(run=_cmd_serve)
+
+    repair = commands.add_parser("repair-aof", help="make the embedded Redis's corrupt append-only file loadable: "
+                                 "copy it aside, then truncate it at its first bad command")
+    repair.add_argument("--data-dir", dest="data_dir", help="embedded Redis data (FEATUREHASH_DATA_DIR, default ./data)")
+    repair.set_defaults(run=_cmd_repair_aof)
 
     warm = commands.add_parser("warm-cache", help="compile every method's kernels into numba's cache "
                                "(NUMBA_CACHE_DIR), so later processes start without compiling")
