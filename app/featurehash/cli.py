@@ -24,17 +24,19 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
 import orjson
 
 from . import __version__
-from .maps import FeatureHashError, InputError, UnsupportedOperation, create_map
-from .npy_stream import stream
+
+# numpy, scipy and numba (featurehash.maps) are imported by the commands that compute, not by the
+# launcher (`serve`, `repair-aof`): they cost it seconds of start-up before Redis and the web tier.
 
 BAD_INPUT = 2  # as argparse exits for a bad command line
 
 
 def _load_spec(path: str) -> dict:
+    from .maps import InputError
+
     try:
         return orjson.loads(Path(path).read_bytes())
     except FileNotFoundError:
@@ -46,6 +48,8 @@ def _load_spec(path: str) -> dict:
 
 
 def _map_from(path: str):
+    from .maps import create_map
+
     with _naming(path):
         return create_map(_load_spec(path))
 
@@ -53,6 +57,8 @@ def _map_from(path: str):
 @contextmanager
 def _naming(path: str):
     """A FeatureHashError about a file's content, with the file named in front of its field."""
+    from .maps import FeatureHashError
+
     try:
         yield
     except FeatureHashError as exc:
@@ -75,6 +81,11 @@ def _cmd_spec(args) -> None:
 
 
 def _stream(args, *, codes: bool):
+    import numpy as np
+
+    from .maps import InputError, UnsupportedOperation
+    from .npy_stream import stream
+
     feature_map = _map_from(args.spec)
     dtype = np.float64 if getattr(args, "float64", False) else None
     if codes and not feature_map.has_hash:
@@ -174,8 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.run(args)
-    except FeatureHashError as exc:  # bad input: one line naming the file and the problem
-        print(f"featurehash: {exc}", file=sys.stderr)
+    except ValueError as exc:
+        maps = sys.modules.get("featurehash.maps")  # a FeatureHashError comes from it, so it is loaded then
+        if maps is None or not isinstance(exc, maps.FeatureHashError):
+            raise
+        print(f"featurehash: {exc}", file=sys.stderr)  # bad input: one line naming the file and the problem
         return BAD_INPUT
     except OSError as exc:  # e.g. the output cannot be written
         print(f"featurehash: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
