@@ -24,9 +24,13 @@ optimistic transaction: WATCH the meta key and the items' records, MGET them, th
 with one script call that, per item, SREMs it from the buckets it leaves, SADDs it to those
 it joins and SETs its record, then INCRBYs the count. A concurrent write to one of the
 same items makes EXEC fail and the batch is redone; the index being deleted (or replaced)
-meanwhile makes it fail for good. So a record and its bucket memberships change together:
-a replaced or removed item never stays in a bucket it left, and nothing is written under a
-deleted index's keys.
+meanwhile makes it fail for good. A removal reads the meta key and the records, then one
+script checks that they are still as read (SHA-1) and only then DELs the records, SREMs
+them from their buckets and DECRBYs the count (else it reads again): no MULTI, which Redis
+at maxmemory refuses whatever it holds, so deleting frees memory then. So a record and its
+bucket memberships change together: a replaced or removed item never stays in a bucket it
+left, and nothing is written under a deleted index's keys. With durability "aof" an add or
+a removal returns only once Redis's append-only file has it (featurehash.store.durability).
 Queries: one pipelined round trip of SUNIONs (one per query vector over its L buckets),
 one of MGETs of the candidates' records, then re-ranking: by the exact similarity of the
 map's kernel (featurehash.maps.lsh.exact_similarities) when the index keeps vectors
@@ -84,12 +88,12 @@ INLINE_HASH_WORK = 2**16
 # One transaction's writes as one script call: Redis runs them in a loop, where thousands of
 # pipelined commands would cost ~20 us each to pack and parse in redis-py. KEYS, per item: its
 # record, the buckets it leaves, those it joins; the count last. ARGV: the count change, then per
-# item its number, how many buckets it leaves and joins, and its record (empty: delete it).
+# item its number, how many buckets it leaves and joins, and its record.
 _WRITE_SCRIPT = """
 local key = 1
 for a = 2, #ARGV, 4 do
   local number, leaving, joining, record = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), ARGV[a + 3]
-  if record == '' then redis.call('DEL', KEYS[key]) else redis.call('SET', KEYS[key], record) end
+  redis.call('SET', KEYS[key], record)
   key = key + 1
   for _ = 1, leaving do redis.call('SREM', KEYS[key], number); key = key + 1 end
   for _ = 1, joining do redis.call('SADD', KEYS[key], number); key = key + 1 end
@@ -312,7 +316,7 @@ class _IndexSteps:
         return [self._write_command(writes, outcome["added"])]
 
     def _write_command(self, writes: list[tuple], count_change: int) -> tuple:
-        """The _WRITE_SCRIPT call for (record key, number, buckets left, buckets joined, record or b"")."""
+        """The _WRITE_SCRIPT call for (record key, number, buckets left, buckets joined, record)."""
         keys, args = [], [count_change]
         for record_key, number, leaving, joining, record in writes:
             keys += [record_key, *leaving, *joining]
