@@ -49,7 +49,8 @@ def _free_port() -> int:
 
 def _start(durability: str, data_dir: str) -> tuple[subprocess.Popen, str]:
     port = _free_port()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("FEATUREHASH_") and key != "REDIS_URL"}
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith("FEATUREHASH_") and key != "REDIS_URL"}
     env.update(FEATUREHASH_DURABILITY=durability, FEATUREHASH_ACCESS_LOG_LEVEL="off")
     process = subprocess.Popen([sys.executable, "-m", "featurehash.cli", "serve", "--port", str(port), "--data-dir",
                                 data_dir], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -148,11 +149,11 @@ def main() -> None:
                 for mode in ("aof", "reply"):
                     single = rng.random((args.single, GCWS["input_dim"]))
                     batches = [rng.random((BATCH, GCWS["input_dim"])) for _ in range(args.batches)]
-                    for name, value in ((f"http {mode}: one item per request, median ms", http[mode].single(single) * 1e3),
-                                        (f"http {mode}: batches of {BATCH}, items/s", http[mode].batches(batches)),
-                                        (f"library {mode}: one item per add(), median ms",
-                                         library[mode].single(single) * 1e3),
-                                        (f"library {mode}: batches of {BATCH}, items/s", library[mode].batches(batches))):
+                    measured = ((f"http {mode}: one item per request, median ms", http[mode].single(single) * 1e3),
+                                (f"http {mode}: batches of {BATCH}, items/s", http[mode].batches(batches)),
+                                (f"library {mode}: one item per add(), median ms", library[mode].single(single) * 1e3),
+                                (f"library {mode}: batches of {BATCH}, items/s", library[mode].batches(batches)))
+                    for name, value in measured:
                         figures.setdefault(name, []).append(value)
         finally:
             for process, _ in servers.values():

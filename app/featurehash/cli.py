@@ -156,7 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     repair = commands.add_parser("repair-aof", help="make the embedded Redis's corrupt append-only file loadable: "
                                  "copy it aside, then truncate it at its first bad command")
-    repair.add_argument("--data-dir", dest="data_dir", help="embedded Redis data (FEATUREHASH_DATA_DIR, default ./data)")
+    repair.add_argument("--data-dir", dest="data_dir",
+                        help="embedded Redis data (FEATUREHASH_DATA_DIR, default ./data)")
     repair.set_defaults(run=_cmd_repair_aof)
 
     warm = commands.add_parser("warm-cache", help="compile every method's kernels into numba's cache "

@@ -120,7 +120,7 @@ class WebTier:
         if code is None or stopping or code == STARTUP_FAILURE:
             return code
         self.deaths = [t for t in self.deaths if now - t < RESTART_WINDOW] + [now]
-        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+        how = f"was killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
         if len(self.deaths) > MAX_RESTARTS:
             _say(f"web tier {how}, its {len(self.deaths)}th death within {RESTART_WINDOW:.0f} s; giving up")
             return code
@@ -168,6 +168,13 @@ class RedisSupervisor:
             return True
         _say(f"embedded Redis could not be restarted; see {self.redis.data_dir / 'redis.log'}")
         return False
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:  # e.g. a real-time signal
+        return f"signal {number}"
 
 
 def _say(message: str) -> None:

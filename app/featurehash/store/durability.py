@@ -3,7 +3,9 @@
 Redis writes its append-only file (write(2), in the event loop) before it sends the replies of the
 commands that fed it, so after a write's reply `INFO persistence` showing `aof_enabled:1` and
 `aof_last_write_status:ok` proves the write is in the file: it survives a restart of Redis or of
-its host process (with `appendfsync everysec`, not a power cut within the second). A failed write
+its host process (with `appendfsync everysec`, not a power cut within the second; and Redis may
+postpone the write by up to 2 s while a slow disk's fsync runs: such a write rests on the
+postponed one succeeding). Redis >= 7.2's WAITAOF would say it per write; not used. A failed write
 (a full disk) leaves Redis holding the change in memory only, and until the file can be written
 again Redis refuses every write with MISCONF. Durability "aof" checks that after every write
 operation (one more round trip) and raises WriteRefused instead of acknowledging; "reply" trusts
@@ -87,7 +89,8 @@ def readiness_refusal(persistence: dict, memory: dict, replication: dict, durabi
     if refusal is not None:
         return refusal
     maxmemory = int(memory.get("maxmemory", 0))
-    if maxmemory and memory.get("maxmemory_policy") == "noeviction" and int(memory.get("used_memory", 0)) > maxmemory:
+    used = int(memory.get("used_memory", 0)) - int(memory.get("mem_not_counted_for_evict", 0))  # as Redis counts
+    if maxmemory and memory.get("maxmemory_policy") == "noeviction" and used > maxmemory:
         return WriteRefused(OUT_OF_MEMORY, insufficient_storage=True)
     if replication.get("role") == "slave":
         return WriteRefused(READ_ONLY)
