@@ -4,7 +4,8 @@
   there after a restart, or refused with a JSON 507/503 naming the store, with Retry-After.
 - Redis at maxmemory with noeviction (the embedded 6.2; a 7.x server from the binary of $REDIS_URL's
   when set): adds are refused (507), deletes of items, indexes and maps work and free memory, /readyz
-  says why it is not ready. A read-only replica: 503 READONLY, /readyz too.
+  says why it is not ready. A read-only replica: 503 READONLY, /readyz too. A Redis without an
+  append-only file: refused (503) unless FEATUREHASH_DURABILITY=reply.
 - A corrupt append-only file: `featurehash serve` exits 4 with one line naming `featurehash repair-aof`,
   which repairs it. A killed single web worker: the launcher says so and serves again.
 """
@@ -20,6 +21,8 @@ import numpy as np
 import pytest
 import redis
 
+from featurehash.maps import create_map
+from featurehash.store import LSHIndexes, WriteRefused
 from featurehash.store.embedded import repair_append_only_file
 from service_support import (RedisProcess, ServiceProcess, children, cmdline, serve_command, service_env, start_all,
                              wait_until)
@@ -196,6 +199,8 @@ def test_full_memory_refuses_adds_deletes_free_it_and_a_read_only_replica_refuse
             added = http.post("/v1/indexes/ix/items", json={"ids": ["late"], "vectors": _vectors(99, 1).tolist()})
             assert "out of memory" in _refused_for_the_store(added, (507,))
             assert "out of memory" in _refused_for_the_store(http.post("/v1/maps", json=RFF), (507,))
+            created = http.post("/v1/indexes", json={"map_id": map_id, "name": "another", "bands": 4, "rows": 4})
+            assert "out of memory" in _refused_for_the_store(created, (507,))
             assert "out of memory" in _refused_for_the_store(http.get("/readyz"), (503,))
 
             assert http.delete("/v1/indexes/ix/items/item-0").status_code == 204
@@ -223,10 +228,16 @@ def test_full_memory_refuses_adds_deletes_free_it_and_a_read_only_replica_refuse
 
 
 def test_a_redis_without_an_append_only_file_is_not_trusted(tmp_path):
-    """Unless FEATUREHASH_DURABILITY=reply (as the main servers on $REDIS_URL's Redis run)."""
+    """Unless FEATUREHASH_DURABILITY=reply (as the main servers on $REDIS_URL's Redis run); the library
+    only when asked (durability="aof")."""
     store = RedisProcess(tmp_path / "redis").start()  # appendonly no
     strict = ServiceProcess("strict", tmp_path / "strict", redis_url=store.url).start()
     try:
+        with redis.Redis.from_url(store.url) as client:
+            with pytest.raises(WriteRefused, match="appendonly no"):
+                LSHIndexes(client, "lib:", durability="aof").create(create_map(GCWS), name="lib", bands=4, rows=4)
+            index = LSHIndexes(client, "lib:").open("lib")  # written, though not acknowledged
+            assert index.add(["a"], _vectors(1, 1)) == {"added": 1, "replaced": 0, "items": 1}
         with strict.client() as http:
             assert wait_until(lambda: _status(http, "/readyz") == 503, 60.0), strict.log_tail()
             assert "appendonly" in _refused_for_the_store(http.get("/readyz"), (503,))
