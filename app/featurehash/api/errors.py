@@ -7,6 +7,8 @@ does not offer (hash on a dense map) is a 422 naming "method", like every other 
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -18,6 +20,9 @@ from ..store.durability import WriteRefused, refusal_of
 from ..store.lsh_index import IndexConflict, IndexNotFound, ItemNotFound
 from ..store.redis_steps import TransactionConflict
 from .codecs import UnsupportedMediaType, json_response
+
+
+logger = logging.getLogger("featurehash")
 
 
 class MapNotFound(Exception):
@@ -117,4 +122,5 @@ def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
         refusal = refusal_of(exc)
         if refusal is not None:
             return await write_refused(request, refusal)
+        logger.error("Redis answered an error", exc_info=exc)  # a bug or a foreign key under the prefix
         return error_response(500, "store", f"Redis answered an error ({type(exc).__name__})")
