@@ -222,9 +222,10 @@ class ServiceProcess(_Process):
     """`featurehash serve` on 127.0.0.1:<port>; embedded Redis unless `redis_url` is given."""
 
     def __init__(self, name: str, data_dir: Path, *, port: int | None = None, workers: int = 1,
-                 redis_url: str | None = None, **settings: Any):
+                 redis_url: str | None = None, log_dir: Path | None = None, **settings: Any):
         self.name = name
         self.data_dir = Path(data_dir)
+        self.log_dir = Path(log_dir) if log_dir is not None else self.data_dir  # elsewhere: e.g. a disk made full
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
         self.workers = workers
@@ -235,7 +236,7 @@ class ServiceProcess(_Process):
     def start(self) -> "ServiceProcess":
         command = serve_command() + ["serve", "--host", "127.0.0.1", "--port", str(self.port),
                                      "--workers", str(self.workers), "--data-dir", str(self.data_dir)]
-        self._spawn(command, service_env(self.redis_url, **self.settings), self.data_dir / f"{self.name}.log")
+        self._spawn(command, service_env(self.redis_url, **self.settings), self.log_dir / f"{self.name}.log")
         return self
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> "ServiceProcess":
@@ -358,9 +359,11 @@ class MainServers:
             settings = {"max_body_bytes": MAIN_MAX_BODY_BYTES, "max_batch_rows": MAIN_MAX_BATCH_ROWS}
             wanted = [ServiceProcess("embedded", self._tmp.mktemp("serve-embedded"), **settings)]
             if self.external_url:
+                # durability "reply": the machine's Redis need not keep an append-only file (it is not ours
+                # to reconfigure); test_service_durability covers "aof" on a Redis it starts
                 wanted.append(ServiceProcess("external", self._tmp.mktemp("serve-external"),
                                              redis_url=self.external_url, key_prefix=self.external_prefix,
-                                             **settings))
+                                             durability="reply", **settings))
             start_all(wanted)
             self._servers = {server.name: server for server in wanted}
         return self._servers[mode]

@@ -32,8 +32,9 @@ def redis_server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def replicas(redis_server, tmp_path_factory):
-    servers = [ServiceProcess(name, tmp_path_factory.mktemp(f"replica-{name}"), redis_url=redis_server.url)
-               for name in ("a", "b")]
+    # durability "reply": this Redis keeps no append-only file (test_service_durability covers "aof")
+    servers = [ServiceProcess(name, tmp_path_factory.mktemp(f"replica-{name}"), redis_url=redis_server.url,
+                              durability="reply") for name in ("a", "b")]
     start_all(servers)
     yield servers
     if not redis_server.running():  # a failed outage test: let them shut down against a live Redis

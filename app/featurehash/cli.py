@@ -2,6 +2,7 @@
 
     featurehash --version
     featurehash serve [--host H] [--port P] [--workers N] [--data-dir DIR]
+    featurehash repair-aof [--data-dir DIR]          # truncate a corrupt embedded append-only file (keeps a copy)
     featurehash spec SPEC.json                      # print the resolved spec with its id
     featurehash transform --spec SPEC.json --input X.npy --output Z.npy [--float64] [--chunk-rows N] [--quiet]
     featurehash hash --spec SPEC.json --input X.npy --output codes.npy [--chunk-rows N] [--quiet]
@@ -23,17 +24,19 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
 import orjson
 
 from . import __version__
-from .maps import FeatureHashError, InputError, UnsupportedOperation, create_map
-from .npy_stream import stream
+
+# numpy, scipy and numba (featurehash.maps) are imported by the commands that compute, not by the
+# launcher (`serve`, `repair-aof`): they cost it seconds of start-up before Redis and the web tier.
 
 BAD_INPUT = 2  # as argparse exits for a bad command line
 
 
 def _load_spec(path: str) -> dict:
+    from .maps import InputError
+
     try:
         return orjson.loads(Path(path).read_bytes())
     except FileNotFoundError:
@@ -45,6 +48,8 @@ def _load_spec(path: str) -> dict:
 
 
 def _map_from(path: str):
+    from .maps import create_map
+
     with _naming(path):
         return create_map(_load_spec(path))
 
@@ -52,6 +57,8 @@ def _map_from(path: str):
 @contextmanager
 def _naming(path: str):
     """A FeatureHashError about a file's content, with the file named in front of its field."""
+    from .maps import FeatureHashError
+
     try:
         yield
     except FeatureHashError as exc:
@@ -74,6 +81,11 @@ def _cmd_spec(args) -> None:
 
 
 def _stream(args, *, codes: bool):
+    import numpy as np
+
+    from .maps import InputError, UnsupportedOperation
+    from .npy_stream import stream
+
     feature_map = _map_from(args.spec)
     dtype = np.float64 if getattr(args, "float64", False) else None
     if codes and not feature_map.has_hash:
@@ -118,6 +130,18 @@ def _cmd_serve(args) -> None:
     raise SystemExit(serve(Settings(**overrides)))
 
 
+def _cmd_repair_aof(args) -> None:
+    from .config import Settings
+    from .store.embedded import EmbeddedRedisError, repair_append_only_file
+
+    data_dir = args.data_dir if args.data_dir is not None else Settings().data_dir
+    try:
+        print(f"featurehash: {repair_append_only_file(data_dir)}", file=sys.stderr)
+    except EmbeddedRedisError as exc:
+        print(f"featurehash: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="featurehash", description="Seeded kernel feature maps.")
     parser.add_argument("--version", action="version", version=f"featurehash {__version__}")
@@ -129,6 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, help="uvicorn worker processes (FEATUREHASH_WORKERS, default 1)")
     serve.add_argument("--data-dir", dest="data_dir", help="embedded Redis data (FEATUREHASH_DATA_DIR, default ./data)")
     serve.set_defaults(run=_cmd_serve)
+
+    repair = commands.add_parser("repair-aof", help="make the embedded Redis's corrupt append-only file loadable: "
+                                 "copy it aside, then truncate it at its first bad command")
+    repair.add_argument("--data-dir", dest="data_dir",
+                        help="embedded Redis data (FEATUREHASH_DATA_DIR, default ./data)")
+    repair.set_defaults(run=_cmd_repair_aof)
 
     warm = commands.add_parser("warm-cache", help="compile every method's kernels into numba's cache "
                                "(NUMBA_CACHE_DIR), so later processes start without compiling")
@@ -156,8 +186,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.run(args)
-    except FeatureHashError as exc:  # bad input: one line naming the file and the problem
-        print(f"featurehash: {exc}", file=sys.stderr)
+    except ValueError as exc:
+        maps = sys.modules.get("featurehash.maps")  # a FeatureHashError comes from it, so it is loaded then
+        if maps is None or not isinstance(exc, maps.FeatureHashError):
+            raise
+        print(f"featurehash: {exc}", file=sys.stderr)  # bad input: one line naming the file and the problem
         return BAD_INPUT
     except OSError as exc:  # e.g. the output cannot be written
         print(f"featurehash: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)

@@ -68,6 +68,11 @@ class Settings(BaseSettings):
     # for ~40 s on 2 cores. The Docker image, built warm, turns it on.
     preload_kernels: bool = False
 
+    # When a write is acknowledged (2xx). "aof": once Redis's append-only file has it (INFO persistence after its
+    # reply: one more round trip per write); refused with 507/503 while the file cannot be written or
+    # Redis keeps none. "reply": on Redis's reply, surviving a restart only as far as the server persists.
+    durability: Literal["aof", "reply"] = "aof"
+
     redis_timeout_seconds: float = Field(default=2.0, gt=0)
     retry_after_seconds: int = Field(default=1, ge=1)
 

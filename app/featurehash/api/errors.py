@@ -1,4 +1,5 @@
-"""Error responses: every client mistake is a 4xx naming the field, Redis trouble a 503.
+"""Error responses: every client mistake is a 4xx naming the field, Redis trouble a 503 (507 when Redis
+refuses or cannot persist a write for want of memory or disk), all with Retry-After.
 
 Body (schemas.ErrorResponse): {"detail": "<field>: <message>", "field": "<field>"}. An operation a map
 does not offer (hash on a dense map) is a 422 naming "method", like every other unusable input.
@@ -6,17 +7,24 @@ does not offer (hash on a dense map) is a 422 naming "method", like every other 
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
 from ..maps import FeatureHashError
+from ..store.durability import WriteRefused, refusal_of
 from ..store.lsh_index import IndexConflict, IndexNotFound, ItemNotFound
 from ..store.redis_steps import TransactionConflict
 from .codecs import UnsupportedMediaType, json_response
+
+
+logger = logging.getLogger("featurehash")
 
 
 class MapNotFound(Exception):
@@ -118,6 +126,18 @@ def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
     app.add_exception_handler(RedisConnectionError, store_unavailable)
     app.add_exception_handler(RedisTimeoutError, store_unavailable)
 
+    @app.exception_handler(WriteRefused)
+    async def write_refused(request: Request, exc: WriteRefused):
+        return error_response(507 if exc.insufficient_storage else 503, "store", f"{exc.cause}; not done, retry "
+                              "later", headers={"Retry-After": str(retry_after_seconds)})
+
+    @app.exception_handler(ResponseError)
+    async def store_error(request: Request, exc: ResponseError):
+        refusal = refusal_of(exc)
+        if refusal is not None:
+            return await write_refused(request, refusal)
+        logger.error("Redis answered an error", exc_info=exc)  # a bug or a foreign key under the prefix
+        return error_response(500, "store", f"Redis answered an error ({type(exc).__name__})")
 
 def allowed_methods(request: Request) -> list[str]:
     """Every method some route of the app takes on this path (the router names only the first route's)."""

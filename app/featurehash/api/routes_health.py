@@ -26,9 +26,12 @@ async def readyz(state: ServiceState = Depends(get_state)):
         return error_response(503, "kernels", "loading the compiled kernels (settings.preload_kernels); retry shortly",
                               headers={"Retry-After": str(state.settings.retry_after_seconds)})
     try:
-        await state.store.ping()
+        refusal = await state.store.write_refusal()
     except (RedisError, OSError) as exc:
         return error_response(503, "store", f"Redis does not answer ({type(exc).__name__}); retry shortly",
+                              headers={"Retry-After": str(state.settings.retry_after_seconds)})
+    if refusal is not None:  # serving reads only would hide it: the probe makes it seen
+        return error_response(503, "store", refusal.cause,
                               headers={"Retry-After": str(state.settings.retry_after_seconds)})
     return json_response({"status": "ready", "maps_cached": len(state.cache), "cache_bytes": state.cache.nbytes})
 

@@ -29,7 +29,7 @@ from .schemas import (ITEM_ID_SCHEMA, LOCATION, MAX_TOP_K, AddItemsRequest, AddI
 
 router = APIRouter(prefix="/v1/indexes", tags=["indexes"], generate_unique_id_function=operation_id,
                    dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)],
-                   responses=errors(401, 422, 503))
+                   responses=errors(401, 422, 503, 507))
 BODY_ERRORS = errors(404, 409, 413, 415, 422)
 # Query parameters the routes read themselves (documented, so that .npy bodies can carry them).
 ITEM_IDS_QUERY = {"name": "ids", "description": "with an .npy body: one id per row (or the X-Item-Ids header)",

@@ -18,7 +18,7 @@ from .schemas import LOCATION, CreateMapRequest, MapListResponse, MapSpecRespons
 
 router = APIRouter(prefix="/v1/maps", tags=["maps"], generate_unique_id_function=operation_id,
                    dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)],
-                   responses=errors(401, 422, 503))
+                   responses=errors(401, 422, 503, 507))
 INDEX_PAGE = 1000
 
 

@@ -1,8 +1,28 @@
-"""Storage: the Redis spec store, the LSH index tables and the embedded Redis launcher."""
+"""Storage: the Redis spec store, the LSH index tables and the embedded Redis launcher.
 
-from .lsh_index import AsyncLSHIndex, IndexConflict, IndexNotFound, ItemNotFound, LSHIndex, QueryResult
-from .lsh_indexes import AsyncLSHIndexes, LSHIndexes, plan_index
-from .specs import SpecStore
+Its names load on first use, so the launcher (featurehash.store.embedded) starts without numpy and scipy."""
 
-__all__ = ["AsyncLSHIndex", "AsyncLSHIndexes", "IndexConflict", "IndexNotFound", "ItemNotFound", "LSHIndex",
-           "LSHIndexes", "QueryResult", "SpecStore", "plan_index"]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+_WHERE = {"AsyncLSHIndex": "lsh_index", "IndexConflict": "lsh_index", "IndexNotFound": "lsh_index",
+          "ItemNotFound": "lsh_index", "LSHIndex": "lsh_index", "QueryResult": "lsh_index",
+          "AsyncLSHIndexes": "lsh_indexes", "LSHIndexes": "lsh_indexes", "plan_index": "lsh_indexes",
+          "SpecStore": "specs", "WriteRefused": "durability"}
+__all__ = sorted(_WHERE)
+
+if TYPE_CHECKING:
+    from .durability import WriteRefused
+    from .lsh_index import AsyncLSHIndex, IndexConflict, IndexNotFound, ItemNotFound, LSHIndex, QueryResult
+    from .lsh_indexes import AsyncLSHIndexes, LSHIndexes, plan_index
+    from .specs import SpecStore
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    globals()[name] = value
+    return value

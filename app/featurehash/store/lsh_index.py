@@ -24,9 +24,13 @@ optimistic transaction: WATCH the meta key and the items' records, MGET them, th
 with one script call that, per item, SREMs it from the buckets it leaves, SADDs it to those
 it joins and SETs its record, then INCRBYs the count. A concurrent write to one of the
 same items makes EXEC fail and the batch is redone; the index being deleted (or replaced)
-meanwhile makes it fail for good. So a record and its bucket memberships change together:
-a replaced or removed item never stays in a bucket it left, and nothing is written under a
-deleted index's keys.
+meanwhile makes it fail for good. A removal reads the meta key and the records, then one
+script checks that they are still as read (SHA-1) and only then DELs the records, SREMs
+them from their buckets and DECRBYs the count (else it reads again): no MULTI, which Redis
+at maxmemory refuses whatever it holds, so deleting frees memory then. So a record and its
+bucket memberships change together: a replaced or removed item never stays in a bucket it
+left, and nothing is written under a deleted index's keys. With durability "aof" an add or
+a removal returns only once Redis's append-only file has it (featurehash.store.durability).
 Queries: one pipelined round trip of SUNIONs (one per query vector over its L buckets),
 one of MGETs of the candidates' records, then re-ranking: by the exact similarity of the
 map's kernel (featurehash.maps.lsh.exact_similarities) when the index keeps vectors
@@ -55,6 +59,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -67,7 +72,9 @@ from ..maps.lsh import (band_digests, best_matches, code_fingerprints, collision
 from .lsh_layout import (IndexConfig, IndexLayout, check_fraction, check_item_ids, check_positive_int, item_number,
                          pack_record, unpack_records_and_vectors)
 from .lsh_vectors import VectorCodec
-from .redis_steps import Compute, RoundTrip, Transaction, check_client, run_async, run_sync
+from .durability import check_durability
+from .redis_steps import (MAX_TRANSACTION_ATTEMPTS, Compute, RoundTrip, Transaction, TransactionConflict, check_client,
+                          persisted, run_async, run_sync)
 
 WRITE_BATCH_COMMANDS = 10_000   # per transaction: bounds how long its script blocks Redis (~10 ms)
 READ_BATCH_KEYS = 10_000        # keys per MGET
@@ -81,17 +88,40 @@ INLINE_HASH_WORK = 2**16
 # One transaction's writes as one script call: Redis runs them in a loop, where thousands of
 # pipelined commands would cost ~20 us each to pack and parse in redis-py. KEYS, per item: its
 # record, the buckets it leaves, those it joins; the count last. ARGV: the count change, then per
-# item its number, how many buckets it leaves and joins, and its record (empty: delete it).
+# item its number, how many buckets it leaves and joins, and its record.
 _WRITE_SCRIPT = """
 local key = 1
 for a = 2, #ARGV, 4 do
   local number, leaving, joining, record = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), ARGV[a + 3]
-  if record == '' then redis.call('DEL', KEYS[key]) else redis.call('SET', KEYS[key], record) end
+  redis.call('SET', KEYS[key], record)
   key = key + 1
   for _ = 1, leaving do redis.call('SREM', KEYS[key], number); key = key + 1 end
   for _ = 1, joining do redis.call('SADD', KEYS[key], number); key = key + 1 end
 end
 return redis.call('INCRBY', KEYS[key], ARGV[1])
+"""
+
+
+# Removes items if the index (its meta key) and their records are still as read: else nil, and
+# nothing is written. KEYS: meta, count, then per item its record and its buckets. ARGV: the meta's
+# SHA-1, then per item its number, its record's SHA-1 and how many buckets it is in. Its first write
+# is a DEL (Redis at maxmemory refuses a script's first write only if that may grow memory).
+_REMOVE_SCRIPT = """
+if redis.sha1hex(redis.call('GET', KEYS[1]) or '') ~= ARGV[1] then return false end
+local key = 3
+for a = 2, #ARGV, 3 do
+  local record = redis.call('GET', KEYS[key])
+  if not record or redis.sha1hex(record) ~= ARGV[a + 1] then return false end
+  key = key + 1 + tonumber(ARGV[a + 2])
+end
+key = 3
+for a = 2, #ARGV, 3 do
+  local number, buckets = ARGV[a], tonumber(ARGV[a + 2])
+  redis.call('DEL', KEYS[key])
+  for b = 1, buckets do redis.call('SREM', KEYS[key + b], number) end
+  key = key + 1 + buckets
+end
+return redis.call('DECRBY', KEYS[2], (#ARGV - 1) / 3)
 """
 
 
@@ -185,8 +215,9 @@ class _IndexSteps:
     """The operations on one index as step generators (no I/O)."""
 
     def __init__(self, redis, config: IndexConfig, feature_map: FeatureMap, key_prefix: str,
-                 meta: bytes | None = None, items: int | None = None):
+                 meta: bytes | None = None, items: int | None = None, durability: str = "reply"):
         check_client(redis)
+        self.durability = check_durability(durability)
         if feature_map.spec.id != config.map_spec["id"]:
             raise ValueError(f"index {config.name!r} is over map {config.map_spec['id']}, not {feature_map.spec.id}")
         self.redis = redis
@@ -249,6 +280,7 @@ class _IndexSteps:
             replies = yield Transaction([self.layout.meta, *records], ("MGET", self.layout.meta, *records), writes,
                                         inline=len(records) <= INLINE_ROWS)
             added, total = added + outcome["added"], int(replies[-1])
+        yield from persisted(self.durability, self.layout.meta)
         return {"added": added, "replaced": len(ids) - added, "items": total}
 
     def _unpack(self, records: list[bytes]) -> tuple[np.ndarray, list[str]]:
@@ -284,7 +316,7 @@ class _IndexSteps:
         return [self._write_command(writes, outcome["added"])]
 
     def _write_command(self, writes: list[tuple], count_change: int) -> tuple:
-        """The _WRITE_SCRIPT call for (record key, number, buckets left, buckets joined, record or b"")."""
+        """The _WRITE_SCRIPT call for (record key, number, buckets left, buckets joined, record)."""
         keys, args = [], [count_change]
         for record_key, number, leaving, joining, record in writes:
             keys += [record_key, *leaving, *joining]
@@ -292,6 +324,9 @@ class _IndexSteps:
         return ("EVAL", _WRITE_SCRIPT, len(keys) + 1, *keys, self.layout.count, *args)
 
     def _remove_steps(self, ids):
+        """Per batch: read the records, then one script deletes those still as read (else read again).
+        No MULTI: Redis at maxmemory refuses any command queued in one, and deleting must free memory
+        then. The script's first write is a DEL, after which Redis lets it finish (featurehash.store.durability)."""
         if not isinstance(ids, list) or not all(isinstance(item_id, str) for item_id in ids):
             raise InputError("ids", "expected a list of strings")
         ids = list(dict.fromkeys(ids))
@@ -300,24 +335,35 @@ class _IndexSteps:
             batch = ids[start:start + self._batch_size()]
             item_numbers = [item_number(item_id) for item_id in batch]
             records = [self.layout.record(number) for number in item_numbers]
-            outcome: dict[str, list[str]] = {}
-            writes = functools.partial(self._remove_commands, batch, item_numbers, records, outcome)
-            yield Transaction([self.layout.meta, *records], ("MGET", self.layout.meta, *records), writes,
-                              inline=len(records) <= INLINE_ROWS)
+            for _ in range(MAX_TRANSACTION_ATTEMPTS):
+                (read,) = yield RoundTrip([("MGET", self.layout.meta, *records)])
+                outcome: dict[str, list[str]] = {}
+                command = yield Compute(self._remove_command, (batch, item_numbers, records, outcome, read),
+                                        inline=len(records) <= INLINE_ROWS)
+                if command is None or (yield RoundTrip([command]))[0] is not None:
+                    break
+            else:
+                raise TransactionConflict(f"{MAX_TRANSACTION_ATTEMPTS} attempts met concurrent changes to the same "
+                                          "items")
             removed += outcome["removed"]
+        yield from persisted(self.durability, self.layout.meta)
         return removed
 
-    def _remove_commands(self, ids, item_numbers, records, outcome, read) -> list[tuple]:
+    def _remove_command(self, ids, item_numbers, records, outcome, read) -> tuple | None:
+        """The _REMOVE_SCRIPT call for the stored items among those read (None: none is stored)."""
         self._check_meta(read[0])
         present = [row for row, record in enumerate(read[1:]) if record is not None]
-        writes, outcome["removed"] = [], []
+        keys, args, outcome["removed"] = [], [hashlib.sha1(read[0]).hexdigest()], []
         if present:
             fingerprints, stored_ids = self._unpack([read[1 + row] for row in present])
-            for row, stored_id, keys in zip(present, stored_ids, self._bucket_keys(fingerprints)):
+            for row, stored_id, buckets in zip(present, stored_ids, self._bucket_keys(fingerprints)):
                 if stored_id == ids[row]:  # else another id's record under the same number: this one is not stored
-                    writes.append((records[row], item_numbers[row], keys, [], b""))
+                    keys += [records[row], *buckets]
+                    args += [item_numbers[row], hashlib.sha1(read[1 + row]).hexdigest(), len(buckets)]
                     outcome["removed"].append(ids[row])
-        return [self._write_command(writes, -len(writes))] if writes else []
+        if not outcome["removed"]:
+            return None
+        return ("EVAL", _REMOVE_SCRIPT, len(keys) + 2, self.layout.meta, self.layout.count, *keys, *args)
 
     # -- queries ---------------------------------------------------------------------------------
 

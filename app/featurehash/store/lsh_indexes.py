@@ -33,7 +33,8 @@ from .lsh_index import AsyncLSHIndex, IndexConflict, IndexNotFound, LSHIndex
 from .lsh_layout import (LATEST_LAYOUT, MAX_BANDS, NAME_PATTERN, IndexConfig, IndexLayout, check_fraction,
                          check_name, check_positive_int)
 from .lsh_vectors import VECTOR_STORAGE
-from .redis_steps import RoundTrip, Scan, check_client, run_async, run_sync
+from .durability import check_durability
+from .redis_steps import RoundTrip, Scan, check_client, persisted, run_async, run_sync
 
 DEFAULT_THRESHOLD = 0.8
 DEFAULT_RECALL_AT_THRESHOLD = 0.9
@@ -49,24 +50,26 @@ if existing then return {'exists', existing} end
 redis.call('SET', KEYS[1], ARGV[1])
 return {'created'}
 """
-# Atomic drop of the index's identity in its slot: the meta key goes, the marker comes (also when
-# a crashed delete left only the marker). Its other keys are then SCANned and UNLINKed.
+# Atomic drop of the index's identity in its slot: the meta key goes, the marker comes (or stays,
+# when a crashed delete left only the marker). Its other keys are then SCANned and UNLINKed. The
+# marker is set only after a DEL that removed something: Redis at maxmemory refuses a script whose
+# first write may grow memory, and deleting must work then.
 _DROP_SCRIPT = """
-local existed = redis.call('DEL', KEYS[1])
-if existed == 1 or redis.call('EXISTS', KEYS[2]) == 1 then
+if redis.call('DEL', KEYS[1]) == 1 then
   redis.call('SET', KEYS[2], '1')
   return 1
 end
-return 0
+return redis.call('EXISTS', KEYS[2])
 """
 # The same for a layout-1 index (standalone Redis only: its keys span slots).
 _LAYOUT1_DROP_SCRIPT = """
-local existed = redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-if existed == 1 or redis.call('ZSCORE', KEYS[3], ARGV[1]) then
+if redis.call('DEL', KEYS[1]) == 1 then
+  redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('ZADD', KEYS[3], 0, ARGV[1])
   return 1
 end
+redis.call('ZREM', KEYS[2], ARGV[1])
+if redis.call('ZSCORE', KEYS[3], ARGV[1]) then return 1 end
 return 0
 """
 
@@ -124,8 +127,9 @@ def plan_index(feature_map: FeatureMap, *, name: str | None = None, bands: int |
 
 
 class _RegistrySteps:
-    def __init__(self, redis, key_prefix: str = "featurehash:"):
+    def __init__(self, redis, key_prefix: str = "featurehash:", durability: str = "reply"):
         check_client(redis)
+        self.durability = check_durability(durability)
         self.redis = redis
         self.key_prefix = key_prefix
         self._registry = IndexLayout.registry(key_prefix)
@@ -141,6 +145,7 @@ class _RegistrySteps:
             if reply[0] == b"deleting":
                 raise IndexConflict("name", f"index {config.name!r} is still being deleted; retry shortly")
             yield RoundTrip([("ZADD", self._registry, 0, config.name)])  # also repairs a crash before it
+            yield from persisted(self.durability, layout.meta, self._registry)
             if reply[0] == b"created":
                 return config, meta, True
             stored = reply[1]
@@ -199,6 +204,7 @@ class _RegistrySteps:
             yield RoundTrip([("ZREM", self._registry, name)])
             removed = yield from self._unlink_steps(layout, keep=layout.deleting_marker)
             yield RoundTrip([("DEL", layout.deleting_marker)])
+            yield from persisted(self.durability, layout.meta, self._registry)
             return removed
         return (yield from self._delete_layout1_steps(name))
 
@@ -213,6 +219,7 @@ class _RegistrySteps:
             raise IndexNotFound(name)
         removed = yield from self._unlink_steps(layout)
         yield RoundTrip([("ZREM", self._deleting, name)])
+        yield from persisted(self.durability, layout.meta, self._registry)
         return removed
 
     def _unlink_steps(self, layout: IndexLayout, keep: bytes | None = None):
@@ -227,14 +234,20 @@ class _RegistrySteps:
 
 
 class LSHIndexes(_RegistrySteps):
-    """Create, open, list and delete indexes over a sync `redis.Redis`."""
+    """Create, open, list and delete indexes over a sync `redis.Redis`.
+
+    `durability="aof"`: every write (create, delete, add, remove) returns only once Redis's append-only
+    file has it, else raises WriteRefused (featurehash.store.durability; one more round trip per write),
+    as the service does. The default "reply" returns on Redis's reply: the write then survives a restart
+    only as far as the server's own persistence goes. A write Redis refuses (full memory or disk, a
+    read-only replica) raises WriteRefused either way."""
 
     def create(self, feature_map: FeatureMap, **options: Any) -> LSHIndex:
         """A new index (options: name, bands, rows, threshold, recall_at_threshold, vectors,
         forest_rows; see plan_index), or the stored one of that name if it has the same map,
         banding, vectors and forest (`.created` tells)."""
         config, meta, created = run_sync(self.redis, self._create_steps(plan_index(feature_map, **options)))
-        index = LSHIndex(self.redis, config, feature_map, self.key_prefix, meta=meta)
+        index = LSHIndex(self.redis, config, feature_map, self.key_prefix, meta=meta, durability=self.durability)
         index.created = created
         return index
 
@@ -242,7 +255,7 @@ class LSHIndexes(_RegistrySteps):
         """The stored index; its map is rebuilt from the stored spec unless given."""
         config, meta, items = run_sync(self.redis, self._load_steps(name))
         return LSHIndex(self.redis, config, feature_map or create_map(config.map_spec), self.key_prefix,
-                        meta=meta, items=items)
+                        meta=meta, items=items, durability=self.durability)
 
     def describe(self, name: str) -> dict[str, Any]:
         return run_sync(self.redis, self._describe_steps(name))
@@ -258,8 +271,8 @@ class AsyncLSHIndexes(_RegistrySteps):
     """The same over `redis.asyncio.Redis`; `load` + `bind` let the caller supply a cached map."""
 
     def __init__(self, redis, key_prefix: str = "featurehash:",
-                 offload: Callable[..., Awaitable[Any]] = asyncio.to_thread):
-        super().__init__(redis, key_prefix)
+                 offload: Callable[..., Awaitable[Any]] = asyncio.to_thread, durability: str = "reply"):
+        super().__init__(redis, key_prefix, durability)
         self.offload = offload
 
     async def create(self, feature_map: FeatureMap, **options: Any) -> AsyncLSHIndex:
@@ -276,7 +289,7 @@ class AsyncLSHIndexes(_RegistrySteps):
     def bind(self, config: IndexConfig, meta: bytes, feature_map: FeatureMap,
              items: int | None = None) -> AsyncLSHIndex:
         return AsyncLSHIndex(self.redis, config, feature_map, self.key_prefix, meta=meta, items=items,
-                             offload=self.offload)
+                             offload=self.offload, durability=self.durability)
 
     async def open(self, name: str, feature_map: FeatureMap | None = None) -> AsyncLSHIndex:
         config, meta, items = await self.load(name)

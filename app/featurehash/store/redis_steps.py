@@ -4,20 +4,24 @@ An operation is a generator that yields steps and receives each step's result; i
 no I/O itself. `run_sync` executes the steps with a `redis.Redis`, `run_async` with a
 `redis.asyncio.Redis` (its CPU steps in a worker thread, off the event loop). Steps:
 
-- `RoundTrip`: commands sent as one non-transactional pipeline (one network round trip);
-  the result is the list of their replies.
+- `RoundTrip`: commands sent as one non-transactional pipeline (one network round trip; `atomic`:
+  as MULTI/EXEC); the result is the list of their replies.
 - `Transaction`: optimistic: WATCH `watch`, run `reads` as one command, build the write
   commands from the read's reply, MULTI/EXEC them; redone from WATCH when a watched key
   changed meanwhile (up to MAX_TRANSACTION_ATTEMPTS). Three round trips. The result is
   the list of EXEC replies.
 - `Scan`: one SCAN page (cursor, keys) of keys matching a pattern, on the node that holds
   `slot_key` when the client is a Redis Cluster (all keys of an index share its slot).
+- `Persisted`: the writes answered so far are in Redis's append-only file (INFO persistence, on the
+  nodes of `slot_keys`; featurehash.store.durability), else WriteRefused: a write operation's last
+  step when its durability is "aof". One round trip (per node).
 - `Compute`: a CPU-bound call (hashing, re-ranking); the result is its return value.
   `inline` marks work smaller than a thread hop (~0.3 ms on a busy 2-core host, measured
   0.35 ms a hop): the async driver then runs it on the event loop.
 
 Commands are tuples (name, *args) passed to `execute_command`, so redis-py's reply
-parsing applies (SUNION gives a set, MGET a list, ...). Clients must not decode replies:
+parsing applies (SUNION gives a set, MGET a list, ...). An error reply by which Redis refuses a
+write (OOM, MISCONF, READONLY, NOREPLICAS) is raised as WriteRefused. Clients must not decode replies:
 keys and values here are bytes. Both drivers accept a Redis Cluster client
 (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster) as long as every command,
 script, pipeline and transaction of a step stays on one slot (hash-tagged keys).
@@ -31,16 +35,19 @@ from typing import Any, Awaitable, Callable, Generator
 
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
-from redis.exceptions import WatchError
+from redis.exceptions import ResponseError, WatchError
+
+from .durability import persistence_refusal, refusal_of
 
 Command = tuple
-Operation = Generator["RoundTrip | Transaction | Scan | Compute", Any, Any]
+Operation = Generator["RoundTrip | Transaction | Scan | Persisted | Compute", Any, Any]
 MAX_TRANSACTION_ATTEMPTS = 16
 
 
 @dataclass(frozen=True)
 class RoundTrip:
     commands: list[Command]
+    atomic: bool = False
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,11 @@ class Scan:
 
 
 @dataclass(frozen=True)
+class Persisted:
+    slot_keys: tuple[bytes, ...]
+
+
+@dataclass(frozen=True)
 class Compute:
     function: Callable[..., Any]
     args: tuple = ()
@@ -75,8 +87,31 @@ def is_cluster(redis) -> bool:
 
 
 def _scan_command(redis, step: Scan) -> tuple[tuple, dict]:
-    options = {"target_nodes": redis.get_node_from_key(step.slot_key)} if is_cluster(redis) else {}
+    options = _node_options(redis, step.slot_key)
     return ("SCAN", step.cursor, "MATCH", step.match, "COUNT", step.count), options
+
+
+def _node_options(redis, slot_key: bytes) -> dict:
+    return {"target_nodes": redis.get_node_from_key(slot_key)} if is_cluster(redis) else {}
+
+
+def _nodes_options(redis, slot_keys: tuple[bytes, ...]) -> list[dict]:
+    if not is_cluster(redis):
+        return [{}]
+    nodes = {node.name: node for node in map(redis.get_node_from_key, slot_keys)}
+    return [{"target_nodes": node} for node in nodes.values()]
+
+
+def persisted(durability: str, *slot_keys: bytes):
+    """`yield from persisted(...)`: a Persisted step if the durability asks for it ("aof")."""
+    if durability == "aof":
+        yield Persisted(slot_keys)
+
+
+def _persisted(info: dict) -> None:
+    refusal = persistence_refusal(info, "aof")
+    if refusal is not None:
+        raise refusal
 
 
 def _scan_reply(reply) -> tuple[int, list[bytes]]:
@@ -103,14 +138,23 @@ def run_sync(redis, operation: Operation) -> Any:
                 command, options = _scan_command(redis, step)
                 reply = _scan_reply(redis.execute_command(*command, **options))
             elif isinstance(step, RoundTrip):
-                with redis.pipeline(transaction=False) as pipe:
+                with redis.pipeline(transaction=step.atomic) as pipe:
                     for command in step.commands:
                         pipe.execute_command(*command)
                     reply = pipe.execute()
+            elif isinstance(step, Persisted):
+                for options in _nodes_options(redis, step.slot_keys):
+                    _persisted(redis.execute_command("INFO", "persistence", **options))
+                reply = None
             else:
                 reply = _transaction_sync(redis, step)
     except StopIteration as done:
         return done.value
+    except ResponseError as exc:
+        refusal = refusal_of(exc)
+        if refusal is None:
+            raise
+        raise refusal from exc
 
 
 def _transaction_sync(redis, step: Transaction) -> list:
@@ -140,14 +184,23 @@ async def run_async(redis, operation: Operation,
                 command, options = _scan_command(redis, step)
                 reply = _scan_reply(await redis.execute_command(*command, **options))
             elif isinstance(step, RoundTrip):
-                async with redis.pipeline(transaction=False) as pipe:
+                async with redis.pipeline(transaction=step.atomic) as pipe:
                     for command in step.commands:
                         pipe.execute_command(*command)
                     reply = await pipe.execute()
+            elif isinstance(step, Persisted):
+                for options in _nodes_options(redis, step.slot_keys):
+                    _persisted(await redis.execute_command("INFO", "persistence", **options))
+                reply = None
             else:
                 reply = await _transaction_async(redis, step, offload)
     except StopIteration as done:
         return done.value
+    except ResponseError as exc:
+        refusal = refusal_of(exc)
+        if refusal is None:
+            raise
+        raise refusal from exc
 
 
 async def _transaction_async(redis, step: Transaction, offload) -> list:

@@ -2,8 +2,10 @@
 
 Layout (prefix configurable): `{prefix}map:{id}` holds the resolved spec as JSON and
 `{prefix}maps` is a sorted set of ids (all scores 0, so it lists in id order and pages
-with ZRANGEBYLEX). Create and delete touch both in one MULTI/EXEC; SET NX makes
-concurrent creates of one spec agree on a single winner.
+with ZRANGEBYLEX). Create touches both in one MULTI/EXEC, delete in one script (Redis at
+maxmemory refuses a MULTI, and deleting must free memory then); SET NX makes concurrent
+creates of one spec agree on a single winner. With durability "aof" both return only once
+Redis's append-only file has the write (featurehash.store.durability), else WriteRefused.
 """
 
 from __future__ import annotations
@@ -13,23 +15,36 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 
+from .durability import READINESS_COMMANDS, WriteRefused, check_durability, readiness_refusal
+from .redis_steps import RoundTrip, persisted, run_async
+
+# KEYS: the spec, the id index. ARGV: the id. Both commands shrink memory: allowed at maxmemory.
+_DELETE_SCRIPT = """
+local deleted = redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+return deleted
+"""
+
 
 class SpecStore:
-    def __init__(self, redis: Redis, prefix: str = "featurehash:"):
+    def __init__(self, redis: Redis, prefix: str = "featurehash:", durability: str = "reply"):
         self.redis = redis
         self._prefix = prefix
         self._index = f"{prefix}maps"
+        self.durability = check_durability(durability)
 
     def _key(self, map_id: str) -> str:
         return f"{self._prefix}map:{map_id}"
 
     async def create(self, spec: dict[str, Any]) -> bool:
         """Store a resolved spec; True if it was new, False if it already existed."""
-        map_id = spec["id"]
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(self._key(map_id), orjson.dumps(spec), nx=True)
-            pipe.zadd(self._index, {map_id: 0})
-            created, _ = await pipe.execute()
+        return await run_async(self.redis, self._create_steps(spec))
+
+    def _create_steps(self, spec: dict[str, Any]):
+        key = self._key(spec["id"])
+        created, _ = yield RoundTrip([("SET", key, orjson.dumps(spec), "NX"), ("ZADD", self._index, 0, spec["id"])],
+                                     atomic=True)
+        yield from persisted(self.durability, key)  # also when it existed: that write may be the unpersisted one
         return bool(created)
 
     async def get(self, map_id: str) -> dict[str, Any] | None:
@@ -37,10 +52,12 @@ class SpecStore:
         return None if raw is None else orjson.loads(raw)
 
     async def delete(self, map_id: str) -> bool:
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(self._key(map_id))
-            pipe.zrem(self._index, map_id)
-            deleted, _ = await pipe.execute()
+        return await run_async(self.redis, self._delete_steps(map_id))
+
+    def _delete_steps(self, map_id: str):
+        key = self._key(map_id)
+        (deleted,) = yield RoundTrip([("EVAL", _DELETE_SCRIPT, 2, key, self._index, map_id)])
+        yield from persisted(self.durability, key)
         return bool(deleted)
 
     async def list(self, *, after: str | None, limit: int) -> tuple[list[dict[str, Any]], str | None]:
@@ -55,5 +72,10 @@ class SpecStore:
         specs = [orjson.loads(raw) for raw in raws if raw is not None]
         return specs, (page[-1] if more else None)
 
-    async def ping(self) -> bool:
-        return bool(await self.redis.ping())
+    async def write_refusal(self) -> WriteRefused | None:
+        """Why Redis would refuse (or not persist) a write now, from INFO in one round trip (no write)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for command in READINESS_COMMANDS:
+                pipe.execute_command(*command)
+            persistence, memory, replication = await pipe.execute()
+        return readiness_refusal(persistence, memory, replication, self.durability)
