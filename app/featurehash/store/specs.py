@@ -3,7 +3,9 @@
 Layout (prefix configurable): `{prefix}map:{id}` holds the resolved spec as JSON and
 `{prefix}maps` is a sorted set of ids (all scores 0, so it lists in id order and pages
 with ZRANGEBYLEX). Create and delete touch both in one MULTI/EXEC; SET NX makes
-concurrent creates of one spec agree on a single winner.
+concurrent creates of one spec agree on a single winner. `{prefix}alias:{request id}` names the map a
+request (the spec as posted, defaults resolved, nothing fitted) made, so posting it again answers from the
+store without fitting; `{prefix}map_aliases:{id}` lists a map's aliases, deleted with it.
 """
 
 from __future__ import annotations
@@ -23,24 +25,47 @@ class SpecStore:
     def _key(self, map_id: str) -> str:
         return f"{self._prefix}map:{map_id}"
 
-    async def create(self, spec: dict[str, Any]) -> bool:
-        """Store a resolved spec; True if it was new, False if it already existed."""
+    def _alias_key(self, request_id: str) -> str:
+        return f"{self._prefix}alias:{request_id}"
+
+    def _aliases_key(self, map_id: str) -> str:
+        return f"{self._prefix}map_aliases:{map_id}"
+
+    async def create(self, spec: dict[str, Any], alias: str | None = None) -> bool:
+        """Store a resolved spec; True if it was new, False if it already existed. `alias` (the id of the
+        request that made it, `maps.requested_spec`) then names it too: set only if absent, so an alias never
+        moves to another map, and listed with the map so that deleting the map deletes it."""
         map_id = spec["id"]
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.set(self._key(map_id), orjson.dumps(spec), nx=True)
             pipe.zadd(self._index, {map_id: 0})
-            created, _ = await pipe.execute()
+            if alias is not None:
+                pipe.set(self._alias_key(alias), map_id, nx=True)
+                pipe.sadd(self._aliases_key(map_id), alias)
+            created = (await pipe.execute())[0]
         return bool(created)
+
+    async def get_by_alias(self, request_id: str) -> dict[str, Any] | None:
+        """The stored spec a request made before (`create`'s alias), or None (never made, or deleted since)."""
+        map_id = await self.redis.get(self._alias_key(request_id))
+        if map_id is None:
+            return None
+        return await self.get(map_id.decode() if isinstance(map_id, bytes) else map_id)
 
     async def get(self, map_id: str) -> dict[str, Any] | None:
         raw = await self.redis.get(self._key(map_id))
         return None if raw is None else orjson.loads(raw)
 
     async def delete(self, map_id: str) -> bool:
+        """Delete a spec and the aliases of the requests that made it (an alias written meanwhile would be
+        left behind: `get_by_alias` then finds no spec, and the next create of it builds the map anew)."""
+        aliases = await self.redis.smembers(self._aliases_key(map_id))
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.delete(self._key(map_id))
             pipe.zrem(self._index, map_id)
-            deleted, _ = await pipe.execute()
+            pipe.delete(self._aliases_key(map_id),
+                        *(self._alias_key(a.decode() if isinstance(a, bytes) else a) for a in aliases))
+            deleted = (await pipe.execute())[0]
         return bool(deleted)
 
     async def list(self, *, after: str | None, limit: int) -> tuple[list[dict[str, Any]], str | None]:
