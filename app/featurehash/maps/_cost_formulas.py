@@ -109,10 +109,12 @@ class Fourier(Formula):
         else:
             ns = F * d * U.random
         ns += F * U.random    # offsets or radii
+        field = "n_components" if kind == "structured" else size_field(spec)
         seconds = ns * NS
         if spec.method == "srf" and not any(spec.params.get(k) for k in ("radii", "weights")):
+            field = "params" if SRF_FIT_SECONDS > seconds else field   # the fit (given radii and masses skip it)
             seconds += SRF_FIT_SECONDS
-        return Estimate(FIXED_SECONDS + seconds, "n_components" if kind == "structured" else size_field(spec))
+        return Estimate(FIXED_SECONDS + seconds, field)
 
     def row(self, spec: MapSpec, z: float, sparse: bool = False, **options) -> Estimate:
         F = self.frequencies(spec)

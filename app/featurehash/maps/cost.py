@@ -60,13 +60,13 @@ def check_creation(spec: MapSpec, budget_seconds: float, **options) -> None:
     nonzero), would exceed `budget_seconds`."""
     created = creation_cost(spec, **options)
     if created.seconds > budget_seconds:
-        raise SpecError(created.field, f"creating this map would take about {created.seconds:.3g} s of CPU, over "
-                        f"this budget of {budget_seconds:g} s per request; choose a smaller {created.field}")
+        raise SpecError(created.field, f"creating this map would take about {created.seconds:.3g} s of CPU (driven "
+                        f"by {created.field}), over the budget of {budget_seconds:g} s per request")
     formula = FORMULAS[spec.method]
     row = formula.row(spec, 1.0, True, **options)
     if formula.fixed + row.seconds > budget_seconds:
         raise SpecError(row.field, f"one row of this map would take about {formula.fixed + row.seconds:.3g} s of "
-                        f"CPU, over this budget of {budget_seconds:g} s per request; choose a smaller {row.field}")
+                        f"CPU (driven by {row.field}), over the budget of {budget_seconds:g} s per request")
 
 
 def check_rows(spec: MapSpec, rows: int, nnz: int, budget_seconds: float, *, sparse: bool = False,
