@@ -20,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ..config import Settings
 from ..map_cache import MapCache
-from ..maps import FeatureMap, InputError, MapSpec, create_map, requested_spec
+from ..maps import FeatureMap, InputError, create_map
 from ..maps.cost import check_rows
 from ..store import SpecStore
 from ..store.lsh_indexes import AsyncLSHIndexes
@@ -56,11 +56,6 @@ class ServiceState:
         return create_map(spec, max_nbytes=self.settings.max_map_bytes, max_work_seconds=work_seconds,
                           **options).materialize()
 
-    def requested_spec(self, spec: dict) -> MapSpec:
-        """A new map's spec as requested (nothing fitted), refused over the size and work budgets."""
-        return requested_spec(spec, max_nbytes=self.settings.max_map_bytes,
-                              max_work_seconds=self.settings.request_work_seconds,
-                              **self.map_options(spec.get("method")))
 
     def check_work(self, feature_map: FeatureMap, X, field: str = "vectors", multiplier: float = 1.0) -> None:
         """InputError naming `field` if transforming (or hashing) the rows of X `multiplier` times would cost more
