@@ -56,7 +56,6 @@ class ServiceState:
         return create_map(spec, max_nbytes=self.settings.max_map_bytes, max_work_seconds=work_seconds,
                           **options).materialize()
 
-
     def check_work(self, feature_map: FeatureMap, X, field: str = "vectors", multiplier: float = 1.0) -> None:
         """InputError naming `field` if transforming (or hashing) the rows of X `multiplier` times would cost more
         CPU than settings.request_work_seconds (`maps.cost`); it says how many rows fit."""

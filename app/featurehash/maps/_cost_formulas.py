@@ -36,8 +36,8 @@ class Units:
     dart_sample: float = 60.0     # one sample and stage (lg D) of the GCWS "dart" sampler
     dart_nonzero: float = 800.0   # one nonzero of a row of the "dart" sampler
     search_term: float = 10.0     # one (candidate, p) term of the SSF index-set search
-    nystroem_fit: float = 4.0     # one unit of rows * m * (d + m) of the Nystroem fit, BLAS kernels (gaussian,
-    nystroem_fit_portable: float = 12.0  # polynomial); the others' portable columns cost 2-3x more
+    nystroem_fit: float = 4.0     # one unit of rows * m * (d + m) of the Nystroem fit (gaussian, polynomial,
+    nystroem_fit_portable: float = 20.0  # laplacian); arc-cosine, gmm and chi2 columns cost ~5-10x more
     portable_kernel: float = 12.0  # one (coordinate, landmark) step of a portable (non-BLAS) kernel column
 
 
@@ -82,7 +82,7 @@ class Fourier(Formula):
     creation = iid:        F d random
              | orthogonal: 2 F d random + 2 F d^2 madd + F/d blocks
              | structured, d' >= 128: 3 F random + F/d' blocks (+ srf: min(d, d'-d) F 3 lg d' butterflies)
-             | structured, d' < 128:  F/d' (blocks (4 + 2 lg d') + 6 d'^2 lg d' element): the dense W
+             | structured, d' < 128:  F/d' (blocks (4 + lg d') + 6 d'^2 lg d' element): the dense W
              (+ srf: the shells fit, SRF_FIT_SECONDS, and F random radii)
     row      = z F madd (sparse_madd + sparse_row for CSR) | structured d' >= 128: 3 F lg d' butterflies;
                + D trig + z element
@@ -105,7 +105,7 @@ class Fourier(Formula):
             if spec.method == "srf" and d != wide:
                 ns += min(d, wide - d) * F * 3 * lg(wide) * U.butterfly
         elif kind == "structured":
-            ns = math.ceil(F / wide) * ((4 + 2 * lg(wide)) * U.python_block + 6 * wide * wide * lg(wide) * U.element)
+            ns = math.ceil(F / wide) * ((4 + lg(wide)) * U.python_block + 6 * wide * wide * lg(wide) * U.element)
         else:
             ns = F * d * U.random
         ns += F * U.random    # offsets or radii
@@ -214,7 +214,7 @@ class Quadrature(Formula):
 
     creation = dense / sparse grids: P r element + P python_block / 64
              | subsampled: P r random
-             | reweighted fit (no points yet): 2 pairs c^2 madd (the exact Gram) + pairs c (r element + trig)
+             | reweighted fit (no points yet): 1.5 pairs c^2 madd (the exact Gram) + pairs c (r element / 2 + trig)
                (the design) + c P^2 element (forward)
                or 20 c P^2 element (l1 path), c = candidates, pairs = fit_pairs
     row      = z P madd (sparse_madd for ANOVA or CSR; z <= r P / d for ANOVA) + D trig
@@ -235,7 +235,7 @@ class Quadrature(Formula):
             forward = params.get("selection") in (None, "forward") and params.get("penalty") is None
             c = params.get("candidates") or min(4096, (8 if forward else 4) * P)
             pairs = params.get("fit_pairs") or 8000
-            ns = 2 * pairs * c * c * U.madd + pairs * c * (r * U.element + U.trig) \
+            ns = 1.5 * pairs * c * c * U.madd + pairs * c * (r * U.element / 2 + U.trig) \
                 + (1 if forward else 20) * c * P * P * U.element
             field = "params.candidates" if params.get("candidates") else "n_components"
             return Estimate(FIXED_SECONDS + ns * NS, field)
@@ -263,8 +263,8 @@ class Nystroem(Formula):
     def creation(self, spec: MapSpec, **options) -> Estimate:
         m, d = spec.n_components, spec.input_dim
         rows = len(spec.params.get("fit_sample") or ())
-        blas = spec.params.get("kernel", "gaussian") in ("gaussian", "polynomial")
-        ns = rows * m * (d + m) * (U.nystroem_fit if blas else U.nystroem_fit_portable) + m * m * U.element
+        fast = spec.params.get("kernel", "gaussian") in ("gaussian", "polynomial", "laplacian")
+        ns = rows * m * (d + m) * (U.nystroem_fit if fast else U.nystroem_fit_portable) + m * m * U.element
         return Estimate(FIXED_SECONDS + ns * NS, "params.fit_sample" if rows > 4 * m else "n_components")
 
     def row(self, spec: MapSpec, z: float, sparse: bool = False, **options) -> Estimate:

@@ -50,15 +50,18 @@ class SpecStore:
         map_id = await self.redis.get(self._alias_key(request_id))
         if map_id is None:
             return None
-        return await self.get(map_id.decode() if isinstance(map_id, bytes) else map_id)
+        spec = await self.get(map_id.decode() if isinstance(map_id, bytes) else map_id)
+        if spec is None:   # left by a create that raced a delete: dropped, so the next create sets it again
+            await self.redis.delete(self._alias_key(request_id))
+        return spec
 
     async def get(self, map_id: str) -> dict[str, Any] | None:
         raw = await self.redis.get(self._key(map_id))
         return None if raw is None else orjson.loads(raw)
 
     async def delete(self, map_id: str) -> bool:
-        """Delete a spec and the aliases of the requests that made it (an alias written meanwhile would be
-        left behind: `get_by_alias` then finds no spec, and the next create of it builds the map anew)."""
+        """Delete a spec and the aliases of the requests that made it (an alias written meanwhile is
+        left behind: `get_by_alias` then finds no spec and drops it, and the next create builds the map anew)."""
         aliases = await self.redis.smembers(self._aliases_key(map_id))
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.delete(self._key(map_id))
