@@ -39,8 +39,11 @@ async def create_map(request: Request, state: ServiceState = Depends(get_state))
     stored = await state.store.get_by_alias(requested.id)
     if stored is not None and _echo_agrees(spec, stored):
         return json_response(stored, status_code=200, headers={"Location": f"/v1/maps/{stored['id']}"})
-    feature_map = await run_in_threadpool(
-        functools.partial(state.build_map, spec, work_seconds=state.settings.request_work_seconds))
+    # A resolved spec posted back is its own request: its map may be in this process's cache.
+    feature_map = state.cache.get(requested.id)
+    if feature_map is None or not _echo_agrees(spec, feature_map.describe()):
+        feature_map = await run_in_threadpool(
+            functools.partial(state.build_map, spec, work_seconds=state.settings.request_work_seconds))
     document = feature_map.describe()
     created = await state.store.create(document, alias=requested.id)
     state.cache.put(feature_map)
