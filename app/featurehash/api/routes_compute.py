@@ -161,7 +161,8 @@ async def hash_vectors(request: Request):
         HASH_ROWS.observe(X.shape[0])
         k = feature_map.spec.n_components
         _check_output_size(X.shape[0], k, settings.max_output_elements)
-        state.check_work(feature_map, X, multiplier=1.0 if bands is None else 2.0)  # band keys hash again
+        if feature_map.has_hash:   # else the answer says the map has no codes
+            state.check_work(feature_map, X, multiplier=1.0 if bands is None else 2.0)  # band keys hash again
         return X.shape[0], k, X, bands
 
     def answer(prepared):

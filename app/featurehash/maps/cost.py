@@ -76,6 +76,6 @@ def check_rows(spec: MapSpec, rows: int, nnz: int, budget_seconds: float, *, spa
     seconds = multiplier * transform_cost(spec, rows, nnz, sparse=sparse, **options)
     if seconds > budget_seconds:
         fit = rows_within(spec, budget_seconds / multiplier, nnz / rows, sparse=sparse, **options)
+        advice = f"send at most {fit} rows like these per request" if fit else "even one row like these exceeds it"
         raise InputError(field, f"{rows} rows would take about {seconds:.3g} s of CPU, over this service's budget of "
-                         f"{budget_seconds:g} s per request (FEATUREHASH_REQUEST_WORK_SECONDS); send at most "
-                         f"{fit} rows like these per request")
+                         f"{budget_seconds:g} s per request (FEATUREHASH_REQUEST_WORK_SECONDS); {advice}")
