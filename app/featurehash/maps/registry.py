@@ -47,6 +47,11 @@ def requested_spec(raw: Mapping[str, Any] | MapSpec, *, max_nbytes: int | None =
     With `max_nbytes`, a map whose parameters would exceed it is refused; with `max_work_seconds`, one whose
     creation or single row would take longer (`cost.check_creation`): both before anything that grows with
     its size is fitted, enumerated or allocated (`options` as for the map class)."""
+    return _requested(raw, max_nbytes, max_work_seconds, options)[0]
+
+
+def _requested(raw, max_nbytes: int | None, max_work_seconds: float | None, options: dict) -> tuple[MapSpec, Any]:
+    """`requested_spec`, and its params as the map class's model (for `complete_params`: parsed once)."""
     if isinstance(raw, MapSpec):
         raw = raw.to_dict()
     if not isinstance(raw, Mapping):
@@ -71,12 +76,13 @@ def requested_spec(raw: Mapping[str, Any] | MapSpec, *, max_nbytes: int | None =
         # Before complete_params, so that a fit made there (reweighted quadrature) uses today's choice.
         current = cls.complete_new_request(checked_params)
         if current is not checked_params:
+            checked_params = current
             spec = MapSpec(**{**document, "params": current.model_dump(mode="json")})
     if max_nbytes is not None:
         check_size(cls.planned_nbytes_bound(spec, **options), spec, max_nbytes)
     if max_work_seconds is not None:
         cost.check_creation(spec, max_work_seconds, **options)
-    return spec
+    return spec, checked_params
 
 
 def resolve_spec(raw: Mapping[str, Any] | MapSpec, *, max_nbytes: int | None = None,
@@ -91,9 +97,8 @@ def resolve_spec(raw: Mapping[str, Any] | MapSpec, *, max_nbytes: int | None = N
     """
     if isinstance(raw, MapSpec):
         raw = raw.to_dict()
-    spec = requested_spec(raw, max_nbytes=max_nbytes, max_work_seconds=max_work_seconds, **options)
+    spec, checked_params = _requested(raw, max_nbytes, max_work_seconds, options)
     cls = METHODS[spec.method]
-    checked_params = cls.Params(**spec.params)
     completed = cls.complete_params(checked_params, input_dim=spec.input_dim, n_components=spec.n_components,
                                     seed=spec.seed)
     if completed is not checked_params:
