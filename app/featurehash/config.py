@@ -43,7 +43,7 @@ class Settings(BaseSettings):
     request_work_bytes: int = Field(default=256 * MIB, ge=MIB)
     # CPU seconds of one core one request may cost, as the cost model (featurehash.maps.cost) estimates it before
     # any work: a spec whose creation or single row exceeds it is refused (naming the field that drives it), and
-    # so is a batch over it (naming vectors, with the most rows that fit). The model over-estimates ~1-10x.
+    # so is a batch over it (naming vectors, with the most rows that fit). The model over-estimates 1.2-13x.
     # 30: a single row of tensorsketch degree 64 at 2^22 components (~12 s predicted) passes, 4 do not.
     request_work_seconds: float = Field(default=30.0, gt=0)
     max_kernel_entries: int = Field(default=2**21, ge=1)
