@@ -41,6 +41,11 @@ class Settings(BaseSettings):
     stream_chunk_bytes: int = Field(default=4 * MIB, ge=4096)
     stream_threads: int = Field(default=2, ge=1)
     request_work_bytes: int = Field(default=256 * MIB, ge=MIB)
+    # CPU seconds of one core one request may cost, as the cost model (featurehash.maps.cost) estimates it before
+    # any work: a spec whose creation or single row exceeds it is refused (naming the field that drives it), and
+    # so is a batch over it (naming vectors, with the most rows that fit). The model over-estimates 1.2-13x.
+    # 30: a single row of tensorsketch degree 64 at 2^22 components (~12 s predicted) passes, 4 do not.
+    request_work_seconds: float = Field(default=30.0, gt=0)
     max_kernel_entries: int = Field(default=2**21, ge=1)
     # rows x output width of one transform or hash answer (bounds its time; 2^28 float32 = 1 GiB as npy).
     max_output_elements: int = Field(default=2**28, ge=1)

@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from urllib.parse import unquote_to_bytes
 
+import scipy.sparse
 from fastapi import Depends, Request
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -21,6 +22,7 @@ from starlette.concurrency import run_in_threadpool
 from ..config import Settings
 from ..map_cache import MapCache
 from ..maps import FeatureMap, InputError, create_map
+from ..maps.cost import check_rows
 from ..store import SpecStore
 from ..store.lsh_indexes import AsyncLSHIndexes
 from ..store.spec_watch import SpecWatch
@@ -43,12 +45,24 @@ class ServiceState:
     # Set once the compiled kernels are loaded (at once unless settings.preload_kernels).
     kernels_loaded: threading.Event = field(default_factory=_done)
 
-    def build_map(self, spec: dict) -> FeatureMap:
+    def map_options(self, method: str | None) -> dict:
         # Maps with per-(sample, coordinate) randomness cache it in a table up to this budget.
-        options = ({"table_budget_bytes": self.settings.table_budget_bytes}
-                   if spec.get("method") in ("gcws", "binning") else {})
-        # Sized before anything grows with it (a fit, a subset family, the parameters): at once.
-        return create_map(spec, max_nbytes=self.settings.max_map_bytes, **options).materialize()
+        return {"table_budget_bytes": self.settings.table_budget_bytes} if method in ("gcws", "binning") else {}
+
+    def build_map(self, spec: dict, *, work_seconds: float | None = None) -> FeatureMap:
+        """The materialised map of `spec`. Sized before anything grows with it (a fit, a subset family, the
+        parameters): at once; with `work_seconds` (a new map), also refused if its creation or one row would
+        cost more CPU (stored specs are not: they are served as they were admitted)."""
+        options = self.map_options(spec.get("method"))
+        return create_map(spec, max_nbytes=self.settings.max_map_bytes, max_work_seconds=work_seconds,
+                          **options).materialize()
+
+    def check_work(self, feature_map: FeatureMap, X, field: str = "vectors", multiplier: float = 1.0) -> None:
+        """InputError naming `field` if transforming (or hashing) the rows of X `multiplier` times would cost more
+        CPU than settings.request_work_seconds (`maps.cost`); it says how many rows fit."""
+        sparse = scipy.sparse.issparse(X)
+        check_rows(feature_map.spec, X.shape[0], X.nnz if sparse else X.size, self.settings.request_work_seconds,
+                   sparse=sparse, field=field, multiplier=multiplier, **self.map_options(feature_map.method))
 
     async def load_map(self, map_id: str) -> FeatureMap:
         """The map if the store still has it: asked of the store unless the watch vouches for it

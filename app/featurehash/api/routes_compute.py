@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
+import scipy.sparse as sp
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import TypeAdapter
 from starlette.concurrency import run_in_threadpool
@@ -128,6 +129,7 @@ async def transform(request: Request):
         TRANSFORM_ROWS.observe(X.shape[0])
         width = feature_map.spec.n_components if feature_map.one_hot else feature_map.output_dim
         _check_output_size(X.shape[0], width, settings.max_output_elements)
+        state.check_work(feature_map, X)
         return X.shape[0], width, X
 
     def answer(prepared):
@@ -160,6 +162,8 @@ async def hash_vectors(request: Request):
         HASH_ROWS.observe(X.shape[0])
         k = feature_map.spec.n_components
         _check_output_size(X.shape[0], k, settings.max_output_elements)
+        if feature_map.has_hash:   # else the answer says the map has no codes
+            state.check_work(feature_map, X, multiplier=1.0 if bands is None else 2.0)  # band keys hash again
         return X.shape[0], k, X, bands
 
     def answer(prepared):
@@ -205,6 +209,8 @@ async def kernel(map_id: str, request: Request, state: ServiceState = Depends(ge
             Y = X if given is None else _checked_rows(given, feature_map, "y", settings.max_batch_rows)
         KERNEL_ROWS.observe(X.shape[0])
         _check_kernel_size(feature_map, X.shape[0], None if Y is X else Y.shape[0], settings)
+        # The estimate transforms x and y, the exact kernel reads them again: priced as two transforms.
+        state.check_work(feature_map, X if Y is X else _stacked(X, Y), "x" if Y is X else "y", multiplier=2.0)
         estimate, exact = feature_map.kernel(X, Y), feature_map.exact_kernel(X, Y)
         if not (np.isfinite(estimate).all() and np.isfinite(exact).all()):
             raise InputError("x", "the kernel is not finite for these vectors (they overflow the map's "
@@ -212,6 +218,13 @@ async def kernel(map_id: str, request: Request, state: ServiceState = Depends(ge
         return json_response({"estimate": estimate, "exact": exact})
 
     return await run_in_threadpool(work)
+
+
+def _stacked(X, Y):
+    """x and y as one batch for pricing (only its shape and nonzeros are read)."""
+    if sp.issparse(X) or sp.issparse(Y):
+        return sp.vstack([sp.csr_matrix(X), sp.csr_matrix(Y)], format="csr")
+    return np.broadcast_to(np.float32(0), (X.shape[0] + Y.shape[0], X.shape[1]))
 
 
 def _check_kernel_size(feature_map: FeatureMap, x_rows: int, y_rows: int | None, settings) -> None:

@@ -193,6 +193,7 @@ async def add_items(index_id: str, request: Request, state: ServiceState = Depen
     def decode():
         body = parse_body(raw, content_type)
         X = _vectors(body, index, max_rows)
+        state.check_work(index.feature_map, X)   # the codes of the rows: their hash
         ids = check_item_ids(_item_ids(body, request), X.shape[0])
         BATCH_ROWS.labels("index_add").observe(X.shape[0])
         return ids, X
@@ -250,6 +251,7 @@ async def query_index(index_id: str, request: Request, state: ServiceState = Dep
         min_similarity = _query_option(body, request, "min_similarity", 0.0)
         target_recall = _query_option(body, request, "target_recall", None)
         X = _vectors(body, index, max_rows)
+        state.check_work(index.feature_map, X)   # the codes of the query rows (not the re-ranking)
         BATCH_ROWS.labels("index_query").observe(X.shape[0])
         return X, top_k, min_similarity, target_recall
 

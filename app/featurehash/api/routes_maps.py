@@ -6,10 +6,13 @@ answering from the copy of the spec each keeps (posting the same spec again re-c
 
 from __future__ import annotations
 
+import functools
+
 from fastapi import APIRouter, Depends, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from ..maps import SpecError
+from ..maps import SpecError, requested_spec
+from ..maps.spec import DERIVED_KEYS
 
 from .codecs import json_response, parse_model
 from .deps import ServiceState, get_state, refuse_unknown_query, require_api_key
@@ -27,14 +30,31 @@ INDEX_PAGE = 1000
                         200: {"model": MapSpecResponse, "description": "the map already existed",
                               "headers": LOCATION}, **errors(413, 415, 422)})
 async def create_map(request: Request, state: ServiceState = Depends(get_state)):
+    """A spec posted before is answered from the store (its alias: the id of the request as posted, defaults
+    resolved, nothing fitted), never fitted again; a new one is refused over the size and CPU budgets before
+    it is built."""
     fields = parse_model(await request.body(), request.headers.get("content-type"), CreateMapRequest, SpecError)
     spec = fields.model_dump(exclude_none=True)
-    feature_map = await run_in_threadpool(state.build_map, spec)
+    requested = await run_in_threadpool(requested_spec, spec)   # validation only: cheap whatever the sizes
+    stored = await state.store.get_by_alias(requested.id)
+    if stored is not None and _echo_agrees(spec, stored):
+        return json_response(stored, status_code=200, headers={"Location": f"/v1/maps/{stored['id']}"})
+    # A resolved spec posted back is its own request: its map may be in this process's cache.
+    feature_map = state.cache.get(requested.id)
+    if feature_map is None or not _echo_agrees(spec, feature_map.describe()):
+        feature_map = await run_in_threadpool(
+            functools.partial(state.build_map, spec, work_seconds=state.settings.request_work_seconds))
     document = feature_map.describe()
-    created = await state.store.create(document)
+    created = await state.store.create(document, alias=requested.id)
     state.cache.put(feature_map)
     return json_response(document, status_code=201 if created else 200,
                          headers={"Location": f"/v1/maps/{document['id']}"})
+
+
+def _echo_agrees(posted: dict, stored: dict) -> bool:
+    """Whether the derived keys a client echoed (id, output_dim...) are the stored spec's: else the request is
+    resolved in full, which refuses the stale ones by name."""
+    return all(stored.get(key) == value for key, value in posted.items() if key in DERIVED_KEYS)
 
 
 @router.get("", response_model=MapListResponse, responses=errors(422))

@@ -8,7 +8,7 @@
 
 from .base import FeatureMap, OneHotFeatures
 from .errors import FeatureHashError, InputError, SpecError, UnsupportedOperation
-from .registry import METHODS, create_map, output_dim, resolve_spec
+from .registry import METHODS, create_map, output_dim, requested_spec, resolve_spec
 from .spec import FORMAT_VERSION, MapSpec
 
 __all__ = [
@@ -23,5 +23,6 @@ __all__ = [
     "UnsupportedOperation",
     "create_map",
     "output_dim",
+    "requested_spec",
     "resolve_spec",
 ]

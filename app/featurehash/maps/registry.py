@@ -6,6 +6,7 @@ from typing import Any, Mapping
 
 from pydantic import ValidationError
 
+from . import cost
 from .additive_chi2 import AdditiveChi2Map
 from .base import FeatureMap
 from .binning import BinningMap
@@ -38,16 +39,19 @@ def _spec_error(exc: ValidationError, prefix: str = "") -> SpecError:
     return SpecError(_field_name(first, prefix), first["msg"])
 
 
-def resolve_spec(raw: Mapping[str, Any] | MapSpec, *, max_nbytes: int | None = None, **options: Any) -> MapSpec:
-    """Validate a spec and fill in every default; raise SpecError naming the bad field.
+def requested_spec(raw: Mapping[str, Any] | MapSpec, *, max_nbytes: int | None = None,
+                   max_work_seconds: float | None = None, **options: Any) -> MapSpec:
+    """The spec as requested: validated, every default filled in, nothing fitted yet (`resolve_spec`'s first
+    half, cheap whatever the sizes). Its id names the request (the service's alias of the map it makes).
 
-    Accepts a resolved spec dict too (as stored or returned): derived keys are checked,
-    so a spec whose id no longer matches its content is refused rather than reused.
-    With `max_nbytes`, a map whose parameters would exceed it is refused before anything
-    that grows with its size is fitted, enumerated or allocated (`options` as for the map class).
-    A new request (no `id` or `format_version`) also gets `complete_new_request`: params whose
-    absent key keeps an older meaning for stored specs are written out with today's value.
-    """
+    With `max_nbytes`, a map whose parameters would exceed it is refused; with `max_work_seconds`, one whose
+    creation or single row would take longer (`cost.check_creation`): both before anything that grows with
+    its size is fitted, enumerated or allocated (`options` as for the map class)."""
+    return _requested(raw, max_nbytes, max_work_seconds, options)[0]
+
+
+def _requested(raw, max_nbytes: int | None, max_work_seconds: float | None, options: dict) -> tuple[MapSpec, Any]:
+    """`requested_spec`, and its params as the map class's model (for `complete_params`: parsed once)."""
     if isinstance(raw, MapSpec):
         raw = raw.to_dict()
     if not isinstance(raw, Mapping):
@@ -73,13 +77,32 @@ def resolve_spec(raw: Mapping[str, Any] | MapSpec, *, max_nbytes: int | None = N
         current = cls.complete_new_request(checked_params)
         if current is not checked_params:
             checked_params = current
-            spec = MapSpec(**{**document, "params": checked_params.model_dump(mode="json")})
+            spec = MapSpec(**{**document, "params": current.model_dump(mode="json")})
     if max_nbytes is not None:
         check_size(cls.planned_nbytes_bound(spec, **options), spec, max_nbytes)
+    if max_work_seconds is not None:
+        cost.check_creation(spec, max_work_seconds, **options)
+    return spec, checked_params
+
+
+def resolve_spec(raw: Mapping[str, Any] | MapSpec, *, max_nbytes: int | None = None,
+                 max_work_seconds: float | None = None, **options: Any) -> MapSpec:
+    """Validate a spec and fill in every default; raise SpecError naming the bad field.
+
+    Accepts a resolved spec dict too (as stored or returned): derived keys are checked,
+    so a spec whose id no longer matches its content is refused rather than reused.
+    With `max_nbytes` or `max_work_seconds`, a map over them is refused first (`requested_spec`).
+    A new request (no `id` or `format_version`) also gets `complete_new_request`: params whose
+    absent key keeps an older meaning for stored specs are written out with today's value.
+    """
+    if isinstance(raw, MapSpec):
+        raw = raw.to_dict()
+    spec, checked_params = _requested(raw, max_nbytes, max_work_seconds, options)
+    cls = METHODS[spec.method]
     completed = cls.complete_params(checked_params, input_dim=spec.input_dim, n_components=spec.n_components,
                                     seed=spec.seed)
     if completed is not checked_params:
-        spec = MapSpec(**{**document, "params": completed.model_dump(mode="json")})
+        spec = MapSpec(**{**spec.model_dump(exclude={"id"}), "params": completed.model_dump(mode="json")})
     cls.check_spec(spec)
     _check_derived(raw, spec, cls)
     return spec
@@ -102,12 +125,13 @@ def check_size(nbytes: int, spec: MapSpec, max_nbytes: int) -> None:
                         f"n_components {spec.n_components}), over the limit of {max_nbytes}")
 
 
-def create_map(spec: Mapping[str, Any] | MapSpec, *, max_nbytes: int | None = None, **options: Any) -> FeatureMap:
+def create_map(spec: Mapping[str, Any] | MapSpec, *, max_nbytes: int | None = None,
+               max_work_seconds: float | None = None, **options: Any) -> FeatureMap:
     """Build the feature map of a spec (dict or MapSpec); options go to the map class.
 
-    With `max_nbytes`, a spec whose parameters would exceed it raises SpecError before any work
-    that grows with its size (see `resolve_spec`)."""
-    resolved = resolve_spec(spec, max_nbytes=max_nbytes, **options)
+    With `max_nbytes` (parameter bytes) or `max_work_seconds` (CPU seconds of its creation or of one row,
+    `cost`), a spec over them raises SpecError before any work that grows with its size (`resolve_spec`)."""
+    resolved = resolve_spec(spec, max_nbytes=max_nbytes, max_work_seconds=max_work_seconds, **options)
     feature_map = METHODS[resolved.method](resolved, **options)
     if max_nbytes is not None:
         check_size(feature_map.planned_nbytes, resolved, max_nbytes)

@@ -6,6 +6,9 @@ with ZRANGEBYLEX). Create touches both in one MULTI/EXEC, delete in one script (
 maxmemory refuses a MULTI, and deleting must free memory then); SET NX makes concurrent
 creates of one spec agree on a single winner. With durability "aof" both return only once
 Redis's append-only file has the write (featurehash.store.durability), else WriteRefused.
+`{prefix}alias:{request id}` names the map a request (the spec as posted, defaults resolved, nothing
+fitted) made, so posting it again answers from the store without fitting; `{prefix}map_aliases:{id}`
+lists a map's aliases, deleted with it.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from redis.asyncio import Redis
 from .durability import READINESS_COMMANDS, WriteRefused, check_durability, readiness_refusal
 from .redis_steps import RoundTrip, persisted, run_async
 
-# KEYS: the spec, the id index. ARGV: the id. Both commands shrink memory: allowed at maxmemory.
+# KEYS: the spec, the id index, then its aliases' set and alias keys. ARGV: the id. Every command shrinks
+# memory: allowed at maxmemory.
 _DELETE_SCRIPT = """
 local deleted = redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
+for i = 3, #KEYS do redis.call('DEL', KEYS[i]) end
 return deleted
 """
 
@@ -36,16 +41,37 @@ class SpecStore:
     def _key(self, map_id: str) -> str:
         return f"{self._prefix}map:{map_id}"
 
-    async def create(self, spec: dict[str, Any]) -> bool:
-        """Store a resolved spec; True if it was new, False if it already existed."""
-        return await run_async(self.redis, self._create_steps(spec))
+    def _alias_key(self, request_id: str) -> str:
+        return f"{self._prefix}alias:{request_id}"
 
-    def _create_steps(self, spec: dict[str, Any]):
-        key = self._key(spec["id"])
-        created, _ = yield RoundTrip([("SET", key, orjson.dumps(spec), "NX"), ("ZADD", self._index, 0, spec["id"])],
-                                     atomic=True)
+    def _aliases_key(self, map_id: str) -> str:
+        return f"{self._prefix}map_aliases:{map_id}"
+
+    async def create(self, spec: dict[str, Any], alias: str | None = None) -> bool:
+        """Store a resolved spec; True if it was new, False if it already existed. `alias` (the id of the
+        request that made it, `maps.requested_spec`) then names it too: set only if absent, so an alias never
+        moves to another map, and listed with the map so that deleting the map deletes it."""
+        return await run_async(self.redis, self._create_steps(spec, alias))
+
+    def _create_steps(self, spec: dict[str, Any], alias: str | None):
+        map_id = spec["id"]
+        key = self._key(map_id)
+        commands = [("SET", key, orjson.dumps(spec), "NX"), ("ZADD", self._index, 0, map_id)]
+        if alias is not None:
+            commands += [("SET", self._alias_key(alias), map_id, "NX"), ("SADD", self._aliases_key(map_id), alias)]
+        created, *_ = yield RoundTrip(commands, atomic=True)
         yield from persisted(self.durability, key)  # also when it existed: that write may be the unpersisted one
         return bool(created)
+
+    async def get_by_alias(self, request_id: str) -> dict[str, Any] | None:
+        """The stored spec a request made before (`create`'s alias), or None (never made, or deleted since)."""
+        map_id = await self.redis.get(self._alias_key(request_id))
+        if map_id is None:
+            return None
+        spec = await self.get(map_id.decode() if isinstance(map_id, bytes) else map_id)
+        if spec is None:   # left by a create that raced a delete: dropped, so the next create sets it again
+            await self.redis.delete(self._alias_key(request_id))
+        return spec
 
     async def get(self, map_id: str) -> dict[str, Any] | None:
         raw = await self.redis.get(self._key(map_id))
@@ -55,8 +81,13 @@ class SpecStore:
         return await run_async(self.redis, self._delete_steps(map_id))
 
     def _delete_steps(self, map_id: str):
-        key = self._key(map_id)
-        (deleted,) = yield RoundTrip([("EVAL", _DELETE_SCRIPT, 2, key, self._index, map_id)])
+        """The spec, its listing and the aliases of the requests that made it (an alias written meanwhile is
+        left behind: `get_by_alias` then finds no spec and drops it, and the next create builds the map anew)."""
+        key, aliases_key = self._key(map_id), self._aliases_key(map_id)
+        (aliases,) = yield RoundTrip([("SMEMBERS", aliases_key)])
+        alias_keys = [self._alias_key(a.decode() if isinstance(a, bytes) else a) for a in sorted(aliases)]
+        keys = [key, self._index, aliases_key, *alias_keys]
+        (deleted,) = yield RoundTrip([("EVAL", _DELETE_SCRIPT, len(keys), *keys, map_id)])
         yield from persisted(self.durability, key)
         return bool(deleted)
 

@@ -1,0 +1,125 @@
+"""The CPU cost model (featurehash.maps.cost): its formulas, the budget checks of create_map, and that it
+over-estimates what small maps of every method measure (CPU time, generous bounds)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from featurehash.maps import METHODS, InputError, SpecError, create_map, requested_spec
+from featurehash.maps import cost
+from featurehash.maps._cost_formulas import FORMULAS, U, lg
+
+# As the service runs (settings.blas_threads = 1), and as the bench calibrated it: a CPU time of one thread.
+pytestmark = pytest.mark.usefixtures("single_threaded_blas")
+RNG = np.random.default_rng(5)
+FIT_SAMPLE = (RNG.random((160, 8)) + 0.05).round(4).tolist()
+
+# One small map of every method, (spec, rows): each transform or creation takes a few milliseconds.
+SMALL = [
+    ({"method": "rff", "input_dim": 64, "n_components": 1024}, 512),
+    ({"method": "rff", "input_dim": 256, "n_components": 1024, "params": {"frequencies": "structured"}}, 512),
+    ({"method": "rff", "input_dim": 32, "n_components": 512, "params": {"frequencies": "orthogonal"}}, 512),
+    ({"method": "nrff", "input_dim": 64, "n_components": 1024}, 512),
+    ({"method": "srf", "input_dim": 16, "n_components": 512}, 512),
+    ({"method": "skewed_chi2", "input_dim": 64, "n_components": 1024}, 512),
+    ({"method": "random_maclaurin", "input_dim": 64, "n_components": 256}, 512),
+    ({"method": "tensorsketch", "input_dim": 64, "n_components": 1024, "params": {"degree": 4}}, 256),
+    ({"method": "gcws", "input_dim": 64, "n_components": 64}, 256),
+    ({"method": "gcws", "input_dim": 64, "n_components": 64, "params": {"sampler": "dart"}}, 256),
+    ({"method": "binning", "input_dim": 64, "n_components": 64}, 256),
+    ({"method": "quadrature", "input_dim": 16, "n_components": 512}, 512),
+    ({"method": "ssf", "input_dim": 64, "n_components": 1024}, 512),
+    ({"method": "additive_chi2", "input_dim": 64, "n_components": 192}, 1024),
+    ({"method": "nystroem", "input_dim": 8, "n_components": 32, "params": {"fit_sample": FIT_SAMPLE}}, 1024),
+]
+
+
+def test_every_method_has_one_formula():
+    assert set(FORMULAS) == set(METHODS)
+    for formula in set(map(type, FORMULAS.values())):
+        assert formula.__doc__ and "row" in formula.__doc__   # the formula, stated
+
+
+def test_formulas_count_the_work_they_state():
+    rff = requested_spec({"method": "rff", "input_dim": 100, "n_components": 2000})
+    per_row = 100 * 1000 * U.madd + 2000 * U.trig + 100 * U.element   # z F madd + D trig + z element
+    assert cost.transform_cost(rff, 10) == pytest.approx(FORMULAS["rff"].fixed + 10 * per_row * 1e-9)
+    assert cost.creation_cost(rff).seconds == pytest.approx(FORMULAS["rff"].fixed + (1000 * 100 + 1000) * U.random
+                                                            * 1e-9)
+    ts = requested_spec({"method": "tensorsketch", "input_dim": 10, "n_components": 4096, "params": {"degree": 5}})
+    fft = 4096 * 12 * U.fft
+    expected = 5 * (10 * U.sparse_madd + 12 * 4096 * U.element + fft) + fft
+    assert cost.transform_cost(ts, 3) == pytest.approx(FORMULAS["tensorsketch"].fixed + 3 * expected * 1e-9)
+    assert lg(4096) == 12
+    # Linear in the rows, and the most rows that fit a budget do fit it (one more does not).
+    budget = 0.5
+    most = cost.rows_within(ts, budget, 10)
+    assert cost.transform_cost(ts, most) <= budget < cost.transform_cost(ts, most + 1)
+
+
+def test_a_stored_spec_costs_no_fit():
+    raw = {"method": "ssf", "input_dim": 64, "n_components": 1024, "seed": 3}
+    new = cost.creation_cost(requested_spec(raw)).seconds
+    stored = cost.creation_cost(requested_spec(create_map(raw).describe())).seconds
+    assert stored < new / 10
+
+
+@pytest.mark.parametrize("raw, field", [
+    ({"method": "tensorsketch", "input_dim": 64, "n_components": 2**22, "params": {"degree": 64}}, "params.degree"),
+    ({"method": "rff", "input_dim": 16, "n_components": 2**22, "params": {"frequencies": "structured"}},
+     "n_components"),
+    ({"method": "ssf", "input_dim": 2**14, "n_components": 2**18}, "n_components"),
+])
+def test_create_map_refuses_over_the_budget_at_once(raw, field):
+    start = time.perf_counter()
+    with pytest.raises(SpecError) as refused:
+        create_map(raw, max_work_seconds=10.0)
+    assert time.perf_counter() - start < 1.0
+    assert refused.value.field == field and "s of CPU" in refused.value.message
+    assert cost.creation_cost(requested_spec(raw)).seconds > 0   # and the library still builds it without a budget
+
+
+def test_check_rows_names_the_field_and_the_rows_that_fit():
+    spec = requested_spec({"method": "rff", "input_dim": 64, "n_components": 1024})
+    most = cost.rows_within(spec, 0.05, 64)
+    cost.check_rows(spec, most, most * 64, 0.05)
+    with pytest.raises(InputError) as refused:
+        cost.check_rows(spec, most + 1, (most + 1) * 64, 0.05)
+    assert refused.value.field == "vectors" and f"send at most {most} rows" in refused.value.message
+
+
+def _rows(raw: dict, rows: int):
+    X = (np.random.default_rng(1).random((rows, raw["input_dim"])) + 0.05).astype(np.float32)
+    mask = np.random.default_rng(2).random(X.shape) < 0.05
+    mask[:, 0] = True
+    return X, sp.csr_matrix(np.where(mask, X, 0).astype(np.float32))
+
+
+def _cpu(fn) -> float:
+    start = time.process_time()
+    fn()
+    return time.process_time() - start
+
+
+@pytest.mark.parametrize("raw, rows", SMALL, ids=[f"{r['method']}-{r.get('params', {}).get('frequencies', '')}"
+                                                  f"{r.get('params', {}).get('sampler', '')}" for r, _ in SMALL])
+def test_the_model_over_estimates_small_maps(raw, rows):
+    """Measured CPU within 2x of the prediction (the bench finds ratios >= ~0.9 at these sizes: the slack is
+    for a busy machine), each measurement the least of three."""
+    raw = {**raw, "seed": 11}
+    created = min(_cpu(lambda: create_map({**raw, "seed": raw["seed"] + i}).materialize()) for i in range(1, 4))
+    assert created <= 2 * cost.creation_cost(requested_spec(raw)).seconds + 0.005
+    feature_map = create_map(raw).materialize()
+    apply = feature_map.hash if feature_map.has_hash else feature_map.transform
+    dense, csr = _rows(raw, rows)
+    apply(dense[:2])
+    measured = min(_cpu(lambda: apply(dense)) for _ in range(3))
+    assert measured <= 2 * cost.transform_cost(feature_map.spec, rows) + 0.005
+    if raw["method"] not in ("skewed_chi2", "additive_chi2"):
+        apply(csr[:2])
+        measured = min(_cpu(lambda: apply(csr)) for _ in range(3))
+        assert measured <= 2 * cost.transform_cost(feature_map.spec, rows, csr.nnz, sparse=True) + 0.005
