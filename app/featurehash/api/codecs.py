@@ -79,7 +79,7 @@ def _npy_header_bytes(raw: bytes) -> bytes | None:
     if length_bytes is None:
         return None
     start = 8 + length_bytes
-    return raw[:start + int.from_bytes(raw[8:start], "little")]
+    return bytes(raw[:start + int.from_bytes(raw[8:start], "little")])  # hashable (the body may be a bytearray)
 
 
 # numpy parses a header with ast.literal_eval, which costs more than transforming a vector, and clients

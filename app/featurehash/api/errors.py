@@ -14,6 +14,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from ..maps import FeatureHashError
 from ..store.lsh_index import IndexConflict, IndexNotFound, ItemNotFound
 from ..store.redis_steps import TransactionConflict
+from .admission import Refused
 from .codecs import UnsupportedMediaType, json_response
 
 
@@ -96,6 +97,10 @@ def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
     async def unsupported_media_type(request: Request, exc: UnsupportedMediaType):
         return error_response(415, "content-type", f"{exc.media_type!r} is not accepted; "
                               "use application/json or application/x-npy")
+
+    @app.exception_handler(Refused)
+    async def refused(request: Request, exc: Refused):  # admission control: 503 "load" or 413 "body"
+        return error_response(exc.status, exc.field, exc.message, headers=exc.headers)
 
     async def store_unavailable(request: Request, exc: Exception):
         return error_response(503, "store", f"Redis is unreachable ({type(exc).__name__}); retry shortly",

@@ -23,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from ..maps import FeatureMap, InputError
 from ..maps.base import DenseFeatureMap
 from ..maps.lsh import band_keys
+from .admission import read_body, reserve_work
 from .codecs import json_response, parse_body, vectors_from, wants_npy
 from .deps import ServiceState, checked_state, get_state, query_value, refuse_unknown_query, require_api_key
 from .metrics import BATCH_ROWS
@@ -78,7 +79,7 @@ def _check_output_size(rows: int, width: int, limit: int) -> None:
 
 
 async def _prepare(request: Request, state: ServiceState):
-    raw = await request.body()
+    raw = await read_body(request)
     feature_map = await state.load_map(request.path_params["map_id"])
     return raw, feature_map
 
@@ -226,3 +227,4 @@ def _check_kernel_size(feature_map: FeatureMap, x_rows: int, y_rows: int | None,
     if needed > settings.request_work_bytes:
         raise InputError(field, f"this kernel needs about {needed} bytes of work arrays, over this service's "
                          f"limit of {settings.request_work_bytes} (FEATUREHASH_REQUEST_WORK_BYTES); send fewer rows")
+    reserve_work(needed)

@@ -32,6 +32,7 @@ import orjson
 from fastapi import Response
 from fastapi.responses import StreamingResponse
 
+from .admission import JSON_ANSWER_CHARS, reserve_answer
 from .codecs import JSON, NPY
 
 Compute = Callable[[slice], np.ndarray]
@@ -94,11 +95,17 @@ def npy_answer(result: RowResult, headers: dict[str, str] | None = None) -> Resp
         first = result.compute(slices[0])
         return Response(b"".join((header, _raw_bytes(first, result.dtype))), media_type=NPY, headers=headers)
     size = len(header) + result.rows * result.width * np.dtype(result.dtype).itemsize
+    _reserve_stream(result, np.dtype(result.dtype).itemsize)
     encode = functools.partial(_bytes_of, dtype=result.dtype)
     ahead = _Ahead(_chunk_parts(result, encode), result.threads)
     first = ahead.while_computing(result.compute, slices[0])
     return StreamingResponse(ahead.stream((header, encode(first))), media_type=NPY,
                              headers={**(headers or {}), "Content-Length": str(size)})
+
+
+def _reserve_stream(result: RowResult, bytes_per_number: int) -> None:
+    """Admission control's reservation for the chunks a stream may hold at once (see the module doc)."""
+    reserve_answer((result.threads + 3) * result.chunk_rows * result.width * bytes_per_number)
 
 
 class _Ahead:
@@ -193,6 +200,7 @@ def json_answer(head: dict, key: str, result: RowResult, tail: Callable[[], Iter
         # One chunk, but a tail: still small, answered whole.
         parts = (opening, b"[" + _json_rows(first), *after_first())
         return Response(b"".join(part() if callable(part) else part for part in parts), media_type=JSON)
+    _reserve_stream(result, JSON_ANSWER_CHARS[np.dtype(result.dtype).kind])
     ahead = _Ahead(after_first(), result.threads)
     first = ahead.while_computing(result.compute, slices[0])
     return StreamingResponse(ahead.stream((opening, b"[" + _json_rows(first))), media_type=JSON)
