@@ -255,8 +255,7 @@ def _percentiles(samples_us: np.ndarray) -> tuple[float, float]:
     return float(np.percentile(samples_us, 50)), float(np.percentile(samples_us, 99))
 
 
-def _single_vector_latencies(server: Server, raw: bytes, seconds: float, stop: threading.Event | None = None
-                             ) -> np.ndarray:
+def _single_vector_latencies(server: Server, raw: bytes, seconds: float) -> np.ndarray:
     connection = server.connect()
     samples = []
     try:
@@ -274,8 +273,8 @@ def _single_vector_latencies(server: Server, raw: bytes, seconds: float, stop: t
     return np.array(samples)
 
 
-def _batch_client(server: Server, raw: bytes, stop: threading.Event, counts: dict, lock: threading.Lock) -> None:
-    connection = server.connect()
+def _batch_client(port: int, raw: bytes, stop: threading.Event, counts: dict, lock: threading.Lock) -> None:
+    connection = Connection("127.0.0.1", port)
     try:
         while not stop.is_set():
             status, answer = connection.request_array(raw)
@@ -283,31 +282,42 @@ def _batch_client(server: Server, raw: bytes, stop: threading.Event, counts: dic
                 counts[status] = counts.get(status, 0) + 1
             if status != 200:
                 stop.wait(1.0)  # Retry-After
-                connection.close()
-                connection = server.connect()
     finally:
         connection.close()
 
 
+def _batch_clients(port: int, map_id: str, clients: int, seconds: float, results) -> None:
+    """`clients` connections streaming 60 MiB .npy batches for `seconds` (a process of its own: the
+    latency client's measurements must not wait for this process's GIL)."""
+    X = np.random.default_rng(1).uniform(-1, 1, size=(BIG_ROWS, BIG_SPEC["input_dim"]))
+    raw = request_bytes(f"/v1/maps/{map_id}/transform", npy_bytes(X), NPY, accept=NPY)
+    stop, lock, counts = threading.Event(), threading.Lock(), {}
+    threads = [threading.Thread(target=_batch_client, args=(port, raw, stop, counts, lock)) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    results.put(counts)
+
+
 def latency(server: Server, seconds: float) -> None:
+    import multiprocessing
+
     small_id, big_id = server.create_map(SMALL_SPEC), server.create_map(BIG_SPEC)
     rng = np.random.default_rng(1)
     one = request_bytes(f"/v1/maps/{small_id}/transform",
                         orjson.dumps({"vectors": rng.uniform(-1, 1, (1, 16)).tolist()}), JSON)
-    X = rng.uniform(-1, 1, size=(BIG_ROWS, BIG_SPEC["input_dim"]))
-    batch = request_bytes(f"/v1/maps/{big_id}/transform", npy_bytes(X), NPY, accept=NPY)
     idle = _single_vector_latencies(server, one, seconds)
-    stop, lock, counts = threading.Event(), threading.Lock(), {}
-    clients = [threading.Thread(target=_batch_client, args=(server, batch, stop, counts, lock)) for _ in range(4)]
-    for client in clients:
-        client.start()
-    time.sleep(1.0)
-    try:
-        busy = _single_vector_latencies(server, one, seconds)
-    finally:
-        stop.set()
-        for client in clients:
-            client.join()
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    batches = context.Process(target=_batch_clients, args=(server.port, big_id, 4, seconds + 3.0, results))
+    batches.start()
+    time.sleep(2.0)  # the batches under way
+    busy = _single_vector_latencies(server, one, seconds)
+    counts = results.get()
+    batches.join()
     (idle50, idle99), (busy50, busy99) = _percentiles(idle), _percentiles(busy)
     print(f"single-vector JSON transform (rff d=16 D=256), {seconds:.0f} s each")
     print(f"  idle: p50 {idle50:8.0f} us  p99 {idle99:8.0f} us  ({idle.size} requests)")

@@ -105,14 +105,15 @@ def test_past_the_budget_refused_at_once_small_still_admitted(server, map_id, bi
 def test_released_after_success_errors_and_chunked_bodies(server, map_id, big_body):
     path = f"/v1/maps/{map_id}/transform"
     X = np.random.default_rng(6).uniform(-1, 1, (BIG_ROWS, 16))
+    half_body = npy_bytes(X[:BIG_ROWS // 2])
     with server.client() as http:
         for response in (
                 _npy_post(http, path, big_body),                                          # streamed npy answer
                 _npy_post(http, path, npy_bytes(np.ones((BIG_ROWS, 17)))),                # 422 input_dim
                 _npy_post(http, path, npy_bytes(np.full((BIG_ROWS, 16), np.nan))),       # 422 NaN
                 _npy_post(http, "/v1/maps/no-such-map/transform", big_body),               # 404
-                http.post(path, content=iter([big_body[:300_000], big_body[300_000:]]),   # chunked, streamed
-                          headers={"Content-Type": NPY, "Accept": NPY}),
+                http.post(path, content=iter([half_body[:100_000], half_body[100_000:]]),  # chunked (reserved
+                          headers={"Content-Type": NPY, "Accept": NPY}),                  # twice), streamed
                 http.post(path, json={"vectors": X[:300].tolist()})):                     # JSON in, JSON out
             assert response.status_code in (200, 404, 422), response.text
             assert back_to_zero(http), response.status_code

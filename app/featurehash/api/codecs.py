@@ -45,7 +45,7 @@ def _parse_lenient_json(raw: bytes) -> Any:
     # Python's json writes NaN and Infinity; accept them here so the finite check can
     # name the problem instead of reporting a syntax error.
     try:
-        return json.loads(raw)
+        return json.loads(bytes(raw) if isinstance(raw, memoryview) else raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InputError("body", f"invalid JSON ({exc})") from None
     except RecursionError:
@@ -55,7 +55,7 @@ def _parse_lenient_json(raw: bytes) -> Any:
 def _parse_npy(raw: bytes) -> np.ndarray:
     """The array of an .npy body as a read-only view of the body's bytes (no copy) when its header is
     version 1 or 2 and its dtype holds no objects; otherwise (version 3) numpy.load's copy."""
-    if not raw.startswith(npy_header.MAGIC):
+    if raw[:len(npy_header.MAGIC)] != npy_header.MAGIC:  # (raw may be a memoryview: api/admission.read_body)
         raise InputError("body", "not an .npy file (no NPY header); write it with numpy.save")
     try:
         header = _npy_header_bytes(raw)

@@ -26,6 +26,7 @@ from ..maps.lsh import band_keys
 from .admission import read_body, reserve_work
 from .codecs import json_response, parse_body, vectors_from, wants_npy
 from .deps import ServiceState, checked_state, get_state, query_value, refuse_unknown_query, require_api_key
+from .lanes import run_batch
 from .metrics import BATCH_ROWS
 from .plain_route import PlainRoute
 from .schemas import (NPY_CONTENT, DenseFeatures, HashRequest, HashResponse, KernelRequest, KernelResponse,
@@ -58,10 +59,10 @@ INLINE_OUTPUT_ELEMENTS = 4096
 async def _run(raw: bytes, prepare, answer):
     """`answer(prepare())`: the decode inline for a small body, the rest inline for a small answer."""
     if len(raw) > INLINE_BODY_BYTES:
-        return await run_in_threadpool(lambda: answer(prepare()))
+        return await run_batch(lambda: answer(prepare()))
     prepared = prepare()
     if prepared[0] * prepared[1] > INLINE_OUTPUT_ELEMENTS:
-        return await run_in_threadpool(answer, prepared)
+        return await run_batch(answer, prepared)
     return answer(prepared)
 
 
