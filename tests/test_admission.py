@@ -114,7 +114,7 @@ def test_released_after_success_errors_and_chunked_bodies(server, map_id, big_bo
                 _npy_post(http, "/v1/maps/no-such-map/transform", big_body),               # 404
                 http.post(path, content=iter([half_body[:100_000], half_body[100_000:]]),  # chunked (reserved
                           headers={"Content-Type": NPY, "Accept": NPY}),                  # twice), streamed
-                http.post(path, json={"vectors": X[:300].tolist()})):                     # JSON in, JSON out
+                http.post(path, json={"vectors": X[:200].tolist()})):                     # JSON in, JSON out
             assert response.status_code in (200, 404, 422), response.text
             assert back_to_zero(http), response.status_code
         assert _npy_post(http, path, big_body).status_code == 200

@@ -29,13 +29,14 @@ INFLIGHT = Gauge("featurehash_inflight_bytes", "Request bytes reserved by admiss
                  multiprocess_mode="livesum")
 REFUSED_LOAD = "load"
 
-# What orjson's objects and the numpy arrays made from them cost per JSON number, over the body itself:
-# a float object (24 bytes) and its list slot (8, lists grow by up to 1/8 more), the float64 array (8)
-# and a float32 or float64 copy when a map converts it: measured 41-50 bytes per number over the body
-# (full-precision floats, float32 repr and 2-decimal numbers, bench/bench_admission.py --decode-cost).
-JSON_BYTES_PER_NUMBER = 56
-# A JSON object (a sparse row: a dict, two lists and their two arrays): measured ~450 bytes.
-JSON_BYTES_PER_OBJECT = 640
+# What decoding a JSON body costs beyond the body, per number: a float object (24 bytes) and its list
+# slot (8; lists over-allocate), the rows' lists, the float64 array, allocator slack. Measured in a
+# worker (bench/bench_admission.py): a 58 MiB body of 3.07 M full-precision floats peaked 274 MiB over
+# idle, 196 MiB besides the body and the answer's chunks: 67 bytes per number; 2-decimal numbers: 55.
+JSON_BYTES_PER_NUMBER = 72
+# Per JSON object (a sparse row: a dict, two lists, two small arrays and the CSR assembly): measured
+# ~800 bytes with its two numbers outside a worker (x1.3 inside one, as for dense rows).
+JSON_BYTES_PER_OBJECT = 1024
 # Longest JSON text of one number in a streamed answer, with its comma.
 JSON_ANSWER_CHARS = {"f": 25, "i": 21, "u": 21}
 
@@ -124,8 +125,6 @@ class Ticket:
         else:
             body_cost = 0
         cost = body_cost + (json_decode_bytes(chunk) if self.json_body and chunk else 0)
-        if self.json_body and declared:
-            cost += JSON_BYTES_PER_NUMBER  # the one number after the last comma
         if not self.small and not self.answer_room:
             self.answer_room = self.admission.stream_allowance
             cost += self.answer_room
