@@ -13,7 +13,9 @@ Starts a real `featurehash serve` (one worker, embedded Redis, default settings)
    counted; a refusal's answer is shown.
 2. Latency: single-vector JSON transforms (rff d=16 -> D=256) on one keep-alive connection, p50 and
    p99, idle and while 4 clients stream 60 MiB .npy batches (rff d=128 -> D=256) in a loop (a
-   refused batch waits its Retry-After and tries again), as ratios to the idle figures.
+   refused batch waits its Retry-After and tries again), as ratios to the idle figures. The batch
+   clients share the server's cores: --batch-client-niceness 19 keeps them from taking CPU the server
+   would have (as clients on other machines would not).
 
 The machine's other load shows in the latency figures: run it more than once.
 """
@@ -287,9 +289,10 @@ def _batch_client(port: int, raw: bytes, stop: threading.Event, counts: dict, lo
         connection.close()
 
 
-def _batch_clients(port: int, map_id: str, clients: int, seconds: float, results) -> None:
+def _batch_clients(port: int, map_id: str, clients: int, seconds: float, results, niceness: int) -> None:
     """`clients` connections streaming 60 MiB .npy batches for `seconds` (a process of its own: the
-    latency client's measurements must not wait for this process's GIL)."""
+    latency client's measurements must not wait for this process's GIL), `niceness` steps nicer."""
+    os.nice(niceness)
     X = np.random.default_rng(1).uniform(-1, 1, size=(BIG_ROWS, BIG_SPEC["input_dim"]))
     raw = request_bytes(f"/v1/maps/{map_id}/transform", npy_bytes(X), NPY, accept=NPY)
     stop, lock, counts = threading.Event(), threading.Lock(), {}
@@ -303,7 +306,7 @@ def _batch_clients(port: int, map_id: str, clients: int, seconds: float, results
     results.put(counts)
 
 
-def latency(server: Server, seconds: float) -> None:
+def latency(server: Server, seconds: float, niceness: int) -> None:
     import multiprocessing
 
     small_id, big_id = server.create_map(SMALL_SPEC), server.create_map(BIG_SPEC)
@@ -313,7 +316,7 @@ def latency(server: Server, seconds: float) -> None:
     idle = _single_vector_latencies(server, one, seconds)
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
-    batches = context.Process(target=_batch_clients, args=(server.port, big_id, 4, seconds + 3.0, results))
+    batches = context.Process(target=_batch_clients, args=(server.port, big_id, 4, seconds + 3.0, results, niceness))
     batches.start()
     time.sleep(2.0)  # the batches under way
     busy = _single_vector_latencies(server, one, seconds)
@@ -322,7 +325,7 @@ def latency(server: Server, seconds: float) -> None:
     (idle50, idle99), (busy50, busy99) = _percentiles(idle), _percentiles(busy)
     print(f"single-vector JSON transform (rff d=16 D=256), {seconds:.0f} s each")
     print(f"  idle: p50 {idle50:8.0f} us  p99 {idle99:8.0f} us  ({idle.size} requests)")
-    print(f"  beside 4 clients streaming 60 MiB npy batches: p50 {busy50:8.0f} us  p99 {busy99:8.0f} us  "
+    print(f"  beside 4 clients (nice +{niceness}) streaming 60 MiB npy batches: p50 {busy50:8.0f} us  p99 {busy99:8.0f} us  "
           f"({busy.size} requests); ratio p50 {busy50 / idle50:.1f}x, p99 {busy99 / idle99:.1f}x")
     print(f"  batch answers: {', '.join(f'{status}: {n}' for status, n in sorted(counts.items(), key=str))}")
 
@@ -332,13 +335,16 @@ def main() -> None:
     parser.add_argument("--app", default=str(HERE.parent / "app"), help="PYTHONPATH of the server")
     parser.add_argument("--only", choices=("memory", "latency"))
     parser.add_argument("--latency-seconds", type=float, default=10.0)
+    parser.add_argument("--batch-client-niceness", type=int, default=0,
+                        help="run the batch clients this much nicer (19: they copy 4 x 60 MiB in and out on the "
+                             "server's cores; nicer, they stand in for clients on other machines)")
     args = parser.parse_args()
     print(f"server code: {args.app}")
     with running(args.app) as server:
         if args.only in (None, "memory"):
             memory(server)
         if args.only in (None, "latency"):
-            latency(server, args.latency_seconds)
+            latency(server, args.latency_seconds, args.batch_client_niceness)
 
 
 if __name__ == "__main__":
