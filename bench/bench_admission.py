@@ -1,6 +1,7 @@
 """A worker's memory under concurrent large requests, and single-vector latency beside large batches.
 
     python bench/bench_admission.py [--app PATH] [--only memory|latency] [--latency-seconds S]
+                                    [--batch-client-niceness N] [--server-env NAME=VALUE ...]
 
 Starts a real `featurehash serve` (one worker, embedded Redis, default settings) with PYTHONPATH=--app
 (default: this checkout's app/; pass /work/main/app for the code before admission control), then:
@@ -335,12 +336,14 @@ def main() -> None:
     parser.add_argument("--app", default=str(HERE.parent / "app"), help="PYTHONPATH of the server")
     parser.add_argument("--only", choices=("memory", "latency"))
     parser.add_argument("--latency-seconds", type=float, default=10.0)
+    parser.add_argument("--server-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="a server setting, e.g. FEATUREHASH_INFLIGHT_BYTES=2147483648 (repeatable)")
     parser.add_argument("--batch-client-niceness", type=int, default=0,
                         help="run the batch clients this much nicer (19: they copy 4 x 60 MiB in and out on the "
                              "server's cores; nicer, they stand in for clients on other machines)")
     args = parser.parse_args()
     print(f"server code: {args.app}")
-    with running(args.app) as server:
+    with running(args.app, dict(item.split("=", 1) for item in args.server_env)) as server:
         if args.only in (None, "memory"):
             memory(server)
         if args.only in (None, "latency"):
