@@ -11,7 +11,7 @@ could never fit (its own cost over the whole budget) gets a 413 naming "body". A
 is at most `small_bytes` (a few vectors: online scoring) is always admitted, so a worker busy with
 large batches never sheds it; its reservation still counts.
 
-The compute routes read a body into one buffer of its declared size (`read_body`): starlette's
+The compute and index routes read a body into one buffer of its declared size (`read_body`): starlette's
 `Request.body()` joins the received pieces into a second copy, briefly holding the body twice (a
 chunked body, whose size is not known up front, is read so and reserves twice its bytes).
 """
@@ -106,9 +106,10 @@ class Ticket:
             return
         admission = self.admission
         if self.held + nbytes > admission.budget and not always:
+            hint = " (decoding JSON costs several times its size; .npy costs about its size)" if self.json_body else ""
             raise Refused(413, "body", f"this request needs about {self.held + nbytes} bytes of memory, more than "
                           f"this worker's budget of {admission.budget} (FEATUREHASH_INFLIGHT_BYTES); send fewer "
-                          "rows per request (a JSON body costs several times its size: .npy costs about its size)")
+                          f"rows per request{hint}")
         if not admission._take(nbytes, always):
             raise Refused(503, REFUSED_LOAD, f"this worker has {admission.in_flight} of its {admission.budget} bytes "
                           f"of requests in flight and this one needs {nbytes} more; retry after "
