@@ -167,3 +167,18 @@ def test_ticket_accounting():
 def test_json_decode_cost_counts_numbers_and_objects():
     assert json_decode_bytes(b"[[0.5,1.5],[2.5,3.5]]") == JSON_BYTES_PER_NUMBER * 4
     assert json_decode_bytes(b'{"indices":[1],"values":[0.5]}') > 2 * JSON_BYTES_PER_NUMBER
+
+
+def test_refused_before_a_100_continue_body_is_sent(server, map_id):
+    """A client that waits for "100 Continue" gets the refusal without sending its body."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall((f"POST /v1/maps/{map_id}/transform HTTP/1.1\r\nHost: test\r\nContent-Type: {NPY}\r\n"
+                      f"Expect: 100-continue\r\nContent-Length: {2 * BUDGET}\r\n\r\n").encode())
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.endswith(b"}"):
+            data = sock.recv(65536)
+            if not data:
+                break
+            answer += data
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413") and b'"field":"body"' in body
