@@ -47,6 +47,11 @@ class Settings(BaseSettings):
     # 30: a single row of tensorsketch degree 64 at 2^22 components (~12 s predicted) passes, 4 do not.
     request_work_seconds: float = Field(default=30.0, gt=0)
     max_kernel_entries: int = Field(default=2**21, ge=1)
+    # Admission control (api/admission.py): the request memory a worker may have in flight (bodies, JSON
+    # decoding, streamed answers, /kernel work); past it a request gets a 503 with Retry-After at once.
+    # Unset: 4 x max_body_bytes (256 MiB). Bodies up to admit_small_bytes are always admitted.
+    inflight_bytes: int | None = Field(default=None, ge=MIB)
+    admit_small_bytes: int = Field(default=64 * 1024, ge=0)
     # rows x output width of one transform or hash answer (bounds its time; 2^28 float32 = 1 GiB as npy).
     max_output_elements: int = Field(default=2**28, ge=1)
 
@@ -80,6 +85,10 @@ class Settings(BaseSettings):
 
     redis_timeout_seconds: float = Field(default=2.0, gt=0)
     retry_after_seconds: int = Field(default=1, ge=1)
+
+    @property
+    def inflight_budget(self) -> int:
+        return self.inflight_bytes if self.inflight_bytes is not None else 4 * self.max_body_bytes
 
 
 @lru_cache

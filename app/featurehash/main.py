@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from . import __version__, compile_cache
 from .api import routes_compute, routes_health, routes_indexes, routes_maps
+from .api.admission import Admission
 from .api.deps import ServiceState
 from .api.errors import install_error_handlers
 from .api.middleware import RequestRecorder, access_lines, configure_access_log
@@ -107,6 +108,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (routes_compute, routes_maps, routes_indexes, routes_health):  # the hot routes match first
         _add_routes(app, module.router)
     install_openapi(app, api_key_required=settings.api_key is not None)
-    app.add_middleware(RequestRecorder, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestRecorder, max_body_bytes=settings.max_body_bytes, admission=Admission(
+        settings.inflight_budget, settings.admit_small_bytes, (settings.stream_threads + 3) * settings.stream_chunk_bytes,
+        settings.retry_after_seconds))
     configure_access_log(settings.access_log_level)
     return app

@@ -46,6 +46,8 @@ def parse_body(raw: bytes, content_type: str | None) -> dict[str, Any] | np.ndar
 def _parse_lenient_json(raw: bytes) -> Any:
     # Python's json writes NaN and Infinity; accept them here so the finite check can
     # name the problem instead of reporting a syntax error.
+    if isinstance(raw, memoryview):
+        raw = bytes(raw)
     try:
         document = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -91,7 +93,7 @@ def _encodes(text: str) -> bool:
 def _parse_npy(raw: bytes) -> np.ndarray:
     """The array of an .npy body as a read-only view of the body's bytes (no copy) when its header is
     version 1 or 2 and its dtype holds no objects; otherwise (version 3) numpy.load's copy."""
-    if not raw.startswith(npy_header.MAGIC):
+    if raw[:len(npy_header.MAGIC)] != npy_header.MAGIC:  # (raw may be a memoryview: api/admission.read_body)
         raise InputError("body", "not an .npy file (no NPY header); write it with numpy.save")
     try:
         header = _npy_header_bytes(raw)
@@ -131,7 +133,7 @@ def _npy_header_bytes(raw: bytes) -> bytes | None:
     if length_bytes is None:
         return None
     start = 8 + length_bytes
-    return raw[:start + int.from_bytes(raw[8:start], "little")]
+    return bytes(raw[:start + int.from_bytes(raw[8:start], "little")])  # hashable (the body may be a bytearray)
 
 
 # numpy parses a header with ast.literal_eval, which costs more than transforming a vector, and clients

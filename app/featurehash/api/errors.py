@@ -21,6 +21,7 @@ from ..maps import FeatureHashError
 from ..store.durability import WriteRefused, refusal_of
 from ..store.lsh_index import IndexConflict, IndexNotFound, ItemNotFound
 from ..store.redis_steps import TransactionConflict
+from .admission import Refused
 from .codecs import UnsupportedMediaType, json_response
 
 
@@ -118,6 +119,10 @@ def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
             return error_response(405, "method", f"{request.method} is not allowed on this path; it takes "
                                   f"{', '.join(allowed)}", headers={"Allow": ", ".join(allowed)})
         return error_response(exc.status_code, "request", str(exc.detail), headers=exc.headers)
+
+    @app.exception_handler(Refused)
+    async def refused(request: Request, exc: Refused):  # admission control: 503 "load" or 413 "body"
+        return error_response(exc.status, exc.field, exc.message, headers=exc.headers)
 
     async def store_unavailable(request: Request, exc: Exception):
         return error_response(503, "store", f"Redis is unreachable ({type(exc).__name__}); retry shortly",

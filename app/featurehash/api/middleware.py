@@ -11,6 +11,7 @@ import time
 
 import orjson
 
+from .admission import CURRENT, Admission, Refused, refuse_unread
 from .errors import BodyTooLarge, error_response
 from .metrics import LATENCY, REQUESTS
 
@@ -73,15 +74,16 @@ class RequestRecorder:
     a body over `max_body_bytes` with a 413, by its Content-Length or as it arrives. One middleware,
     one pass over the headers: each layer costs every request a coroutine and a wrapped send."""
 
-    def __init__(self, app, max_body_bytes: int):
+    def __init__(self, app, max_body_bytes: int, admission: Admission | None = None):
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.admission = admission
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = declared = encoding = None
+        given = declared = encoding = media_type = None
         for name, value in scope["headers"]:
             if name == REQUEST_ID_HEADER:
                 given = value
@@ -89,6 +91,8 @@ class RequestRecorder:
                 declared = value
             elif name == b"content-encoding":
                 encoding = value
+            elif name == b"content-type":
+                media_type = value
         request_id = given if given is not None and _REQUEST_ID.fullmatch(given) else os.urandom(16).hex().encode()
         status = 500
 
@@ -105,10 +109,27 @@ class RequestRecorder:
                 await _encoded_body(encoding)(scope, receive, send_with_id)
             elif declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
                 await self._too_large()(scope, receive, send_with_id)
-            else:
+            elif self.admission is None:
                 await self.app(scope, self._limited(receive), send_with_id)
+            else:
+                await self._admitted(scope, receive, send_with_id, declared, media_type)
         finally:
             self._record(scope, status, time.perf_counter() - start, request_id.decode())
+
+    async def _admitted(self, scope, receive, send, declared: bytes | None, media_type: bytes | None) -> None:
+        """The app, within admission control's budget (api/admission.py): refused at once past it."""
+        try:
+            ticket = self.admission.ticket(int(declared) if declared is not None and declared.isdigit() else None,
+                                           media_type is None or b"json" in media_type)
+        except Refused as refused:
+            await refuse_unread(refused, scope, receive, send)
+            return
+        token = CURRENT.set(ticket)
+        try:
+            await self.app(scope, ticket.receiving(self._limited(receive)), send)
+        finally:
+            CURRENT.reset(token)
+            ticket.release()
 
     def _too_large(self):
         return error_response(413, "body", f"larger than the limit of {self.max_body_bytes} bytes; "

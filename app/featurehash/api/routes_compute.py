@@ -25,8 +25,10 @@ from ..maps import FeatureMap, InputError
 from ..maps.base import DenseFeatureMap
 from ..maps.lsh import band_keys
 from ..maps.spec import MAX_COMPONENTS
+from .admission import read_body, reserve_work
 from .codecs import json_response, parse_body, vectors_from, wants_npy
 from .deps import ServiceState, checked_state, get_state, query_value, refuse_unknown_query, require_api_key
+from .lanes import run_batch
 from .metrics import BATCH_ROWS
 from .plain_route import PlainRoute
 from .schemas import (NPY_CONTENT, DenseFeatures, HashRequest, HashResponse, KernelRequest, KernelResponse,
@@ -59,10 +61,10 @@ INLINE_OUTPUT_ELEMENTS = 4096
 async def _run(raw: bytes, prepare, answer):
     """`answer(prepare())`: the decode inline for a small body, the rest inline for a small answer."""
     if len(raw) > INLINE_BODY_BYTES:
-        return await run_in_threadpool(lambda: answer(prepare()))
+        return await run_batch(lambda: answer(prepare()))
     prepared = prepare()
     if prepared[0] * prepared[1] > INLINE_OUTPUT_ELEMENTS:
-        return await run_in_threadpool(answer, prepared)
+        return await run_batch(answer, prepared)
     return answer(prepared)
 
 
@@ -80,7 +82,7 @@ def _check_output_size(rows: int, width: int, limit: int) -> None:
 
 
 async def _prepare(request: Request, state: ServiceState):
-    raw = await request.body()
+    raw = await read_body(request)
     feature_map = await state.load_map(request.path_params["map_id"])
     return raw, feature_map
 
@@ -240,3 +242,4 @@ def _check_kernel_size(feature_map: FeatureMap, x_rows: int, y_rows: int | None,
     if needed > settings.request_work_bytes:
         raise InputError(field, f"this kernel needs about {needed} bytes of work arrays, over this service's "
                          f"limit of {settings.request_work_bytes} (FEATUREHASH_REQUEST_WORK_BYTES); send fewer rows")
+    reserve_work(needed)

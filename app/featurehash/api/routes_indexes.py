@@ -19,6 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from ..maps import InputError
 from ..store.lsh_index import AsyncLSHIndex, IndexNotFound, ItemNotFound, QueryResult
 from ..store.lsh_layout import check_item_ids, is_path_segment
+from .admission import read_body
 from .codecs import json_response, parse_body, parse_model, vectors_from
 from .deps import ServiceState, get_state, refuse_unknown_query, require_api_key
 from .errors import MapNotFound
@@ -186,7 +187,7 @@ async def delete_index(index_id: str, state: ServiceState = Depends(get_state)):
              openapi_extra=body_doc(AddItemsRequest, query=(ITEM_IDS_QUERY,)))
 async def add_items(index_id: str, request: Request, state: ServiceState = Depends(get_state)):
     """Adds or replaces items, written in pipelined transactions of a few hundred items."""
-    raw = await request.body()
+    raw = await read_body(request)
     index = await _open(state, index_id)
     content_type, max_rows = request.headers.get("content-type"), state.settings.max_batch_rows
 
@@ -241,7 +242,7 @@ async def query_index(index_id: str, request: Request, state: ServiceState = Dep
     """Candidates from the query's band buckets (one pipelined round trip for the batch), re-ranked
     by the exact kernel on stored vectors (or the match fraction of all k codes); with target_recall,
     widened over the forest levels until the S-curve promises it."""
-    raw = await request.body()
+    raw = await read_body(request)
     index = await _open(state, index_id)
     content_type, max_rows = request.headers.get("content-type"), state.settings.max_batch_rows
 

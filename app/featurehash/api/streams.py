@@ -32,7 +32,9 @@ import orjson
 from fastapi import Response
 from fastapi.responses import StreamingResponse
 
+from .admission import JSON_ANSWER_CHARS, reserve_answer
 from .codecs import JSON, NPY
+from .lanes import lower_priority
 
 Compute = Callable[[slice], np.ndarray]
 
@@ -94,11 +96,17 @@ def npy_answer(result: RowResult, headers: dict[str, str] | None = None) -> Resp
         first = result.compute(slices[0])
         return Response(b"".join((header, _raw_bytes(first, result.dtype))), media_type=NPY, headers=headers)
     size = len(header) + result.rows * result.width * np.dtype(result.dtype).itemsize
+    _reserve_stream(result, np.dtype(result.dtype).itemsize)
     encode = functools.partial(_bytes_of, dtype=result.dtype)
     ahead = _Ahead(_chunk_parts(result, encode), result.threads)
     first = ahead.while_computing(result.compute, slices[0])
     return StreamingResponse(ahead.stream((header, encode(first))), media_type=NPY,
                              headers={**(headers or {}), "Content-Length": str(size)})
+
+
+def _reserve_stream(result: RowResult, bytes_per_number: int) -> None:
+    """Admission control's reservation for the chunks a stream may hold at once (see the module doc)."""
+    reserve_answer((result.threads + 3) * result.chunk_rows * result.width * bytes_per_number)
 
 
 class _Ahead:
@@ -133,17 +141,20 @@ class _Ahead:
             self._cancel()
             raise
 
-    async def stream(self, leading: Iterable[bytes]) -> AsyncIterator:
-        """The `leading` bytes, then the parts in order."""
+    async def stream(self, leading: Iterable[bytes | Pieces]) -> AsyncIterator:
+        """The `leading` bytes, then the parts in order; a part made as `Pieces` goes out piece by
+        piece, the event loop serving others between two (see `Pieces`)."""
         try:
             for part in leading:
-                yield part
+                async for piece in _sent(part):
+                    yield piece
             self._refill()
             while self._pending:
                 part = self._pending.popleft()
                 made = await asyncio.wrap_future(part) if isinstance(part, Future) else part
                 self._refill()
-                yield made
+                async for piece in _sent(made):
+                    yield piece
         finally:
             self._cancel()
 
@@ -153,15 +164,38 @@ def _stream_pool(threads: int) -> ThreadPoolExecutor:
     """The threads that make streamed chunks (one pool per worker process and thread count): all streams
     of a worker share them, so concurrent large answers take turns on `threads` cores rather than
     oversubscribing them."""
-    return ThreadPoolExecutor(max_workers=threads, thread_name_prefix="featurehash-stream")
+    return ThreadPoolExecutor(max_workers=threads, thread_name_prefix="featurehash-stream", initializer=lower_priority)
 
 
 _END = object()
 
 
-def _bytes_of(chunk: np.ndarray, dtype: np.dtype) -> bytes:
-    """The array's bytes in C order as `bytes` (which h11 sends without joining them into a copy)."""
-    return np.ascontiguousarray(chunk, dtype=dtype).tobytes()
+class Pieces(tuple):
+    """A chunk's bytes as consecutive `bytes` pieces of about SEND_PIECE_BYTES. Written whole, a 4 MiB
+    chunk held the event loop for its socket copy, and three streams' chunks in one loop turn kept a
+    single vector waiting for milliseconds; piece by piece, the loop serves others between two."""
+
+
+SEND_PIECE_BYTES = 256 * 1024
+
+
+async def _sent(part):
+    if not isinstance(part, Pieces):
+        yield part
+        return
+    for i, piece in enumerate(part):
+        if i:
+            await asyncio.sleep(0)
+        yield piece
+
+
+def _bytes_of(chunk: np.ndarray, dtype: np.dtype) -> Pieces:
+    """The array's bytes in C order as `bytes` pieces (which h11 sends without joining them into a
+    copy), made off the event loop."""
+    row_bytes = max(1, chunk.shape[1] * np.dtype(dtype).itemsize) if chunk.ndim == 2 else chunk.nbytes or 1
+    rows = max(1, SEND_PIECE_BYTES // row_bytes)
+    return Pieces(np.ascontiguousarray(chunk[start:start + rows], dtype=dtype).tobytes()
+                  for start in range(0, max(1, chunk.shape[0]), rows))
 
 
 def _raw_bytes(chunk: np.ndarray, dtype: np.dtype) -> memoryview:
@@ -193,6 +227,7 @@ def json_answer(head: dict, key: str, result: RowResult, tail: Callable[[], Iter
         # One chunk, but a tail: still small, answered whole.
         parts = (opening, b"[" + _json_rows(first), *after_first())
         return Response(b"".join(part() if callable(part) else part for part in parts), media_type=JSON)
+    _reserve_stream(result, JSON_ANSWER_CHARS[np.dtype(result.dtype).kind])
     ahead = _Ahead(after_first(), result.threads)
     first = ahead.while_computing(result.compute, slices[0])
     return StreamingResponse(ahead.stream((opening, b"[" + _json_rows(first))), media_type=JSON)

@@ -301,7 +301,13 @@ class DenseFeatureMap(FeatureMap):
         """||x||_1 of each row, in float64 (inf where it overflows)."""
         if sp.issparse(X):
             return np.asarray(abs(X).sum(axis=1, dtype=np.float64)).ravel()
-        return np.abs(X).sum(axis=1, dtype=np.float64)
+        # By row blocks of ~4 MiB: np.abs(X) whole was a temporary the size of the batch (the service's
+        # request memory is bounded by its body and a few chunks). Each row's sum is the same either way.
+        l1 = np.empty(X.shape[0], dtype=np.float64)
+        step = max(1, (4 << 20) // max(1, X.itemsize * X.shape[1]))
+        for start in range(0, X.shape[0], step):
+            l1[start:start + step] = np.abs(X[start:start + step]).sum(axis=1, dtype=np.float64)
+        return l1
 
     def _magnitude_bound(self, l1: np.ndarray, dtype: np.dtype) -> np.ndarray | None:
         """An upper bound of every intermediate and feature magnitude for rows of these l1 norms (float64,
