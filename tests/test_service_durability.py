@@ -191,7 +191,9 @@ def test_full_memory_refuses_adds_deletes_free_it_and_a_read_only_replica_refuse
         assert http.post("/v1/indexes/ix/items", json={"ids": ids, "vectors": _vectors(1, ITEMS).tolist()}
                          ).status_code == 200
         used = store.info("memory")["used_memory"]
-        limit = used - (used - before) // 4  # the index's items take Redis past it; deleting them frees it
+        # Past the limit by all the items' bytes: the used memory measured just after a big write also holds
+        # transient client buffers that Redis frees later (a limit between the two let a write through once).
+        limit = before
         print(f"\nRedis {store.info('server')['redis_version']}: {before} bytes used, {used} with the items")
         store.config_set("maxmemory-policy", "noeviction")
         store.config_set("maxmemory", limit)
