@@ -68,6 +68,14 @@ class Settings(BaseSettings):
     # for ~40 s on 2 cores. The Docker image, built warm, turns it on.
     preload_kernels: bool = False
 
+    # Sockets (featurehash.connection_guard): a connection that has not sent complete request headers this long
+    # after the server started waiting for them is closed; a body with no new bytes for body_timeout_seconds
+    # (while the server reads) gets a 408. Each worker holds at most max_connections (lowered to fit its
+    # open-file limit); at the cap the connection waiting longest for its headers is closed to admit a new one.
+    header_timeout_seconds: float = Field(default=10.0, gt=0)
+    body_timeout_seconds: float = Field(default=30.0, gt=0)
+    max_connections: int = Field(default=10_000, ge=1)
+
     redis_timeout_seconds: float = Field(default=2.0, gt=0)
     retry_after_seconds: int = Field(default=1, ge=1)
 

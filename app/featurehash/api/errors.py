@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from starlette.requests import ClientDisconnect
 
 from ..maps import FeatureHashError
 from ..store.lsh_index import IndexConflict, IndexNotFound, ItemNotFound
@@ -96,6 +97,12 @@ def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
     async def unsupported_media_type(request: Request, exc: UnsupportedMediaType):
         return error_response(415, "content-type", f"{exc.media_type!r} is not accepted; "
                               "use application/json or application/x-npy")
+
+    @app.exception_handler(ClientDisconnect)
+    async def body_cut_off(request: Request, exc: ClientDisconnect):
+        # The body stopped: the client left, or it stalled and connection_guard answered 408 and closed. Either
+        # way nobody reads this answer; it is what the access log and metrics record (not a 500 and a traceback).
+        return error_response(408, "body", "the connection closed before the whole body arrived")
 
     async def store_unavailable(request: Request, exc: Exception):
         return error_response(503, "store", f"Redis is unreachable ({type(exc).__name__}); retry shortly",

@@ -8,6 +8,7 @@ import logging
 import os
 import re
 import time
+from http import HTTPStatus
 
 import orjson
 
@@ -127,6 +128,8 @@ class RequestRecorder:
         route = scope.get("route")
         template = getattr(route, "path", None) or "unmatched"
         method = scope["method"]
+        if method not in METHODS:  # any token is a valid method: a caller must not mint label values
+            method = "other"
         counter, latency = _children(method, template, status)
         counter.inc()
         latency.observe(seconds)
@@ -136,6 +139,11 @@ class RequestRecorder:
                 "duration_ms": round(seconds * 1e3, 3), "request_id": request_id}, option=orjson.OPT_APPEND_NEWLINE))
 
 
+# Every label value is from a fixed set: the method (or "other"), a route template (or "unmatched") and a
+# status the application sent (a registered one, or its class: "5xx"), so /metrics stays small whatever
+# callers send.
+METHODS = frozenset({"GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS"})
+_STATUSES = frozenset(int(status) for status in HTTPStatus)
 _CHILDREN: dict[tuple[str, str, int], tuple] = {}
 
 
@@ -144,5 +152,6 @@ def _children(method: str, template: str, status: int) -> tuple:
     key = (method, template, status)
     found = _CHILDREN.get(key)
     if found is None:
-        found = _CHILDREN[key] = (REQUESTS.labels(method, template, str(status)), LATENCY.labels(method, template))
+        code = str(status) if status in _STATUSES else f"{status // 100}xx"
+        found = _CHILDREN[key] = (REQUESTS.labels(method, template, code), LATENCY.labels(method, template))
     return found
