@@ -4,9 +4,9 @@ worker's open connections.
 uvicorn closes idle keep-alive connections but never one that has started a request and stops
 sending: ~20,000 clients that sent half a request line kept a worker's file descriptors until
 accept() failed with EMFILE, and /healthz with it. Here a connection must send complete headers
-within `header_timeout` seconds of the server waiting for them (from accept, or from the last
-answer on a kept-alive connection), and a body must make progress every `body_timeout` seconds
-while the server is reading it (a 408, then close). At `max_connections` a new connection is
+within `header_timeout` seconds of being accepted (on a kept-alive connection, of the next
+request's first bytes: while idle, uvicorn's keep-alive timeout applies), and a body must make
+progress every `body_timeout` seconds while the server is reading it (a 408, then close). At `max_connections` a new connection is
 admitted by closing the one that has waited longest for its request's headers (half-open or idle
 keep-alive), so a probe still gets in while an attacker holds many; only when every connection is
 busy with a request is the new one closed.
@@ -112,7 +112,7 @@ class GuardedH11Protocol(H11Protocol):
         if not self.limits.admit():
             self.drop("refused")
             return
-        self._track()
+        self._track(request_started=True)  # a new connection owes its headers from now on
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.counted:
@@ -124,26 +124,28 @@ class GuardedH11Protocol(H11Protocol):
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
-        self._track()
+        self._track(request_started=True)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        self._track()
+        # idle keep-alive is uvicorn's timeout_keep_alive; the header deadline starts with the next request's bytes
+        self._track(request_started=bool(self.conn.trailing_data[0]))
 
-    def _track(self) -> None:
+    def _track(self, request_started: bool) -> None:
         """Follows the peer's state after every event: waiting for headers, sending a body, or neither."""
         if self.transport.is_closing():
             return
         state = self.conn.their_state
         if state is h11.IDLE:
-            if self.header_timer is None:
+            if self not in self.limits.waiting:
                 self.limits.waiting[self] = None
+            if request_started and self.header_timer is None:
                 self.header_timer = self.loop.call_later(self.header_timeout, self._headers_late)
             return
+        self.limits.waiting.pop(self, None)
         if self.header_timer is not None:
             self.header_timer.cancel()
             self.header_timer = None
-            self.limits.waiting.pop(self, None)
         if state is h11.SEND_BODY:
             self.body_progress = self.loop.time()
             if self.body_timer is None:
