@@ -11,8 +11,8 @@
    keeps `--connections` connections that sent half a request line's headers and never finish,
    reconnecting as soon as the server closes one, from several loopback source addresses. Meanwhile
    `--probes` sequential probes each open a new connection and GET /healthz (timeout
-   `--probe-timeout`); the attack is split over `--attackers` processes; printed are p50/p99/max latency and failures, the attacker's connections held,
-   the worker's open descriptors and RSS, its connections_closed counters and whether accept() ever
+   `--probe-timeout`); the attack is split over `--attackers` processes. Printed are p50/p99/max
+   latency and failures, the attacker's connections held, the worker's open descriptors and RSS, its connections_closed counters and whether accept() ever
    failed with EMFILE ("out of system resource" in the log).
 
 Nothing is written (the servers live in a temporary directory).
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import json
 import os
 import random
@@ -138,8 +139,10 @@ async def _attack(port: int, connections: int, sources: int, stats: dict) -> Non
         while True:
             try:
                 reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
-            except OSError:
+            except OSError as exc:
                 stats["failed"] += 1
+                reason = errno.errorcode.get(exc.errno, type(exc).__name__)
+                stats["errors"][reason] = stats["errors"].get(reason, 0) + 1
                 await asyncio.sleep(0.2)
                 continue
             stats["open"] += 1
@@ -166,7 +169,7 @@ def attacker_main(port: int, connections: int, sources: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, max(want, hard)))
     except (ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    asyncio.run(_attack(port, connections, sources, {"open": 0, "connects": 0, "failed": 0}))
+    asyncio.run(_attack(port, connections, sources, {"open": 0, "connects": 0, "failed": 0, "errors": {}}))
 
 
 class Attacker:
@@ -176,20 +179,24 @@ class Attacker:
         self.procs = [subprocess.Popen([sys.executable, __file__, "attacker", "--port", str(port), "--connections",
                                         str(len(range(i, connections, processes))), "--sources", str(sources)],
                                        stdout=subprocess.PIPE, text=True) for i in range(processes)]
-        self.reports: list[dict] = [{"open": 0, "connects": 0, "failed": 0} for _ in self.procs]
-        self.held: list[int] = []
+        self.reports: list[dict] = [{"open": 0, "connects": 0, "failed": 0, "errors": {}} for _ in self.procs]
+        self.held: list[tuple[float, int]] = []  # (when, connections open in all)
         for i, proc in enumerate(self.procs):
             threading.Thread(target=self._read, args=(i, proc), daemon=True).start()
 
     def _read(self, i: int, proc: subprocess.Popen) -> None:
         for line in proc.stdout:
             self.reports[i] = json.loads(line)
-            if i == 0:
-                self.held.append(self.latest["open"])
+            self.held.append((time.monotonic(), self.latest["open"]))
 
     @property
     def latest(self) -> dict:
-        return {key: sum(report[key] for report in self.reports) for key in self.reports[0]}
+        errors: dict[str, int] = {}
+        for report in self.reports:
+            for reason, count in report["errors"].items():
+                errors[reason] = errors.get(reason, 0) + count
+        return {**{key: sum(report[key] for report in self.reports) for key in ("open", "connects", "failed")},
+                "errors": errors}
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -197,12 +204,14 @@ class Attacker:
             proc.wait()
 
 
-def probe_once(port: int, timeout: float) -> float | None:
+def probe_once(port: int, timeout: float, connects: list | None = None) -> float | None:
     import socket
 
     start = time.perf_counter()
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+            if connects is not None:
+                connects.append(time.perf_counter() - start)
             sock.settimeout(max(0.01, timeout - (time.perf_counter() - start)))
             sock.sendall(PROBE)
             answer = b""
@@ -232,8 +241,8 @@ def sample_worker(pid: int, samples: list, stop: threading.Event) -> None:
 
 
 def run_halfopen(tmp: Path, connections: int, attackers: int, sources: int, probes: int, probe_timeout: float,
-                 settle: float) -> None:
-    server = start_all([ServiceProcess("halfopen", tmp / "halfopen")])[0]
+                 settle: float, settings: dict) -> None:
+    server = start_all([ServiceProcess("halfopen", tmp / "halfopen", **settings)])[0]
     pid = worker_pid(server)
     samples: list = []
     stop = threading.Event()
@@ -248,24 +257,27 @@ def run_halfopen(tmp: Path, connections: int, attackers: int, sources: int, prob
             time.sleep(0.5)
         print(f"attacker: {attacker.latest['open']} of {connections} connections open after "
               f"{settle - max(0.0, deadline - time.monotonic()):.1f} s")
-        latencies, failed = [], 0
+        latencies, connects, failed = [], [], 0
         start = time.monotonic()
         for _ in range(probes):
-            answered = probe_once(server.port, probe_timeout)
+            answered = probe_once(server.port, probe_timeout, connects)
             if answered is None:
                 failed += 1
             else:
                 latencies.append(answered)
             time.sleep(0.05)
         elapsed = time.monotonic() - start
-        held = attacker.held[-max(1, int(elapsed)):] or [attacker.latest["open"]]
+        held = [count for when, count in attacker.held if when >= start] or [attacker.latest["open"]]
         closed = closed_counters(server, probe_timeout)
         figures = (f"p50 {np.percentile(latencies, 50) * 1e3:.1f} ms, p99 {np.percentile(latencies, 99) * 1e3:.1f} ms, "
                    f"max {max(latencies) * 1e3:.1f} ms" if latencies else "no answer")
         print(f"under attack: /healthz {figures}; {failed} of {probes} probes failed (timeout {probe_timeout} s); "
-              f"over {elapsed:.1f} s")
+              f"over {elapsed:.1f} s; {sum(t > 0.5 for t in latencies)} took over 0.5 s, "
+              f"{sum(t > 0.5 for t in connects)} of them in connect() (a SYN dropped by a full accept queue is "
+              "sent again after 1 s)")
         print(f"attacker: held {min(held)}-{max(held)} connections open (its side) while probing, "
-              f"{attacker.latest['connects']} connects in all, {attacker.latest['failed']} connect errors")
+              f"{attacker.latest['connects']} connects in all, connect errors {attacker.latest['errors']} (ECONNRESET: "
+              "closed by the server before the attacker saw it open)")
     finally:
         attacker.stop()
         stop.set()
@@ -312,6 +324,8 @@ def main() -> None:
     parser.add_argument("--sources", type=int, default=8, help="loopback source addresses of the attacker")
     parser.add_argument("--probes", type=int, default=200)
     parser.add_argument("--probe-timeout", type=float, default=5.0)
+    parser.add_argument("--max-connections", type=int, help="FEATUREHASH_MAX_CONNECTIONS (default: the server's)")
+    parser.add_argument("--header-timeout", type=float, help="FEATUREHASH_HEADER_TIMEOUT_SECONDS (default: the server's)")
     parser.add_argument("--settle", type=float, default=15.0, help="seconds to let the attacker open its connections")
     args = parser.parse_args()
     import featurehash
@@ -321,7 +335,10 @@ def main() -> None:
         if args.only in (None, "metrics"):
             run_metrics(Path(tmp), args.requests, args.requests_2w)
         if args.only in (None, "halfopen"):
-            run_halfopen(Path(tmp), args.connections, args.attackers, args.sources, args.probes, args.probe_timeout, args.settle)
+            run_halfopen(Path(tmp), args.connections, args.attackers, args.sources, args.probes, args.probe_timeout, args.settle,
+                         {name: value for name, value in (("max_connections", args.max_connections),
+                                                          ("header_timeout_seconds", args.header_timeout))
+                          if value is not None})
 
 
 if __name__ == "__main__":

@@ -74,7 +74,10 @@ class Settings(BaseSettings):
     # open-file limit); at the cap the connection waiting longest for its headers is closed to admit a new one.
     header_timeout_seconds: float = Field(default=10.0, gt=0)
     body_timeout_seconds: float = Field(default=30.0, gt=0)
-    max_connections: int = Field(default=10_000, ge=1)
+    # 4096: past the cap an attacker's reconnects churn connections, and the full garbage collections that churn
+    # brings stop the loop for a time that grows with the connections held (p99 /healthz 0.5 s at 4096, 1.1 s at
+    # 10,000, bench/bench_abuse.py on a loaded 2-core host).
+    max_connections: int = Field(default=4096, ge=1)
 
     redis_timeout_seconds: float = Field(default=2.0, gt=0)
     retry_after_seconds: int = Field(default=1, ge=1)
