@@ -139,6 +139,31 @@ def test_a_stalled_body_gets_a_408_and_a_slow_one_is_served(one_worker):
     assert closed_counts(one_worker).get("body_timeout", 0) >= 1
 
 
+def test_connections_busy_with_a_request_are_not_evicted(one_worker):
+    """At the cap with every connection inside a request, a new one is refused rather than one of them cut."""
+    before = closed_counts(one_worker)
+    body = orjson.dumps(SPEC)
+    busy = []
+    try:
+        for _ in range(CAP):
+            sock = socket.create_connection(("127.0.0.1", one_worker.port), timeout=10)
+            sock.sendall(b"POST /v1/maps HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+                         b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body))
+            assert sock.recv(65536).startswith(b"HTTP/1.1 100")  # its headers are in: the body is being read
+            sock.sendall(body[:5])
+            busy.append(sock)
+        newcomer = socket.create_connection(("127.0.0.1", one_worker.port), timeout=10)
+        with newcomer:
+            assert closed_within(newcomer, 10.0)
+        assert [read_answer(sock)[0] for sock in busy] == [408] * CAP  # cut at the body timeout, not before
+    finally:
+        for sock in busy:
+            sock.close()
+    after = closed_counts(one_worker)
+    assert after.get("refused", 0) - before.get("refused", 0) >= 1, after
+    assert after.get("body_timeout", 0) - before.get("body_timeout", 0) >= CAP, after
+
+
 def test_random_method_tokens_add_no_series_and_log_other(one_worker):
     rng = random.Random(27)
     tokens = ["".join(rng.choices(string.ascii_uppercase, k=10)) for _ in range(300)]

@@ -170,14 +170,16 @@ class GuardedH11Protocol(H11Protocol):
         if self.transport.is_closing() or self.conn.their_state is not h11.SEND_BODY:
             return
         now = self.loop.time()
-        if self.flow.read_paused:  # the application has not read what came: not the client's stall
+        cycle = self.cycle
+        # Not the client's stall: the application has not read what came, or has not yet asked for the body
+        # of an `Expect: 100-continue` request (the client waits for our 100 Continue).
+        if self.flow.read_paused or (cycle is not None and cycle.waiting_for_100_continue):
             self.body_progress = now
         waited = now - self.body_progress
         if waited < self.body_timeout:
             self.body_timer = self.loop.call_later(self.body_timeout - waited, self._body_stalled)
             return
         _count_closed("body_timeout")
-        cycle = self.cycle
         if cycle is not None and not cycle.response_started:
             self._send_408()
         if cycle is not None:  # the application's receive() now answers http.disconnect, its send() is dropped
