@@ -6,10 +6,10 @@ sending: ~20,000 clients that sent half a request line kept a worker's file desc
 accept() failed with EMFILE, and /healthz with it. Here a connection must send complete headers
 within `header_timeout` seconds of being accepted (on a kept-alive connection, of the next
 request's first bytes: while idle, uvicorn's keep-alive timeout applies), and a body must make
-progress every `body_timeout` seconds while the server is reading it (a 408, then close). At `max_connections` a new connection is
-admitted by closing the one that has waited longest for its request's headers (half-open or idle
-keep-alive), so a probe still gets in while an attacker holds many; only when every connection is
-busy with a request is the new one closed.
+progress every `body_timeout` seconds while the server is reading it (a 408, then close). At
+`max_connections` a new connection is admitted by closing the one that has waited longest for its
+request's headers (half-open or idle keep-alive), so a probe still gets in while an attacker holds
+many; only when every connection is busy with a request is the new one closed.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ class ConnectionLimits:
 
 class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with the header and body deadlines and the connection cap. Needs a config
-    with `header_timeout`, `body_timeout` and `max_connections` (featurehash.web.WebConfig)."""
+    with `header_timeout`, `body_timeout` and `max_connections` (featurehash.web.TCPListenerConfig)."""
 
     def __init__(self, config, server_state, app_state, _loop: asyncio.AbstractEventLoop | None = None):
         super().__init__(config, server_state, app_state, _loop)

@@ -54,7 +54,9 @@ def main() -> None:
     max_connections, backlog = connection_limits(settings.max_connections, 2048, raise_open_file_limit())
     config = TCPListenerConfig("featurehash.main:create_app", factory=True, host=settings.host, port=settings.port,
                                workers=settings.workers, access_log=False, timeout_graceful_shutdown=20,
-                               http=GuardedH11Protocol, backlog=backlog, header_timeout=settings.header_timeout_seconds,
+                               # no WebSocket routes; an upgrade would also take its socket out of the connection cap
+                               http=GuardedH11Protocol, ws="none", backlog=backlog,
+                               header_timeout=settings.header_timeout_seconds,
                                body_timeout=settings.body_timeout_seconds, max_connections=max_connections)
     logger.info("At most %d connections per worker; request headers within %g s, body progress every %g s",
                 max_connections, settings.header_timeout_seconds, settings.body_timeout_seconds)
