@@ -93,7 +93,7 @@ def test_half_open_connections_make_room_and_time_out(one_worker):
     try:
         start = time.monotonic()
         answer = httpx.get(f"{one_worker.url}/healthz", timeout=10)  # a new connection past the cap gets in
-        assert answer.status_code == 200 and time.monotonic() - start < 3.0
+        assert answer.status_code == 200 and time.monotonic() - start < 5.0
         # every held one is closed: the oldest at once, to admit newer ones, the rest at the 1 s header deadline
         assert all(closed_within(sock, 10.0) for sock in held)
     finally:
@@ -102,7 +102,7 @@ def test_half_open_connections_make_room_and_time_out(one_worker):
     after = closed_counts(one_worker)
     evicted = after.get("evicted", 0) - before.get("evicted", 0)
     timed_out = after.get("header_timeout", 0) - before.get("header_timeout", 0)
-    assert evicted >= 2 * CAP and timed_out >= 1, after
+    assert evicted >= CAP and timed_out >= 1, after  # (a slow host may time some out before they are evicted)
     assert evicted + timed_out >= 3 * CAP, after
 
 
