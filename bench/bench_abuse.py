@@ -1,6 +1,6 @@
 """Unauthenticated abuse of `featurehash serve`: metric series minted by callers, and half-open connections.
 
-    python bench/bench_abuse.py [--only metrics|halfopen] [--requests 30000] [--connections 20000]
+    python bench/bench_abuse.py [--only metrics|halfopen|overhead] [--requests 30000] [--connections 20000]
     PYTHONPATH=/work/main/app python bench/bench_abuse.py ...   # the same against another checkout
 
 1. metrics: one worker gets `--requests` requests, each with a random 10-letter method token
@@ -14,6 +14,10 @@
    `--probe-timeout`); the attack is split over `--attackers` processes. Printed are p50/p99/max
    latency and failures, the attacker's connections held, the worker's open descriptors and RSS, its connections_closed counters and whether accept() ever
    failed with EMFILE ("out of system resource" in the log).
+
+3. overhead: what the guard costs a request. uvicorn with a trivial ASGI app, once with its own
+   H11Protocol and once with GuardedH11Protocol (each server in its own process); printed is each
+   server's CPU time (user + system) per keep-alive request, median of interleaved runs.
 
 Nothing is written (the servers live in a temporary directory).
 """
@@ -234,7 +238,8 @@ def sample_worker(pid: int, samples: list, stop: threading.Event) -> None:
     while not stop.wait(0.5):
         try:
             fds = len(os.listdir(f"/proc/{pid}/fd"))
-            rss = next(int(line.split()[1]) for line in open(f"/proc/{pid}/status") if line.startswith("VmRSS:"))
+            status = Path(f"/proc/{pid}/status").read_text()
+            rss = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
         except (FileNotFoundError, ProcessLookupError):
             return
         samples.append((fds, rss * 1024))
@@ -305,7 +310,71 @@ def closed_counters(server: ServiceProcess, timeout: float) -> dict | str:
             for sample in family.samples if sample.name == "featurehash_connections_closed_total"}
 
 
+# -- 3. the guard's cost per request -------------------------------------------------------------------
+
+async def _trivial_app(scope, receive, send):
+    if scope["type"] == "http":
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+
+def protocol_server_main(guarded: bool, port: int) -> None:
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    from featurehash.connection_guard import GuardedH11Protocol
+    from featurehash.web import TCPListenerConfig
+
+    config = TCPListenerConfig(_trivial_app, host="127.0.0.1", port=port, lifespan="off", log_level="warning",
+                               http=GuardedH11Protocol if guarded else H11Protocol, header_timeout=10,
+                               body_timeout=30, max_connections=4096)
+    uvicorn.Server(config).run()
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_overhead(requests: int = 5000, runs: int = 6) -> None:
+    import socket
+
+    from service_support import free_port
+
+    servers = {}
+    for name in ("h11", "guarded"):
+        port = free_port()
+        servers[name] = (port, subprocess.Popen([sys.executable, __file__, "protocol-server", name, str(port)]))
+    try:
+        for port, _ in servers.values():
+            deadline = time.monotonic() + 30
+            while probe_once(port, 1.0) is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+        per_request: dict[str, list[float]] = {name: [] for name in servers}
+        for _ in range(runs):
+            for name, (port, proc) in servers.items():
+                with socket.create_connection(("127.0.0.1", port)) as sock:
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    before = _cpu_seconds(proc.pid)
+                    for _ in range(requests):
+                        sock.sendall(b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n")
+                        answer = b""
+                        while not answer.endswith(b"ok"):
+                            answer += sock.recv(4096)
+                    per_request[name].append((_cpu_seconds(proc.pid) - before) / requests * 1e6)
+        figures = ", ".join(f"{name} {np.median(values):.0f} us (runs {', '.join(f'{v:.0f}' for v in values)})"
+                            for name, values in per_request.items())
+        print(f"server CPU per keep-alive request (trivial app), median of {runs} runs of {requests}: {figures}")
+    finally:
+        for _, proc in servers.values():
+            proc.kill()
+            proc.wait()
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "protocol-server":
+        protocol_server_main(sys.argv[2] == "guarded", int(sys.argv[3]))
+        return
     if len(sys.argv) > 1 and sys.argv[1] == "attacker":
         parser = argparse.ArgumentParser()
         parser.add_argument("attacker")
@@ -316,7 +385,7 @@ def main() -> None:
         attacker_main(args.port, args.connections, args.sources)
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["metrics", "halfopen"])
+    parser.add_argument("--only", choices=["metrics", "halfopen", "overhead"])
     parser.add_argument("--requests", type=int, default=30_000)
     parser.add_argument("--requests-2w", type=int, default=5_000)
     parser.add_argument("--connections", type=int, default=20_000)
@@ -339,6 +408,8 @@ def main() -> None:
                          {name: value for name, value in (("max_connections", args.max_connections),
                                                           ("header_timeout_seconds", args.header_timeout))
                           if value is not None})
+        if args.only in (None, "overhead"):
+            run_overhead()
 
 
 if __name__ == "__main__":

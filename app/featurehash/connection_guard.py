@@ -20,6 +20,7 @@ import resource
 import socket
 import struct
 from collections import OrderedDict
+from typing import ClassVar
 from weakref import WeakKeyDictionary
 
 import h11
@@ -68,7 +69,7 @@ def connection_limits(max_connections: int, backlog: int, open_files: int) -> tu
 class ConnectionLimits:
     """One worker's open connections: their count and, oldest first, those waiting for request headers."""
 
-    _of_server: WeakKeyDictionary = WeakKeyDictionary()
+    _of_server: ClassVar[WeakKeyDictionary] = WeakKeyDictionary()
 
     def __init__(self, cap: int):
         self.cap = cap
