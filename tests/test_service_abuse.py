@@ -12,13 +12,14 @@ import string
 import time
 
 import httpx
+import numpy as np
 import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from featurehash.api.middleware import METHODS
 from featurehash.connection_guard import connection_limits
-from service_support import ServiceProcess, start_all, stop_all
+from service_support import ServiceProcess, npy_bytes, start_all, stop_all
 
 CAP = 50
 GUARD = {"header_timeout_seconds": 1, "body_timeout_seconds": 1, "max_connections": CAP}
@@ -137,6 +138,46 @@ def test_a_stalled_body_gets_a_408_and_a_slow_one_is_served(one_worker):
             time.sleep(0.3)
         assert read_answer(sock)[0] in (200, 201)
     assert closed_counts(one_worker).get("body_timeout", 0) >= 1
+
+
+def test_an_answer_the_client_does_not_take_is_cut_off(one_worker):
+    spec = {"method": "rff", "input_dim": 16, "n_components": 1024, "seed": 7}
+    map_id = httpx.post(f"{one_worker.url}/v1/maps", json=spec, timeout=30).json()["id"]
+    body = npy_bytes(np.ones((2048, 16)))  # an 8 MiB answer: more than the socket buffers hold
+    before = closed_counts(one_worker).get("send_timeout", 0)
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", one_worker.port))
+        sock.sendall(b"POST /v1/maps/%s/transform HTTP/1.1\r\nHost: test\r\nContent-Type: application/x-npy\r\n"
+                     b"Accept: application/x-npy\r\nContent-Length: %d\r\n\r\n" % (map_id.encode(), len(body))
+                     + body)
+        deadline = time.monotonic() + 20  # and read nothing
+        while closed_counts(one_worker).get("send_timeout", 0) == before and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert closed_counts(one_worker).get("send_timeout", 0) == before + 1
+        assert closed_within(sock, 10.0)
+
+    # a client that reads slowly, pausing 0.5 s after every 2 MiB (the whole answer takes longer than the
+    # 1 s timeout), gets all of it
+    with socket.create_connection(("127.0.0.1", one_worker.port), timeout=10) as sock:
+        sock.sendall(b"POST /v1/maps/%s/transform HTTP/1.1\r\nHost: test\r\nContent-Type: application/x-npy\r\n"
+                     b"Accept: application/x-npy\r\nContent-Length: %d\r\n\r\n" % (map_id.encode(), len(body))
+                     + body)
+        answer, paused_at = b"", 0
+        while b"\r\n\r\n" not in answer:
+            answer += sock.recv(65536)
+        head, _, content = answer.partition(b"\r\n\r\n")
+        length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:"))
+        while len(content) < length:
+            more = sock.recv(1 << 20)
+            assert more, "the server closed a connection that was reading"
+            content += more
+            if len(content) - paused_at >= 2 << 20:
+                paused_at = len(content)
+                time.sleep(0.5)
+    assert head.startswith(b"HTTP/1.1 200") and len(content) == len(npy_bytes(np.zeros((2048, 1024), np.float32)))
+    assert closed_counts(one_worker).get("send_timeout", 0) == before + 1
 
 
 def test_connections_busy_with_a_request_are_not_evicted(one_worker):

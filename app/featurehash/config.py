@@ -69,9 +69,10 @@ class Settings(BaseSettings):
     preload_kernels: bool = False
 
     # Sockets (featurehash.connection_guard): a connection that has not sent complete request headers this long
-    # after the server started waiting for them is closed; a body with no new bytes for body_timeout_seconds
-    # (while the server reads) gets a 408. Each worker holds at most max_connections (lowered to fit its
-    # open-file limit); at the cap the connection waiting longest for its headers is closed to admit a new one.
+    # after being accepted (or after its next request's first byte) is closed; a request body with no new bytes
+    # for body_timeout_seconds (while the server reads) gets a 408, and an answer the client takes no byte of for
+    # as long is cut off. Each worker holds at most max_connections (lowered to fit its open-file limit); at the
+    # cap the connection waiting longest for its headers is closed to admit a new one.
     header_timeout_seconds: float = Field(default=10.0, gt=0)
     body_timeout_seconds: float = Field(default=30.0, gt=0)
     # 4096: past the cap an attacker's reconnects churn connections, and the full garbage collections that churn

@@ -6,7 +6,8 @@ sending: ~20,000 clients that sent half a request line kept a worker's file desc
 accept() failed with EMFILE, and /healthz with it. Here a connection must send complete headers
 within `header_timeout` seconds of being accepted (on a kept-alive connection, of the next
 request's first bytes: while idle, uvicorn's keep-alive timeout applies), and a body must make
-progress every `body_timeout` seconds while the server is reading it (a 408, then close). At
+progress every `body_timeout` seconds while the server is reading it (a 408, then close), and so
+must an answer while the server waits for the client to take it (else the connection is reset). At
 `max_connections` a new connection is admitted by closing the one that has waited longest for its
 request's headers (half-open or idle keep-alive), so a probe still gets in while an attacker holds
 many; only when every connection is busy with a request is the new one closed.
@@ -110,6 +111,8 @@ class GuardedH11Protocol(H11Protocol):
         self.header_timer: asyncio.TimerHandle | None = None
         self.body_timer: asyncio.TimerHandle | None = None
         self.body_progress = 0.0
+        self.send_timer: asyncio.TimerHandle | None = None
+        self.unsent = 0  # bytes the transport held when last looked at, while writing is paused
         self.counted = False
 
     def connection_made(self, transport) -> None:
@@ -188,6 +191,31 @@ class GuardedH11Protocol(H11Protocol):
             cycle.message_event.set()
         self.transport.close()
 
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self.send_timer is None:
+            self.unsent = self.transport.get_write_buffer_size()
+            self.send_timer = self.loop.call_later(self.body_timeout, self._send_stalled)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self.send_timer is not None:
+            self.send_timer.cancel()
+            self.send_timer = None
+
+    def _send_stalled(self) -> None:
+        """The answer waits on the client: fine while it takes bytes (a 4 MiB chunk may take a slow link a
+        while), not when it has taken none for `body_timeout` seconds."""
+        self.send_timer = None
+        if not self.flow.write_paused or self.transport.is_closing():
+            return
+        unsent = self.transport.get_write_buffer_size()
+        if unsent < self.unsent:
+            self.unsent = unsent
+            self.send_timer = self.loop.call_later(self.body_timeout, self._send_stalled)
+            return
+        self.drop("send_timeout")
+
     def _send_408(self) -> None:
         body = orjson.dumps({"detail": f"body: no part of the body arrived for {self.body_timeout:g} s",
                              "field": "body"})
@@ -201,8 +229,8 @@ class GuardedH11Protocol(H11Protocol):
             pass
 
     def drop(self, reason: str) -> None:
-        """Closes at once with a reset: nothing is owed to a peer that has not sent its request, and
-        neither side keeps the socket in TIME_WAIT or FIN_WAIT."""
+        """Closes at once with a reset: nothing is owed to a peer that has not sent its request (or does
+        not read its answer), and neither side keeps the socket in TIME_WAIT or FIN_WAIT."""
         _count_closed(reason)
         self._cancel_timers()
         sock = self.transport.get_extra_info("socket")
@@ -214,7 +242,7 @@ class GuardedH11Protocol(H11Protocol):
         self.transport.abort()
 
     def _cancel_timers(self) -> None:
-        for timer in (self.header_timer, self.body_timer):
+        for timer in (self.header_timer, self.body_timer, self.send_timer):
             if timer is not None:
                 timer.cancel()
-        self.header_timer = self.body_timer = None
+        self.header_timer = self.body_timer = self.send_timer = None
