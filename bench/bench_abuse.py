@@ -12,8 +12,9 @@
    reconnecting as soon as the server closes one, from several loopback source addresses. Meanwhile
    `--probes` sequential probes each open a new connection and GET /healthz (timeout
    `--probe-timeout`); the attack is split over `--attackers` processes. Printed are p50/p99/max
-   latency and failures, the attacker's connections held, the worker's open descriptors and RSS, its connections_closed counters and whether accept() ever
-   failed with EMFILE ("out of system resource" in the log).
+   latency and failures, the attacker's connections held, the worker's open descriptors and RSS,
+   its connections_closed counters and whether accept() ever failed with EMFILE ("out of system
+   resource" in the log).
 
 3. overhead: what the guard costs a request. uvicorn with a trivial ASGI app, once with its own
    H11Protocol and once with GuardedH11Protocol (each server in its own process); printed is each
@@ -394,7 +395,8 @@ def main() -> None:
     parser.add_argument("--probes", type=int, default=200)
     parser.add_argument("--probe-timeout", type=float, default=5.0)
     parser.add_argument("--max-connections", type=int, help="FEATUREHASH_MAX_CONNECTIONS (default: the server's)")
-    parser.add_argument("--header-timeout", type=float, help="FEATUREHASH_HEADER_TIMEOUT_SECONDS (default: the server's)")
+    parser.add_argument("--header-timeout", type=float,
+                        help="FEATUREHASH_HEADER_TIMEOUT_SECONDS (default: the server's)")
     parser.add_argument("--settle", type=float, default=15.0, help="seconds to let the attacker open its connections")
     args = parser.parse_args()
     import featurehash
@@ -404,10 +406,11 @@ def main() -> None:
         if args.only in (None, "metrics"):
             run_metrics(Path(tmp), args.requests, args.requests_2w)
         if args.only in (None, "halfopen"):
-            run_halfopen(Path(tmp), args.connections, args.attackers, args.sources, args.probes, args.probe_timeout, args.settle,
-                         {name: value for name, value in (("max_connections", args.max_connections),
-                                                          ("header_timeout_seconds", args.header_timeout))
-                          if value is not None})
+            settings = {name: value for name, value in (("max_connections", args.max_connections),
+                                                        ("header_timeout_seconds", args.header_timeout))
+                        if value is not None}
+            run_halfopen(Path(tmp), args.connections, args.attackers, args.sources, args.probes, args.probe_timeout,
+                         args.settle, settings)
         if args.only in (None, "overhead"):
             run_overhead()
 

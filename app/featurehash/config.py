@@ -76,8 +76,8 @@ class Settings(BaseSettings):
     header_timeout_seconds: float = Field(default=10.0, gt=0)
     body_timeout_seconds: float = Field(default=30.0, gt=0)
     # 4096: past the cap an attacker's reconnects churn connections, and the full garbage collections that churn
-    # brings stop the loop for a time that grows with the connections held (p99 /healthz 0.5 s at 4096, 1.1 s at
-    # 10,000, bench/bench_abuse.py on a loaded 2-core host).
+    # brings stop the loop for a time that grows with the connections held (up to 0.3 s at 4096, 0.7 s at 10,000:
+    # bench/bench_abuse.py, 20,000 half-open connections, a loaded 2-core host).
     max_connections: int = Field(default=4096, ge=1)
 
     redis_timeout_seconds: float = Field(default=2.0, gt=0)

@@ -58,7 +58,7 @@ def main() -> None:
                                http=GuardedH11Protocol, ws="none", backlog=backlog,
                                header_timeout=settings.header_timeout_seconds,
                                body_timeout=settings.body_timeout_seconds, max_connections=max_connections)
-    logger.info("At most %d connections per worker; request headers within %g s, bodies (either way) moving every %g s",
+    logger.info("At most %d connections per worker; request headers within %g s, bodies moving every %g s",
                 max_connections, settings.header_timeout_seconds, settings.body_timeout_seconds)
     if config.workers > 1:
         Multiprocess(config, sockets=[config.bind_socket()]).run()
