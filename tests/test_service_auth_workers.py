@@ -2,15 +2,21 @@
 
 /v1 routes need `Authorization: Bearer <key>`; /healthz, /readyz and /metrics stay open.
 With --workers 2 the launcher gives the workers a Prometheus multiprocess directory and
-/metrics adds up both workers' counts.
+/metrics adds up both workers' counts, and its files stay small whatever methods callers send.
 """
 
 from __future__ import annotations
 
+import random
+import socket
+import string
+
+import httpx
 import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from featurehash.api.middleware import METHODS
 from featurehash.client import FeatureHashAPIError, FeatureHashClient
 from featurehash.maps import create_map
 from service_support import NPY, ServiceProcess, children, cmdline, list_all, load_npy, npy_bytes, start_all
@@ -22,7 +28,9 @@ SPEC = {"method": "nrff", "input_dim": 5, "n_components": 24, "seed": 21, "param
 
 @pytest.fixture(scope="module")
 def keyed_server(tmp_path_factory):
-    server = ServiceProcess("keyed-2-workers", tmp_path_factory.mktemp("serve-keyed"), workers=2, api_key=KEY)
+    # a 1 s header deadline: test_two_workers_bound_metrics_and_connections checks both workers apply it
+    server = ServiceProcess("keyed-2-workers", tmp_path_factory.mktemp("serve-keyed"), workers=2, api_key=KEY,
+                            header_timeout_seconds=1)
     start_all([server])
     yield server
     problems = server.terminate()
@@ -107,3 +115,42 @@ def test_two_workers_serve_and_metrics_add_up(keyed_server):
         - _count(before, "featurehash_batch_rows_sum", operation="transform") == 12 * 4
     # multiprocess mode: the workers write their samples to files in the launcher's metrics directory
     assert list((keyed_server.data_dir / "metrics").glob("counter_*.db"))
+
+
+def test_two_workers_bound_metrics_and_connections(keyed_server):
+    files = keyed_server.data_dir / "metrics"
+    with keyed_server.client() as http:
+        http.get("/healthz")
+    size = sum(path.stat().st_size for path in files.iterdir())
+    rng = random.Random(28)
+    for _ in range(30):  # new connections, so both workers get some
+        with keyed_server.client() as http:
+            for _ in range(10):
+                method = "".join(rng.choices(string.ascii_uppercase, k=10))
+                assert http.request(method, "/healthz").status_code == 405
+    # a method token is no label value: before, 300 of them grew the files by ~1 MB (5,000: 15 MB)
+    assert sum(path.stat().st_size for path in files.iterdir()) <= size + 65536
+    with keyed_server.client() as http:
+        text = http.get("/metrics").text
+    assert not {sample.labels["method"] for family in text_string_to_metric_families(text)
+                for sample in family.samples if "method" in sample.labels} - (METHODS | {"other"})
+
+    # both workers run featurehash.connection_guard: half-open connections close at the header deadline
+    held = []
+    for _ in range(6):
+        sock = socket.create_connection(("127.0.0.1", keyed_server.port), timeout=10)
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: test\r\n")
+        held.append(sock)
+    try:
+        for sock in held:
+            sock.settimeout(10)
+            try:
+                assert sock.recv(65536) == b""
+            except ConnectionResetError:
+                pass
+    finally:
+        for sock in held:
+            sock.close()
+    closed = _count(httpx.get(f"{keyed_server.url}/metrics", timeout=10).text, "featurehash_connections_closed_total",
+                    reason="header_timeout")
+    assert closed >= 6

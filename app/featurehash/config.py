@@ -82,6 +82,17 @@ class Settings(BaseSettings):
     # reply: one more round trip per write); refused with 507/503 while the file cannot be written or
     # Redis keeps none. "reply": on Redis's reply, surviving a restart only as far as the server persists.
     durability: Literal["aof", "reply"] = "aof"
+    # Sockets (featurehash.connection_guard): a connection that has not sent complete request headers this long
+    # after being accepted (or after its next request's first byte) is closed; a request body with no new bytes
+    # for body_timeout_seconds (while the server reads) gets a 408, and an answer the client takes no byte of for
+    # as long is cut off. Each worker holds at most max_connections (lowered to fit its open-file limit); at the
+    # cap the connection waiting longest for its headers is closed to admit a new one.
+    header_timeout_seconds: float = Field(default=10.0, gt=0)
+    body_timeout_seconds: float = Field(default=30.0, gt=0)
+    # 4096: past the cap an attacker's reconnects churn connections, and the full garbage collections that churn
+    # brings stop the loop for a time that grows with the connections held (up to 0.3 s at 4096, 0.7 s at 10,000:
+    # bench/bench_abuse.py, 20,000 half-open connections, a loaded 2-core host).
+    max_connections: int = Field(default=4096, ge=1)
 
     redis_timeout_seconds: float = Field(default=2.0, gt=0)
     retry_after_seconds: int = Field(default=1, ge=1)

@@ -16,6 +16,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
+from starlette.requests import ClientDisconnect
 
 from ..maps import FeatureHashError
 from ..store.durability import WriteRefused, refusal_of
@@ -123,6 +124,12 @@ def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
     @app.exception_handler(Refused)
     async def refused(request: Request, exc: Refused):  # admission control: 503 "load" or 413 "body"
         return error_response(exc.status, exc.field, exc.message, headers=exc.headers)
+
+    @app.exception_handler(ClientDisconnect)
+    async def body_cut_off(request: Request, exc: ClientDisconnect):
+        # The body stopped: the client left, or it stalled and connection_guard answered 408 and closed. Either
+        # way nobody reads this answer; it is what the access log and metrics record (not a 500 and a traceback).
+        return error_response(408, "body", "the connection closed before the whole body arrived")
 
     async def store_unavailable(request: Request, exc: Exception):
         return error_response(503, "store", f"Redis is unreachable ({type(exc).__name__}); retry shortly",

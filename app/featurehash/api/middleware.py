@@ -8,6 +8,7 @@ import logging
 import os
 import re
 import time
+from http import HTTPStatus
 
 import orjson
 
@@ -155,6 +156,8 @@ class RequestRecorder:
         route = scope.get("route")
         template = getattr(route, "path", None) or "unmatched"
         method = scope["method"]
+        if method not in METHODS:  # any token is a valid method: a caller must not mint label values
+            method = "other"
         counter, latency = _children(method, template, status)
         counter.inc()
         latency.observe(seconds)
@@ -169,6 +172,11 @@ def _encoded_body(encoding: bytes):
                           "body uncompressed (Content-Encoding absent or identity)")
 
 
+# Every label value is from a fixed set: the method (or "other"), a route template (or "unmatched") and a
+# status the application sent (a registered one, or its class: "5xx"), so /metrics stays small whatever
+# callers send.
+METHODS = frozenset({"GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS"})
+_STATUSES = frozenset(int(status) for status in HTTPStatus)
 _CHILDREN: dict[tuple[str, str, int], tuple] = {}
 
 
@@ -177,5 +185,6 @@ def _children(method: str, template: str, status: int) -> tuple:
     key = (method, template, status)
     found = _CHILDREN.get(key)
     if found is None:
-        found = _CHILDREN[key] = (REQUESTS.labels(method, template, str(status)), LATENCY.labels(method, template))
+        code = str(status) if status in _STATUSES else f"{status // 100}xx"
+        found = _CHILDREN[key] = (REQUESTS.labels(method, template, code), LATENCY.labels(method, template))
     return found
