@@ -59,6 +59,20 @@ def test_503_is_retried_after_retry_after_then_succeeds():
     assert len(script.requests) == 3
 
 
+def test_a_full_store_or_a_shed_load_is_retried_only_with_retry_after():
+    full = httpx.Response(507, json={"detail": "store: Redis is out of memory", "field": "store"},
+                          headers={"Retry-After": "1"})
+    shed = httpx.Response(503, json={"detail": "load: busy", "field": "load"}, headers={"Retry-After": "1"})
+    script, sleeps = Script(full, shed, httpx.Response(200, json=SPEC)), []
+    with _sync(script, sleeps, retry=RetryPolicy(attempts=4, backoff=0.25)) as client:
+        assert client.get_map("rff-v1-x") == SPEC
+    assert sleeps == [1.0, 1.0]
+    script, sleeps = Script(httpx.Response(507, json={"detail": "store: full", "field": "store"})), []
+    with _sync(script, sleeps) as client, pytest.raises(FeatureHashAPIError) as err:
+        client.get_map("rff-v1-x")
+    assert err.value.status == 507 and not sleeps
+
+
 def test_retries_give_up_with_the_last_error():
     script, sleeps = Script(*[_unavailable("1")] * 3), []
     with _sync(script, sleeps, retry=RetryPolicy(attempts=3)) as client, pytest.raises(FeatureHashAPIError) as err:

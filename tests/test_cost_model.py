@@ -1,5 +1,5 @@
-"""The CPU cost model (featurehash.maps.cost): its formulas, the budget checks of create_map, and that it
-over-estimates what small maps of every method measure (CPU time, generous bounds)."""
+"""The CPU cost model (featurehash.maps.cost): its formulas and the budget checks of create_map. How far it
+over-estimates measured CPU is a machine's figure: bench/bench_cost_model.py prints it (never a timed test)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import time
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 from featurehash.maps import METHODS, InputError, SpecError, create_map, requested_spec
 from featurehash.maps import cost
@@ -92,34 +91,15 @@ def test_check_rows_names_the_field_and_the_rows_that_fit():
     assert refused.value.field == "vectors" and f"send at most {most} rows" in refused.value.message
 
 
-def _rows(raw: dict, rows: int):
-    X = (np.random.default_rng(1).random((rows, raw["input_dim"])) + 0.05).astype(np.float32)
-    mask = np.random.default_rng(2).random(X.shape) < 0.05
-    mask[:, 0] = True
-    return X, sp.csr_matrix(np.where(mask, X, 0).astype(np.float32))
-
-
-def _cpu(fn) -> float:
-    start = time.process_time()
-    fn()
-    return time.process_time() - start
-
-
 @pytest.mark.parametrize("raw, rows", SMALL, ids=[f"{r['method']}-{r.get('params', {}).get('frequencies', '')}"
                                                   f"{r.get('params', {}).get('sampler', '')}" for r, _ in SMALL])
-def test_the_model_over_estimates_small_maps(raw, rows):
-    """Measured CPU within 2x of the prediction (the bench finds ratios >= ~0.9 at these sizes: the slack is
-    for a busy machine), each measurement the least of three."""
-    raw = {**raw, "seed": 11}
-    created = min(_cpu(lambda: create_map({**raw, "seed": raw["seed"] + i}).materialize()) for i in range(1, 4))
-    assert created <= 2 * cost.creation_cost(requested_spec(raw)).seconds + 0.005
-    feature_map = create_map(raw).materialize()
-    apply = feature_map.hash if feature_map.has_hash else feature_map.transform
-    dense, csr = _rows(raw, rows)
-    apply(dense[:2])
-    measured = min(_cpu(lambda: apply(dense)) for _ in range(3))
-    assert measured <= 2 * cost.transform_cost(feature_map.spec, rows) + 0.005
-    if raw["method"] not in ("skewed_chi2", "additive_chi2"):
-        apply(csr[:2])
-        measured = min(_cpu(lambda: apply(csr)) for _ in range(3))
-        assert measured <= 2 * cost.transform_cost(feature_map.spec, rows, csr.nnz, sparse=True) + 0.005
+def test_every_method_is_priced_and_its_price_grows_with_the_work(raw, rows):
+    """Prices only (no clock: how close they are to measured CPU is bench/bench_cost_model.py's to say, on the
+    machine at hand): positive and finite, more rows cost more, and sparse rows cost more with more nonzeros."""
+    spec = requested_spec({**raw, "seed": 11})
+    created = cost.creation_cost(spec).seconds
+    assert 0 < created < float("inf")
+    one, many = cost.transform_cost(spec, rows), cost.transform_cost(spec, 2 * rows)
+    assert 0 < one < many
+    few = cost.transform_cost(spec, rows, rows * 2, sparse=True)
+    assert 0 < few <= cost.transform_cost(spec, rows, rows * raw["input_dim"], sparse=True)

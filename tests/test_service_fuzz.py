@@ -10,8 +10,9 @@ seed and a bounded number of examples. Three passes: free-running (random ids, m
 
 Checks: not_a_server_error, status_code_conformance, content_type_conformance and
 response_schema_conformance on every answer; the status codes seen are counted and printed.
-A second server has an API key: the same passes run with it in an Authorization header, and one
-pass runs with a wrong key, where every answer but the open probes must be a 401.
+A second server has an API key: the free-running pass runs with it in an Authorization header (all
+three in longer runs), and one pass runs with a wrong key, where every answer but the open probes,
+routing's 404/405 and the body limit's 413 must be a 401.
 
 Longer runs (not part of the suite): FUZZ_SEED, FUZZ_MAX_EXAMPLES and FUZZ_STATEFUL_STEPS override
 the budget below, e.g. `FUZZ_SEED=91 FUZZ_MAX_EXAMPLES=150 FUZZ_STATEFUL_STEPS=25 pytest -s
@@ -130,8 +131,9 @@ def test_fuzzing_the_openapi_schema_finds_no_5xx(fuzz_server):
     STATUSES.clear()
     SERVER_ERRORS.clear()
     problems = _run(url, document, key=key)
-    problems += _run(url, document, {"map_id": dense}, exclude_deletes=True, key=key)
-    problems += _run(url, document, {"map_id": gcws, "index_id": "fuzzed"}, exclude_deletes=True, key=key)
+    if key is None or MAX_EXAMPLES > 8:  # the suite's keyed server: the free-running pass (the pinned ones reach the
+        problems += _run(url, document, {"map_id": dense}, exclude_deletes=True, key=key)   # same code past the key)
+        problems += _run(url, document, {"map_id": gcws, "index_id": "fuzzed"}, exclude_deletes=True, key=key)
     print(f"\nschemathesis requests by status ({fuzz_server.name}, seed {SEED}): {dict(sorted(STATUSES.items()))}")
     assert sum(STATUSES.values()) > 300, "the fuzz reached too few requests to mean anything"
     assert not SERVER_ERRORS, "\n".join(SERVER_ERRORS[:20])

@@ -10,8 +10,9 @@ Both speak the same operations, written once as generators of requests (`_Operat
 clients drive. Each first checks its inputs by the service's own rules (featurehash.client_checks):
 what the service would refuse raises FeatureHashAPIError with its 422, field and detail, and nothing
 is sent. Dense batches travel as .npy by default (`binary=False`: JSON); sparse ones as JSON
-sparse rows. Path segments are percent-encoded. A 503 (Redis unreachable) or a 409 with Retry-After
-(a concurrent write) is retried after Retry-After or an exponential backoff, whichever is longer; so
+sparse rows. Path segments are percent-encoded. A 503 (Redis unreachable or refusing writes, or a worker
+shedding load), or a 409, 429 or 507 with Retry-After (a concurrent write; Redis out of memory or disk)
+is retried after Retry-After or an exponential backoff, whichever is longer; so
 is a connection error, for every call here is idempotent (creating a map or an index of a given
 spec, adding items by id) except that a retried delete may find the thing already gone (a 404).
 """
@@ -165,7 +166,7 @@ def _seconds(retry_after: str) -> float:
 
 
 def _retryable(response: httpx.Response) -> bool:
-    return response.status_code == 503 or (response.status_code == 409 and "Retry-After" in response.headers)
+    return response.status_code == 503 or (response.status_code in (409, 429, 507) and "Retry-After" in response.headers)
 
 
 def _refusal(error: FeatureHashError) -> FeatureHashAPIError:
