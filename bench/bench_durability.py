@@ -73,62 +73,58 @@ def _npy(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-class Http:
+class Writer:
+    """Adds items with fresh ids: `single` gives the median seconds of a one-item add, `batches` items/s."""
+
+    next_id = 0
+
+    def _ids(self, n: int) -> list[str]:
+        self.next_id += n
+        return [f"i{i}" for i in range(self.next_id - n, self.next_id)]
+
+    def add(self, ids: list[str], X: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def single(self, X: np.ndarray) -> float:
+        times = []
+        for row, item_id in zip(X, self._ids(len(X))):
+            start = time.perf_counter()
+            self.add([item_id], row[None, :])
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    def batches(self, batches: list[np.ndarray]) -> float:
+        start = time.perf_counter()
+        for X in batches:
+            self.add(self._ids(len(X)), X)
+        return sum(len(X) for X in batches) / (time.perf_counter() - start)
+
+
+class Http(Writer):
+    """Through the service: one item as JSON, a batch as .npy."""
+
     def __init__(self, url: str):
         self.http = httpx.Client(base_url=url, timeout=120)
         map_id = self.http.post("/v1/maps", json=GCWS).json()["id"]
         self.http.post("/v1/indexes", json={"map_id": map_id, "name": "bench", "bands": 16, "rows": 4})
-        self.next_id = 0
 
-    def _ids(self, n: int) -> list[str]:
-        self.next_id += n
-        return [f"i{i}" for i in range(self.next_id - n, self.next_id)]
-
-    def single(self, X: np.ndarray) -> float:
-        """Median seconds per one-item request."""
-        times = []
-        for row, item_id in zip(X, self._ids(len(X))):
-            start = time.perf_counter()
-            response = self.http.post("/v1/indexes/bench/items", json={"ids": [item_id], "vectors": [row.tolist()]})
-            times.append(time.perf_counter() - start)
-            assert response.status_code == 200, response.text
-        return statistics.median(times)
-
-    def batches(self, batches: list[np.ndarray]) -> float:
-        """Items per second."""
-        start = time.perf_counter()
-        for X in batches:
-            response = self.http.post("/v1/indexes/bench/items", content=_npy(X),
-                                      params={"ids": self._ids(len(X))},
+    def add(self, ids: list[str], X: np.ndarray) -> None:
+        if len(ids) == 1:
+            response = self.http.post("/v1/indexes/bench/items", json={"ids": ids, "vectors": X.tolist()})
+        else:
+            response = self.http.post("/v1/indexes/bench/items", content=_npy(X), params={"ids": ids},
                                       headers={"Content-Type": "application/x-npy"})
-            assert response.status_code == 200, response.text
-        return sum(len(X) for X in batches) / (time.perf_counter() - start)
+        assert response.status_code == 200, response.text
 
 
-class Library:
+class Library(Writer):
     def __init__(self, socket_path: str, durability: str):
         self.client = redis.Redis(unix_socket_path=socket_path)
         indexes = LSHIndexes(self.client, key_prefix=f"bench-{durability}:", durability=durability)
         self.index = indexes.create(create_map(GCWS), name="bench", bands=16, rows=4)
-        self.next_id = 0
 
-    def _ids(self, n: int) -> list[str]:
-        self.next_id += n
-        return [f"i{i}" for i in range(self.next_id - n, self.next_id)]
-
-    def single(self, X: np.ndarray) -> float:
-        times = []
-        for row, item_id in zip(X, self._ids(len(X))):
-            start = time.perf_counter()
-            self.index.add([item_id], row[None, :])
-            times.append(time.perf_counter() - start)
-        return statistics.median(times)
-
-    def batches(self, batches: list[np.ndarray]) -> float:
-        start = time.perf_counter()
-        for X in batches:
-            self.index.add(self._ids(len(X)), X)
-        return sum(len(X) for X in batches) / (time.perf_counter() - start)
+    def add(self, ids: list[str], X: np.ndarray) -> None:
+        self.index.add(ids, X)
 
 
 def main() -> None:

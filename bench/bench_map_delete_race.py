@@ -16,11 +16,10 @@ import argparse
 import collections
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from service_support import ServiceProcess, start_all, stop_all  # noqa: E402
+from service_support import ServiceProcess, race_map_delete_with_index_create, start_all, stop_all  # noqa: E402
 
 
 def race(server: ServiceProcess, races: int) -> tuple[collections.Counter, int]:
@@ -29,23 +28,8 @@ def race(server: ServiceProcess, races: int) -> tuple[collections.Counter, int]:
         for i in range(races):
             spec = {"method": "gcws", "input_dim": 4, "n_components": 8, "seed": 500_000 + i}
             map_id = deleter.post("/v1/maps", json=spec).json()["id"]
-            name, answers, start = f"race-{i}", {}, threading.Barrier(2)
-
-            def delete(map_id=map_id, answers=answers, start=start):
-                start.wait()
-                answers["delete"] = deleter.delete(f"/v1/maps/{map_id}").status_code
-
-            def create(map_id=map_id, name=name, answers=answers, start=start):
-                start.wait()
-                answers["create"] = creator.post("/v1/indexes", json={"map_id": map_id, "name": name, "bands": 4,
-                                                                      "rows": 2}).status_code
-
-            threads = [threading.Thread(target=delete), threading.Thread(target=create)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            outcomes[(answers["delete"], answers["create"])] += 1
+            name = f"race-{i}"
+            outcomes[race_map_delete_with_index_create(deleter, creator, map_id, name)] += 1
             if creator.get(f"/v1/indexes/{name}").status_code == 200 and \
                     deleter.get(f"/v1/maps/{map_id}").status_code == 404:
                 orphans += 1

@@ -419,3 +419,28 @@ def main_maps(main_server) -> dict[str, dict[str, Any]]:
 def service_client(main_server):
     with main_server.client() as http:
         yield http
+
+
+def race_map_delete_with_index_create(deleter: httpx.Client, creator: httpx.Client, map_id: str,
+                                      name: str) -> tuple[int, int]:
+    """DELETE /v1/maps/{map_id} (no ?force) and POST /v1/indexes over it released at once from two threads
+    (two connections); their statuses (delete, create)."""
+    import threading
+
+    answers, start = {}, threading.Barrier(2)
+
+    def delete():
+        start.wait()
+        answers["delete"] = deleter.delete(f"/v1/maps/{map_id}").status_code
+
+    def create():
+        start.wait()
+        answers["create"] = creator.post("/v1/indexes", json={"map_id": map_id, "name": name, "bands": 4,
+                                                              "rows": 2}).status_code
+
+    threads = [threading.Thread(target=delete), threading.Thread(target=create)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return answers["delete"], answers["create"]

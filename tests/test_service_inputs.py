@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import socket
-import threading
 import uuid
 
 import httpx
@@ -24,7 +23,7 @@ from featurehash.config import Settings
 from featurehash.main import create_app
 from featurehash.maps import InputError
 from featurehash.npy_stream import open_rows
-from service_support import JSON, NPY, ServiceProcess, load_npy, npy_bytes
+from service_support import JSON, NPY, ServiceProcess, load_npy, npy_bytes, race_map_delete_with_index_create
 
 GCWS = {"method": "gcws", "input_dim": 4, "n_components": 16, "seed": 27}
 ROW = [0.25, 0.5, 0.75, 1.0]
@@ -239,28 +238,14 @@ def test_a_map_delete_racing_an_index_create_never_leaves_an_index_over_a_delete
     with server.client() as other:
         for attempt in range(12):
             map_id = http.post("/v1/maps", json={**GCWS, "seed": 27_000 + attempt}).json()["id"]
-            name, answers, start = f"race-{uuid.uuid4().hex[:8]}", {}, threading.Barrier(2)
-
-            def delete(map_id=map_id, answers=answers, start=start):
-                start.wait()
-                answers["delete"] = http.delete(f"/v1/maps/{map_id}").status_code
-
-            def create(map_id=map_id, name=name, answers=answers, start=start):
-                start.wait()
-                answers["create"] = other.post("/v1/indexes", json={"map_id": map_id, "name": name, "bands": 4,
-                                                                    "rows": 2}).status_code
-
-            threads = [threading.Thread(target=delete), threading.Thread(target=create)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            outcomes.append((answers["delete"], answers["create"]))
+            name = f"race-{uuid.uuid4().hex[:8]}"
+            answers = race_map_delete_with_index_create(http, other, map_id, name)
+            outcomes.append(answers)
             map_there = http.get(f"/v1/maps/{map_id}").status_code == 200
             index_there = http.get(f"/v1/indexes/{name}").status_code == 200
-            assert (answers["delete"], answers["create"]) != (204, 201), outcomes
+            assert answers != (204, 201), outcomes
             assert not index_there or map_there, outcomes   # no index outlives its map without ?force
-            assert answers["delete"] in (204, 409) and answers["create"] in (201, 404), outcomes
+            assert answers[0] in (204, 409) and answers[1] in (201, 404), outcomes
             http.delete(f"/v1/indexes/{name}")
             http.delete(f"/v1/maps/{map_id}", params={"force": "true"})
 
