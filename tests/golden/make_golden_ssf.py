@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from featurehash.maps import create_map
-from featurehash.maps import ssf
+from featurehash.maps.fourier import ssf
 from golden_io import golden_document, write_golden
 
 HERE = Path(__file__).resolve().parent
