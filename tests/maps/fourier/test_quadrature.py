@@ -34,7 +34,8 @@ import scipy.sparse as sp
 from scipy.spatial.distance import pdist
 
 import featurehash.maps.base as base_module
-import featurehash.maps.fourier.quadrature as quadrature_module
+import featurehash.maps.fourier._quadrature_fit as quadrature_fit
+import featurehash.maps.fourier._quadrature_params as quadrature_params
 from featurehash.maps import kernels
 from featurehash.maps import InputError, SpecError, create_map, resolve_spec
 from featurehash.maps.numerics import _active_set_nnls as active_set
@@ -288,7 +289,7 @@ def test_reweighted_spec_stores_the_fitted_numbers_not_the_sample(diabetes, rewe
     def no_fit(*args, **kwargs):
         raise AssertionError("a stored spec must not be fitted again")
 
-    monkeypatch.setattr(quadrature_module, "fit_reweighted", no_fit)
+    monkeypatch.setattr(quadrature_fit, "fit_reweighted", no_fit)
     rebuilt = create_map(described)
     assert rebuilt.spec.id == m.spec.id == described["id"]
     assert rebuilt.transform(held).tobytes() == m.transform(held).tobytes()
@@ -493,7 +494,7 @@ def test_gram_is_exact_whatever_the_summation_order():
     rng = np.random.default_rng(3)
     sample = np.round(rng.standard_normal((60, 5)), 3)
     frequencies = rng.standard_normal((5, 40))
-    first, second = quadrature_module.fit_pair_indices(60, 1700, 0)
+    first, second = quadrature_fit.fit_pair_indices(60, 1700, 0)
     gram, moment, _, rows = quadrature_design.gram_moments(sample, first, second, frequencies, [list(range(5))],
                                                            0.4, quadrature_design.MAX_CHUNK_ROWS)
     design = np.cos((sample[first] - sample[second]) @ frequencies)  # within 1e-15 of the kernel's cosines
@@ -773,7 +774,7 @@ def test_fixed_size_grids_say_which_n_components_they_need():
     assert "n_components must be 1352" in info.value.message
     with pytest.raises(SpecError) as info:
         make_map(40, 64, grid="dense")
-    assert str(quadrature_module.MAX_GRID_POINTS) in info.value.message
+    assert str(quadrature_params.MAX_GRID_POINTS) in info.value.message
 
 
 def test_defaults_resolve_per_grid():
