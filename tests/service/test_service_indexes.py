@@ -15,7 +15,7 @@ import pytest
 import redis
 import scipy.sparse as sp
 
-import featurehash.client
+import featurehash.client.operations
 from featurehash.client import FeatureHashAPIError, FeatureHashClient
 from featurehash.maps.kernels import gmm
 from featurehash.maps import METHODS, create_map
@@ -289,7 +289,7 @@ def test_python_client_round_trip(main_server, server_redis, monkeypatch):
     indexes, _ = server_redis
     X = positive_rows(9, 120)
     ids = [f"client-item-{i:04d}" for i in range(120)]
-    monkeypatch.setattr(featurehash.client, "ITEM_IDS_HEADER_BYTES", 400)  # forces several binary requests
+    monkeypatch.setattr(featurehash.client.operations, "ITEM_IDS_HEADER_BYTES", 400)  # forces several binary requests
     with FeatureHashClient(main_server.url) as client:
         spec = client.create_map("gcws", D, 64, seed=74)
         created = client.create_index(spec["id"], name="svc-client", threshold=0.75)
