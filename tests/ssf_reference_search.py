@@ -1,5 +1,5 @@
 """The SSF index-set search as numpy formulas (the implementation before the compiled loops of
-`featurehash.maps.fourier._ssf_search_kernels`): tests/test_ssf_search.py checks that the compiled search
+`featurehash.maps.fourier._ssf_search_kernels`): tests/maps/fourier/test_ssf_search.py checks that the compiled search
 picks bit-identical objectives and the very same index sets."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ routing's 404/405 and the body limit's 413 must be a 401.
 
 Longer runs (not part of the suite): FUZZ_SEED, FUZZ_MAX_EXAMPLES and FUZZ_STATEFUL_STEPS override
 the budget below, e.g. `FUZZ_SEED=91 FUZZ_MAX_EXAMPLES=150 FUZZ_STATEFUL_STEPS=25 pytest -s
-tests/test_service_fuzz.py`.
+tests/service/test_service_fuzz.py`.
 """
 
 from __future__ import annotations

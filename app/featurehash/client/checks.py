@@ -4,7 +4,7 @@ would refuse is refused here with the field and detail it would answer, and noth
 The rules are called, not copied: a map's `check` (the map built from a spec this client has seen: dimension,
 all-zero rows, negative entries where the kernel refuses them), check_input, the JSON rows decoder of the
 service (featurehash.protocol.codecs), the request models, check_item_ids, check_name, check_fraction and band_keys.
-The few messages the routes write themselves are repeated here; tests/test_client.py compares every one with a
+The few messages the routes write themselves are repeated here; tests/client/test_client.py compares every one with a
 running service's answer. Each check raises the library's FeatureHashError; the clients turn it into
 FeatureHashAPIError(422, ...), the status the service answers with. A NaN or an infinity is named as such
 (the service's answer to a JSON body holding NaN, as Python's json writes it), though orjson would have sent

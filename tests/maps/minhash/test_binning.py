@@ -5,7 +5,7 @@ vectors.
 Statistics: in each grid the d bins of x and y all agree with probability exactly
 k(x, y) = exp(-gamma ||x - y||_1) (pitch ~ Gamma(2, 1/gamma) per coordinate, independent coordinates),
 independently across grids, so the code match fraction over P grids is Binomial(P, k) / P with standard
-deviation sqrt(k (1 - k) / P). As in tests/test_gcws.py, every pair must be within 4 of those (floored at
+deviation sqrt(k (1 - k) / P). As in tests/maps/minhash/test_gcws.py, every pair must be within 4 of those (floored at
 1/P, for pairs with k near 0 or 1), with 100 pairs a false alarm has probability ~100 * 6e-5 < 1%; a common
 bias is checked over the family, grid by grid (see `assert_binomial_family`). Seeds are fixed: the outcome
 is deterministic.

@@ -4,7 +4,7 @@ Since 0.2 new SRF specs use spherical shells (`_spherical_shells`), whose fit is
 on every machine. This module keeps what stored mixture specs need (`mixture_kernel`, `mixture_mass`,
 `mixture_radii`), the radial machinery the shell fit reuses (`sphere_cosine_mean`), and the paper's
 fit (`fit_mixture`), whose optimum moves with the BLAS kernel's last bits, as the reference the shell
-fit is measured against (tests/test_srf.py, bench/bench_srf.py).
+fit is measured against (tests/maps/fourier/test_srf.py, bench/bench_srf.py).
 
 On the unit sphere S^{d-1} the polynomial kernel is a radial function of z = ||x - y||,
 K(z) = (1 - z^2/a^2)^p on [0, 2]. SRF approximates it by K^, the Fourier transform of

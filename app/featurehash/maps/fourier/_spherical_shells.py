@@ -14,7 +14,7 @@ fixed radii r_j = j * delta (j = 1..RADIAL_NODES) and masses m_j >= 0,
 and eq. 5 becomes a nonnegative least-squares problem in m: convex, and with a small ridge strictly
 convex, so it has exactly one optimum, which `_active_set_nnls` finds with the same operations in the
 same order everywhere. Its feasible set contains (up to the radial grid) every clipped mixture, so
-its L is at or below the paper's N = 10 fit (measured in bench/bench_srf.py and tests/test_srf.py).
+its L is at or below the paper's N = 10 fit (measured in bench/bench_srf.py and tests/maps/fourier/test_srf.py).
 The optimum puts the mass on a few shells (two adjacent radii in every case measured).
 
 Determinism: the radii are decimal-rounded formulas of (a, p, d); Omega_d on the fit's grid is

@@ -71,7 +71,7 @@ Grids and n_components (D = n_components = 2 P, P the number of points):
   (silent features).
   Same request, same fit, on every machine (issue 10): the fit uses no operation whose result
   depends on the CPU, the BLAS kernel, the SIMD path or the thread count, so its unrounded numbers,
-  not only the rounded ones, are bit-identical everywhere (tests/test_quadrature.py runs it under
+  not only the rounded ones, are bit-identical everywhere (tests/maps/fourier/test_quadrature.py runs it under
   other OpenBLAS coretypes, numpy SIMD targets, numba code generation and thread counts):
   candidates drawn and evaluated with `_quadrature_rules.hermite_rule` (Sturm bisection,
   not LAPACK); the design cos(w . delta) and target in numba with `_portable_numba` cos/exp;

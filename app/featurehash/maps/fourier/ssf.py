@@ -80,7 +80,7 @@ ones rank all free indices by a second-order expansion (two FFTs per coordinate)
 shortlist exactly, which found the very same sets wherever both were run. The search computes with
 `_portable_math` (exact trigonometric tables, logs and ordered sums, no BLAS), so the stored set is
 the same on every machine. Its loops are compiled (`_ssf_search_kernels`: the same operations in the
-same order, vectorised, no FMA; tests/test_ssf_search.py checks the bits and the sets against the numpy
+same order, vectorised, no FMA; tests/maps/fourier/test_ssf_search.py checks the bits and the sets against the numpy
 formulation, tests/ssf_reference_search.py): ~30x less CPU than numpy. Only the shortlist ranking of large
 searches uses scipy's FFT, whose
 last bits could differ across platforms, and the exact choice within the shortlist makes that matter

@@ -139,7 +139,7 @@ def random_index_set(m: int, n: int, seed: int) -> np.ndarray:
 def _inverse_dft(x: np.ndarray) -> np.ndarray:
     """scipy.fft.ifft(x, norm="forward") of a contiguous 1-d float64 or complex128 array: the same call
     into pocketfft without scipy's dispatch layers, which cost more than a 4096-point transform (the
-    bits are the same: tests/test_ssf_search.py)."""
+    bits are the same: tests/maps/fourier/test_ssf_search.py)."""
     if _pocketfft is None:
         return scipy.fft.ifft(x, norm="forward")
     return _pocketfft.c2c(x, (-1,), False, 0, None, 1)  # inverse, no scaling (norm "forward"), one worker

@@ -4,7 +4,7 @@ numba compiles for the CPU it runs on, but without `fastmath` it keeps IEEE sema
 fuses a multiply and an add into an FMA (fp-contract off) and never reassociates a sum (a loop
 carrying one accumulator stays sequential; elementwise loops may be vectorised, which does not
 change any result). So a kernel written with +, -, *, /, sqrt, rint and ldexp in a fixed order
-gives the same bits on every x86/ARM machine, whatever its SIMD width. tests/test_quadrature.py
+gives the same bits on every x86/ARM machine, whatever its SIMD width. tests/maps/fourier/test_quadrature.py
 checks that `cos` and `exp` here equal `_portable_math.cos` and `_portable_math.exp` bit for bit
 and that the compiled code contains no fused multiply-add.
 
