@@ -29,6 +29,8 @@ from timing import best_time
 
 RESULTS = Path(__file__).resolve().parent / "results"
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+# test_binning (its pairs) sits in the folder that mirrors the package
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "maps" / "minhash"))
 
 
 

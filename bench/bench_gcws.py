@@ -112,6 +112,7 @@ def bench_crossover(repeat: int) -> None:
 
 def bench_law() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "maps" / "minhash"))
     from test_gcws import K, binomial_sd, dense_pairs, pair_gmm, pair_match, sparse_pairs
 
     print(f"collision law, 100 pairs per family, k = {K}: max |z|, mean z^2 (n pairs with 0.01 < GMM < 0.99), "
