@@ -23,9 +23,9 @@ import numpy as np
 import orjson
 
 import service_floor
-from featurehash.api.middleware import access_lines
-from featurehash.config import Settings
-from featurehash.main import create_app
+from featurehash.service.api.middleware import access_lines
+from featurehash.service.config import Settings
+from featurehash.service.app import create_app
 from featurehash.store.embedded import EmbeddedRedis
 
 JSON = [(b"content-type", b"application/json")]

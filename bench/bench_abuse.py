@@ -231,7 +231,7 @@ def probe_once(port: int, timeout: float, connects: list | None = None) -> float
 
 
 def worker_pid(server: ServiceProcess) -> int:
-    web = [pid for pid in children(server.pid) if "featurehash.web" in cmdline(pid)]
+    web = [pid for pid in children(server.pid) if "featurehash.service.web" in cmdline(pid)]
     return web[0]
 
 
@@ -323,8 +323,8 @@ def protocol_server_main(guarded: bool, port: int) -> None:
     import uvicorn
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    from featurehash.connection_guard import GuardedH11Protocol
-    from featurehash.web import TCPListenerConfig
+    from featurehash.service.connection_guard import GuardedH11Protocol
+    from featurehash.service.web import TCPListenerConfig
 
     config = TCPListenerConfig(_trivial_app, host="127.0.0.1", port=port, lifespan="off", log_level="warning",
                                http=GuardedH11Protocol if guarded else H11Protocol, header_timeout=10,

@@ -100,7 +100,7 @@ class Server:
         self._wait_ready()
         self.tree = _tree(self.process.pid)
         self.worker = next(pid for pid in self.tree
-                           if b"featurehash.web" in Path(f"/proc/{pid}/cmdline").read_bytes())
+                           if b"featurehash.service.web" in Path(f"/proc/{pid}/cmdline").read_bytes())
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + 90

@@ -2,7 +2,7 @@
 
     python bench/bench_binning.py [--repeat 3] [--write]
 
-1. Agreement. 100 pairs (tests/test_binning.py's `dense_pairs`: kernel values 0.005..1, d = 12,
+1. Agreement. 100 pairs (tests/maps/minhash/test_binning.py's `dense_pairs`: kernel values 0.005..1, d = 12,
    gamma = 1/2) at P in {256, 1024, 4096} grids: the match fraction's deviation from
    exp(-gamma ||x - y||_1) in binomial standard deviations sqrt(k (1 - k) / P) (floored at 1/P):
    worst pair, mean z^2 (1 for a correct sampler; the pairs share the grids, so it scatters more than
@@ -29,6 +29,8 @@ from timing import best_time
 
 RESULTS = Path(__file__).resolve().parent / "results"
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+# test_binning (its pairs) sits in the folder that mirrors the package
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "maps" / "minhash"))
 
 
 

@@ -1,4 +1,4 @@
-"""What the Python client's checks before sending (featurehash.client_checks.vectors) cost, per batch shape:
+"""What the Python client's checks before sending (featurehash.client.checks.vectors) cost, per batch shape:
 the map's own check when its spec is known, the map-free checks when not, and Python rows (JSON rules).
 Prints a table; writes nothing. Usage: python bench/bench_client_checks.py [--repeats N]"""
 
@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from featurehash.client_checks import KnownMaps, vectors
+from featurehash.client.checks import KnownMaps, vectors
 from featurehash.maps import create_map
 
 

@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from featurehash.maps import create_map, requested_spec
-from featurehash.maps._spherical_shells import fit_shells
+from featurehash.maps.fourier._spherical_shells import fit_shells
 from featurehash.maps.cost import creation_cost, transform_cost
 
 MIN_SECONDS = 0.01

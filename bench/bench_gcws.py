@@ -2,7 +2,7 @@
 
     python bench/bench_gcws.py [--repeat 3] [--threads 1] [--skip-law] [--crossover]
 
-1. Collision law (the 100-pair families of tests/test_gcws.py, k = 4096): per family and sampler,
+1. Collision law (the 100-pair families of tests/maps/minhash/test_gcws.py, k = 4096): per family and sampler,
    the largest |z| of a pair's match fraction against the exact GMM / pGMM (binomial sd), the mean
    z^2 (1 +- 4 sqrt(2/n) expected) and the standardised common bias.
 2. Time per vector at (nnz, k): sparse rows with nnz nonzeros (Exp(1) weights), timed in batches of
@@ -112,6 +112,7 @@ def bench_crossover(repeat: int) -> None:
 
 def bench_law() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "maps" / "minhash"))
     from test_gcws import K, binomial_sd, dense_pairs, pair_gmm, pair_match, sparse_pairs
 
     print(f"collision law, 100 pairs per family, k = {K}: max |z|, mean z^2 (n pairs with 0.01 < GMM < 0.99), "

@@ -29,7 +29,8 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import SVC, LinearSVC
 
-from featurehash import create_map, kernels
+from featurehash import create_map
+from featurehash.maps import kernels
 
 RESULTS = Path(__file__).resolve().parent / "results"
 C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)

@@ -21,7 +21,7 @@ removed from its environment), then for each data set of >= 20,000 vectors:
 
 The exact top-10 of every query is found by brute force over all vectors with the GMM
 kernel (blocked, through the identity sum min = (|u| + |v| - |u - v|_1) / 2, checked against
-featurehash.kernels.gmm on a slice); ties at the 10th value count as found. Then, per data set:
+featurehash.maps.kernels.gmm on a slice); ties at the 10th value count as found. Then, per data set:
 - HTTP, codes only: create the map and the index (bands chosen from its threshold), add all
   vectors as .npy batches of 1,000 (insert throughput, Redis bytes per item from INFO
   used_memory), then query one vector per request, sequentially (p50/p99 latency, recall@10,
@@ -35,7 +35,7 @@ featurehash.kernels.gmm on a slice); ties at the 10th value count as found. Then
   second index): insert throughput, per-query latency, and its answers, which must equal
   the HTTP ones;
 - brute force: exact GMM search per query in numpy (the L1 identity above) and with
-  featurehash.kernels.gmm, for the speed-up;
+  featurehash.maps.kernels.gmm, for the speed-up;
 - datasketch (if installed): MinHashLSH with its Redis storage over the same codes and
   bands (candidates only, no re-ranking): insert throughput, query latency, bytes per item.
 """
@@ -58,7 +58,7 @@ from scipy.spatial.distance import cdist
 from sklearn.datasets import load_digits, make_multilabel_classification
 
 from featurehash.client import FeatureHashClient
-from featurehash.kernels import gmm
+from featurehash.maps.kernels import gmm
 from featurehash.maps import create_map
 from featurehash.maps.lsh import collision_probability, exact_similarities
 from featurehash.store import LSHIndexes
@@ -248,7 +248,7 @@ def memory_breakdown(store: redis.Redis, prefix: bytes, n_items: int) -> dict:
 
 def brute_force_seconds(Q, X, repeat: int) -> tuple[float, float]:
     """Median seconds of one exact top-10 search: numpy (L1 identity; for sparse sets
-    exact_similarities), and featurehash.kernels.gmm (dense sets only: nan for sparse)."""
+    exact_similarities), and featurehash.maps.kernels.gmm (dense sets only: nan for sparse)."""
     fast, library = [], []
     if sp.issparse(X):
         for q in range(repeat):
@@ -452,7 +452,7 @@ def run(args, say) -> bool:
         for name, http, exact, library, brute_fast, brute_library in rows:
             say(f"{name:15s} {library['latency_ms'][0]:8.2f} {library['latency_ms'][1]:7.2f} "
                 f"{library['insert_per_s']:12.0f} {brute_library * 1e3:9.1f} {http['batch_query_per_s']:9.0f}")
-    say("brute ms = exact top-10 by numpy over the whole set, one query; gmm() ms = with featurehash.kernels.gmm")
+    say("brute ms = exact top-10 by numpy over the whole set, one query; gmm() ms = with featurehash.maps.kernels.gmm")
     say(f"library answers equal the HTTP answers (and the batch queries'): {agree}")
     return agree
 

@@ -178,7 +178,7 @@ def bench_structured(repeat: int, quick: bool) -> str:
 
 def gram_error_rows(name: str, D: int, seeds: int, repeat: int) -> list[str]:
     from bench_ssf import load_dataset, median_gamma
-    from featurehash import kernels
+    from featurehash.maps import kernels
     from sklearn.kernel_approximation import RBFSampler
 
     X = load_dataset(name)

@@ -37,7 +37,7 @@ from sklearn.kernel_approximation import (AdditiveChi2Sampler, Nystroem, Polynom
                                           SkewedChi2Sampler)
 from sklearn.preprocessing import StandardScaler
 
-from featurehash import kernels
+from featurehash.maps import kernels
 from featurehash.maps import SpecError, create_map
 from timing import best_time
 

@@ -39,9 +39,9 @@ from pathlib import Path
 import numpy as np
 from scipy.spatial.distance import pdist
 
-from featurehash import kernels
+from featurehash.maps import kernels
 from featurehash.maps import create_map
-from featurehash.maps import _quadrature_rules as rules
+from featurehash.maps.fourier import _quadrature_rules as rules
 from timing import best_time
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -89,7 +89,7 @@ def _rss(pid: int) -> int:
 
 
 def _worker_pid(launcher: int) -> int:
-    """The uvicorn process (`python -m featurehash.web`), child of the launcher."""
+    """The uvicorn process (`python -m featurehash.service.web`), child of the launcher."""
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
@@ -97,7 +97,7 @@ def _worker_pid(launcher: int) -> int:
                 command = Path(f"/proc/{name}/cmdline").read_bytes()
             except OSError:
                 continue
-            if int(stat[1]) == launcher and b"featurehash.web" in command:
+            if int(stat[1]) == launcher and b"featurehash.service.web" in command:
                 return int(name)
     raise RuntimeError("no web worker found")
 

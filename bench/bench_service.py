@@ -12,7 +12,7 @@ requests/s over 8 connections for the service and the floor with --workers 1 and
 to the floor with one worker, unpinned and then with the load generator on CPU 0 and the servers
 on CPU 1 (the per-core rate, which N workers on N free cores multiply); batch rff n=4096 d=512
 D=4096 over npy as a ratio to the in-process transform, for a raw-socket client that reads the
-answer straight into the array and for FeatureHashClient (httpx, featurehash.npy_answer: the same).
+answer straight into the array and for FeatureHashClient (httpx, featurehash.npy.answer: the same).
 With --batch-only, just that figure (repeat it with --repeat; a busy machine moves it a lot).
 These use bench/raw_http.py (prebuilt requests, undecoded answers) so the client's cost stays
 small and equal on both sides. Beside them, bench/asgi_cost.py: each app's own CPU per request
@@ -69,8 +69,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import asgi_cost
 import raw_http
-from featurehash.api.codecs import json_response, parse_body, vectors_from
-from featurehash.api.streams import npy_header
+from featurehash.protocol.codecs import parse_body, vectors_from
+from featurehash.service.api.responses import json_response
+from featurehash.service.api.streams import npy_header
 from featurehash.client import FeatureHashClient
 from featurehash.maps import OneHotFeatures, create_map
 

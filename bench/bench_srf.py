@@ -34,9 +34,9 @@ import numpy as np
 # (CI's `pip install -e` in a clone repoints it), and bench_maps beside it.
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 from bench_maps import fourier_floor  # noqa: E402  (the same floor as the other dense maps)
-from featurehash import kernels  # noqa: E402
-from featurehash.maps import _spherical_mixture as mixture  # noqa: E402
-from featurehash.maps import _spherical_shells as shells  # noqa: E402
+from featurehash.maps import kernels  # noqa: E402
+from featurehash.maps.fourier import _spherical_mixture as mixture  # noqa: E402
+from featurehash.maps.fourier import _spherical_shells as shells  # noqa: E402
 from featurehash.maps import create_map  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -7,7 +7,7 @@
    columns differ in scale by 10^4, so unit rows would be nearly parallel). Kernels: Gaussian
    (gamma = 1 / median ||x - y||^2), arc-cosine orders 0 and 1. D in {2d, 4d, 8d}, seeds 0..4.
    Baselines of equal D: `rff` (cos_sin) for the Gaussian, Cho & Saul's sqrt(2/D) step(w.x) (w.x)^b
-   with w ~ N(0, I) for the arc-cosine kernels (`featurehash.maps.ssf.arccos_random_features`).
+   with w ~ N(0, I) for the arc-cosine kernels (`featurehash.maps.fourier.ssf.arccos_random_features`).
    Reported: relative Frobenius ||K^ - K||_F / ||K||_F and relative max |K^ - K|_max / |K|_max,
    mean (and sd) over seeds. Two extra columns say where the gain comes from: SSF with a random
    index set instead of the optimised one, and (arc-cosine) i.i.d. directions used with their
@@ -28,9 +28,10 @@ from pathlib import Path
 import numpy as np
 from scipy.spatial.distance import pdist
 
-from featurehash import kernels
+from featurehash.maps import kernels
 from featurehash.maps import create_map
-from featurehash.maps import ssf
+from featurehash.maps.fourier import ssf
+from featurehash.maps.fourier import ssf_search
 from timing import best_time
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -99,7 +100,7 @@ def measure_errors(datasets: list[str], seeds: range) -> list[dict]:
                     errors["ssf"].append(gram_errors(K, ssf_map(d, D, seed, kernel, gamma).kernel(X)))
                     Z = iid_features(X, D, seed, kernel, gamma)
                     errors["iid"].append(gram_errors(K, Z @ Z.T))
-                    random_L = ssf.random_index_set(m, n, 10_000 + seed)
+                    random_L = ssf_search.random_index_set(m, n, 10_000 + seed)
                     errors["ssf_random_L"].append(
                         gram_errors(K, ssf_map(d, D, seed, kernel, gamma, random_L).kernel(X)))
                     Z = iid_features(X, D, seed, kernel, gamma, bidirectional=True)
@@ -190,11 +191,11 @@ def energy_report(sizes: list[tuple[int, int]]) -> str:
              f"{'10 random sets':>16s} {'sd':>8s} | {'sweeps':>6s} {'swaps':>6s} {'conv':>5s} {'exact':>5s} "
              f"{'time':>7s}"]
     for m, n in sizes:
-        ssf.optimised_index_set.cache_clear()
+        ssf_search.optimised_index_set.cache_clear()
         start = time.perf_counter()
-        result = ssf.optimised_index_set(m, n, 0, ssf.SPEC_POINT_SET)
+        result = ssf_search.optimised_index_set(m, n, 0, ssf_search.SPEC_POINT_SET)
         seconds = time.perf_counter() - start
-        others = np.array([ssf.riesz_log_energy(ssf.random_index_set(m, n, seed), n) for seed in range(1, 11)])
+        others = np.array([ssf_search.riesz_log_energy(ssf_search.random_index_set(m, n, seed), n) for seed in range(1, 11)])
         lines.append(f"{m:5d} {n:5d} | {result.initial_energy:16.3f} {result.final_energy:16.3f} "
                      f"{result.initial_energy - result.final_energy:10.3f} | "
                      f"{others.mean():16.3f} {others.std(ddof=1):8.3f} | "
@@ -214,7 +215,7 @@ def speed_report(rows: int, repeat: int, dims: tuple[int, ...]) -> str:
     for d in dims:
         D = 4 * d
         X = rng.standard_normal((rows, d)).astype(np.float32)
-        ssf.optimised_index_set.cache_clear()
+        ssf_search.optimised_index_set.cache_clear()
         start = time.perf_counter()
         gaussian = create_map({"method": "ssf", "input_dim": d, "n_components": D, "params": {"gamma": 1.0 / d}})
         spec_seconds = time.perf_counter() - start

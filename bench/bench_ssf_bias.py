@@ -87,7 +87,7 @@ def target(feature_map, X):
 
 
 def nrff_leading_bias(kernel: np.ndarray, D: int) -> np.ndarray:
-    """NRFF (phase) bias to first order in 1/D (app/featurehash/maps/nrff.py): -(k - k^5) / (8 D)."""
+    """NRFF (phase) bias to first order in 1/D (app/featurehash/maps/fourier/nrff.py): -(k - k^5) / (8 D)."""
     return -(kernel - kernel**5) / (8.0 * D)
 
 

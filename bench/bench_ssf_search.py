@@ -21,8 +21,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from featurehash import kernels
-from featurehash.maps import create_map, ssf
+from featurehash.maps import kernels
+from featurehash.maps import create_map
+from featurehash.maps.fourier import ssf_search
 
 RESULTS = Path(__file__).resolve().parent / "results" / "ssf_search.txt"
 SEARCHES = ("until_unchanged", "until_small_gain")
@@ -38,13 +39,13 @@ def search_table(sizes, seeds, random_sets: int) -> list[str]:
     lines = [(f"{'(m, n)':>12s} {'seed':>4s} {'old gain/sd':>11s} {'(new-old)/sd':>12s} {'sweeps old/new':>14s} "
               f"{'cpu old':>8s} {'cpu new':>8s} {'wall old':>8s} {'wall new':>8s} {'cpu ratio':>9s}")]
     for m, n in sizes:
-        energies = [ssf.riesz_log_energy(ssf.random_index_set(m, n, 10_000 + i), n) for i in range(random_sets)]
+        energies = [ssf_search.riesz_log_energy(ssf_search.random_index_set(m, n, 10_000 + i), n) for i in range(random_sets)]
         spread = float(np.std(energies, ddof=1))
         for seed in seeds:
             runs = {}
             for search in SEARCHES:
-                ssf.optimised_index_set.cache_clear()
-                runs[search] = timed(functools.partial(ssf.optimised_index_set, m, n, seed, ssf.SPEC_POINT_SET, search))
+                ssf_search.optimised_index_set.cache_clear()
+                runs[search] = timed(functools.partial(ssf_search.optimised_index_set, m, n, seed, ssf_search.SPEC_POINT_SET, search))
             (old, old_cpu, old_wall), (new, new_cpu, new_wall) = runs["until_unchanged"], runs["until_small_gain"]
             lines.append(f"{f'({m}, {n})':>12s} {seed:4d} {(old.initial_energy - old.final_energy) / spread:11.1f} "
                          f"{(new.final_energy - old.final_energy) / spread:+12.3f} {old.sweeps:>7d}/{new.sweeps:<6d} "
@@ -67,7 +68,7 @@ def create_table(seeds) -> list[str]:
     lines = [f"create_map ssf d = 4096, D = 16384 (gamma {gamma:.3g}): CPU / wall seconds, Gram error, id"]
     for seed in seeds:
         for search in SEARCHES:
-            ssf.optimised_index_set.cache_clear()
+            ssf_search.optimised_index_set.cache_clear()
             request = {"method": "ssf", "input_dim": 4096, "n_components": 16384, "seed": seed,
                        "params": {"gamma": gamma, "search": search}}
             fitted, cpu, wall = timed(functools.partial(create_map, request))
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [tuple(int(v) for v in size.split("x")) for size in args.sizes.split(",")]
     seeds = [int(seed) for seed in args.seeds.split(",")]
     for search in SEARCHES:  # compile / load the numba caches outside the timings
-        ssf.optimised_index_set(64, 512, 0, ssf.SPEC_POINT_SET, search)
+        ssf_search.optimised_index_set(64, 512, 0, ssf_search.SPEC_POINT_SET, search)
     load = "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
     print(load, flush=True)
     lines = [__doc__.splitlines()[0], load, *search_table(sizes, seeds, args.random), *create_table([7, 8, 9, 10, 11])]

@@ -4,7 +4,7 @@
 
 POST /floor reads an orjson body and answers {"features": <a constant 1x1024 float32 array>}
 through orjson, served by the same uvicorn configuration as `featurehash serve`
-(featurehash.web.TCPListenerConfig: TCP_NODELAY listener, no uvicorn access log). What the
+(featurehash.service.web.TCPListenerConfig: TCP_NODELAY listener, no uvicorn access log). What the
 service spends beyond this is its own: store, validation, compute, middleware.
 """
 
@@ -18,7 +18,7 @@ import uvicorn
 from fastapi import FastAPI, Request, Response
 from uvicorn.supervisors import Multiprocess
 
-from featurehash.web import TCPListenerConfig
+from featurehash.service.web import TCPListenerConfig
 
 FEATURES = np.linspace(-1, 1, 1024, dtype=np.float32).reshape(1, 1024)
 

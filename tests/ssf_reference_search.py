@@ -1,13 +1,13 @@
 """The SSF index-set search as numpy formulas (the implementation before the compiled loops of
-`featurehash.maps._ssf_search_kernels`): tests/test_ssf_search.py checks that the compiled search
+`featurehash.maps.fourier._ssf_search_kernels`): tests/maps/fourier/test_ssf_search.py checks that the compiled search
 picks bit-identical objectives and the very same index sets."""
 
 from __future__ import annotations
 
 import numpy as np
 import scipy.fft
-from featurehash.maps import _portable_math as pm
-from featurehash.maps.ssf import (_FACTOR_FLOOR, _RELATIVE_GAIN, EXACT_SEARCH_TERMS, MAX_SWEEPS, SEARCH_TERM_BUDGET,
+from featurehash.maps.numerics import _portable_math as pm
+from featurehash.maps.fourier.ssf_search import (_FACTOR_FLOOR, _RELATIVE_GAIN, EXACT_SEARCH_TERMS, MAX_SWEEPS, SEARCH_TERM_BUDGET,
                                   SHORTLIST, _half_range, _unit_roots, random_index_set)
 
 _CANDIDATE_CHUNK_TERMS = 2**20

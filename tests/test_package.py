@@ -29,8 +29,8 @@ def test_a_users_own_app_package_does_not_shadow_the_cli_or_the_service(tmp_path
     (tmp_path / "app" / "__init__.py").write_text("")
     (tmp_path / "app" / "main.py").write_text("NOT_FEATUREHASH = True\n")
     (tmp_path / "app" / "cli.py").write_text("raise SystemExit('the user app was imported')\n")
-    done = run("import featurehash.cli, featurehash.main\n"
-               "print(callable(featurehash.main.create_app), featurehash.cli.__file__)", tmp_path)
+    done = run("import featurehash.cli, featurehash.service.app\n"
+               "print(callable(featurehash.service.app.create_app), featurehash.cli.__file__)", tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("True") and str(tmp_path) not in done.stdout
     np.testing.assert_equal(run("import app.main; print(app.main.NOT_FEATUREHASH)", tmp_path).stdout.strip(), "True")

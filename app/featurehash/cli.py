@@ -14,7 +14,7 @@ dimension, an invalid spec) is one line on stderr naming the file and the proble
 one-hot indices (int64, n x k) and prints `dim` and `scale` as JSON on stdout.
 Inputs may be a 2-D .npy array (memory-mapped: it may be larger than memory) or a scipy sparse
 .npz matrix; the output is written chunk by chunk (`--chunk-rows`), with a progress bar on a
-terminal (`--quiet`: none), in memory bounded by the chunk (`featurehash.npy_stream`).
+terminal (`--quiet`: none), in memory bounded by the chunk (`featurehash.npy.stream`).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def _stream(args, *, codes: bool):
     import numpy as np
 
     from .maps import InputError, UnsupportedOperation
-    from .npy_stream import stream
+    from .npy.stream import stream
 
     feature_map = _map_from(args.spec)
     dtype = np.float64 if getattr(args, "float64", False) else None
@@ -116,14 +116,14 @@ def _cmd_hash(args) -> None:
 
 
 def _cmd_warm_cache(args) -> None:
-    from .compile_cache import main as warm
+    from .service.compile_cache import main as warm
 
     _print_json(warm())
 
 
 def _cmd_serve(args) -> None:
-    from .config import Settings
-    from .serve import serve
+    from .service.config import Settings
+    from .service.serve import serve
 
     overrides = {name: getattr(args, name) for name in ("host", "port", "workers", "data_dir")
                  if getattr(args, name) is not None}
@@ -131,7 +131,7 @@ def _cmd_serve(args) -> None:
 
 
 def _cmd_repair_aof(args) -> None:
-    from .config import Settings
+    from .service.config import Settings
     from .store.embedded import EmbeddedRedisError, repair_append_only_file
 
     data_dir = args.data_dir if args.data_dir is not None else Settings().data_dir

@@ -146,7 +146,7 @@ class RandomFourierFeatures(_FeatureMapTransformer):
     exp(-gamma ||x - y||_1) (`kernel="laplacian"`). `variant` "cos_sin" (n_components / 2
     frequencies, lower variance) or "phase" (sqrt(2/D) cos(W^T x + b), as RBFSampler).
     `frequencies` "iid", "orthogonal" or "structured" (Gaussian kernel; Yu et al., NIPS 2016).
-    See `featurehash.maps.rff`.
+    See `featurehash.maps.fourier.rff`.
     """
 
     _method = "rff"
@@ -166,7 +166,7 @@ class NormalizedRandomFourierFeatures(_FeatureMapTransformer):
     """Normalized random Fourier features (method "nrff"; Li, KDD 2017).
 
     Kernel: exp(-gamma (1 - cos(x, y))) on directions; rows are scaled to unit norm (all-zero
-    rows are refused) and the features normalised. See `featurehash.maps.nrff`.
+    rows are refused) and the features normalised. See `featurehash.maps.fourier.nrff`.
     """
 
     _method = "nrff"
@@ -189,7 +189,7 @@ class GCWSFeatures(_OneHotTransformer):
     (`zero_bit`: of i* only). `sampler` "icws" (O(nnz k)) or "dart" (DartMinHash, O(k log k + nnz),
     the same collision law). `bit_source` "mixed_code": the b bits are seeded uniform bits of each
     sample's code (b-bit match probability GMM + (1 - GMM) 2^-b); "index": the lowest bits of i*, as
-    specs made before the parameter. All-zero rows are refused. See `featurehash.maps.gcws`.
+    specs made before the parameter. All-zero rows are refused. See `featurehash.maps.minhash.gcws`.
     """
 
     _method = "gcws"
@@ -211,7 +211,7 @@ class SphericalRandomFeatures(_FeatureMapTransformer):
 
     Kernel: (1 - ||x - y||^2 / bias^2)^degree on rows scaled to unit norm, i.e.
     alpha (q + <x, y>)^degree with q = bias^2 / 2 - 1 (all-zero rows are refused). The spectrum
-    (spherical shells) is fitted when the spec is built and stored in `spec_`. See `featurehash.maps.srf`.
+    (spherical shells) is fitted when the spec is built and stored in `spec_`. See `featurehash.maps.fourier.srf`.
     """
 
     _method = "srf"
@@ -234,7 +234,7 @@ class SphericalStructuredFeatures(_FeatureMapTransformer):
     order 0, 1, 2 (`kernel="arccos0"` ..., no gamma). `n_components` must be a multiple of 4 and
     at least 4 ceil(n_features / 2). `randomization` "rotation" (a random rotation of the point set:
     unbiased) or "signs" (sign flips only, as specs made before the parameter). See
-    `featurehash.maps.ssf`.
+    `featurehash.maps.fourier.ssf`.
     """
 
     _method = "ssf"
@@ -257,7 +257,7 @@ class QuadratureFeatures(_FeatureMapTransformer):
     (fixed sizes: the error names the n_components to use; `points_per_dim`, `level`), or
     "reweighted": `fit` fits the weights to `fit_rows` evenly spaced rows of X (at most; the spec
     then stores the fitted points and weights, not the rows). `fit_options` passes the fit's other
-    parameters (fit_pairs, candidates, selection, penalty, diagonal_weight). See `featurehash.maps.quadrature`.
+    parameters (fit_pairs, candidates, selection, penalty, diagonal_weight). See `featurehash.maps.fourier.quadrature`.
     """
 
     _method = "quadrature"
@@ -303,7 +303,7 @@ class RandomBinningFeatures(_OneHotTransformer):
 
     Kernel: Laplacian exp(-gamma ||x - y||_1). `n_components` random grids; `transform` gives
     the one-hot features of the lowest `bits` bits of each grid's bin code as CSR
-    (n_components << bits columns), `hash` the codes. See `featurehash.maps.binning`.
+    (n_components << bits columns), `hash` the codes. See `featurehash.maps.minhash.binning`.
     """
 
     _method = "binning"
@@ -320,7 +320,7 @@ class RandomMaclaurinFeatures(_FeatureMapTransformer):
     """Random Maclaurin features (method "random_maclaurin"; Kar & Karnick, AISTATS 2012).
 
     Kernel: (coef0 + <x, y>)^degree on the raw rows (a baseline: the variance grows with the
-    degree). See `featurehash.maps.random_maclaurin`.
+    degree). See `featurehash.maps.polynomial.random_maclaurin`.
     """
 
     _method = "random_maclaurin"
@@ -337,7 +337,7 @@ class TensorSketchFeatures(_FeatureMapTransformer):
     """TensorSketch (method "tensorsketch"; Pham & Pagh, KDD 2013), as PolynomialCountSketch
     without its gamma.
 
-    Kernel: (coef0 + <x, y>)^degree on the raw rows. See `featurehash.maps.tensorsketch`.
+    Kernel: (coef0 + <x, y>)^degree on the raw rows. See `featurehash.maps.polynomial.tensorsketch`.
     """
 
     _method = "tensorsketch"
@@ -357,7 +357,7 @@ class NystroemFeatures(_FeatureMapTransformer):
     "gmm" (power), "arccos0" / "arccos1" / "arccos2"; unset parameters take the spec's defaults.
     `fit` chooses n_components landmarks among `fit_rows` evenly spaced rows of X (at most) by
     randomly pivoted Cholesky (`sampling="rpcholesky"`) or uniformly (`"uniform"`), and `spec_`
-    stores the landmarks and the normalisation (not the rows). See `featurehash.maps.nystroem`.
+    stores the landmarks and the normalisation (not the rows). See `featurehash.maps.fitted.nystroem`.
     """
 
     _method = "nystroem"
@@ -387,7 +387,7 @@ class AdditiveChi2Features(_FeatureMapTransformer):
     Kernel: sum_i 2 x_i y_i / (x_i + y_i) on nonnegative X. `sample_steps`, `sample_interval` (default
     0.8, 0.5, 0.4 for 1, 2, 3 steps). No n_components: the output has n_features (2 sample_steps - 1)
     columns; sparse X gives CSR features (O(nnz)). Negative entries raise ValueError, as scikit-learn's.
-    The map is deterministic (no random_state). See `featurehash.maps.additive_chi2`.
+    The map is deterministic (no random_state). See `featurehash.maps.fourier.additive_chi2`.
     """
 
     _method = "additive_chi2"
@@ -429,7 +429,7 @@ class SkewedChi2Features(_FeatureMapTransformer):
     Sminchisescu, DAGM 2010), as scikit-learn's SkewedChi2Sampler.
 
     Kernel: prod_i 2 sqrt(x_i + c) sqrt(y_i + c) / (x_i + y_i + 2 c), c = `skewedness`; entries must
-    be > -c. See `featurehash.maps.skewed_chi2`.
+    be > -c. See `featurehash.maps.fourier.skewed_chi2`.
     """
 
     _method = "skewed_chi2"

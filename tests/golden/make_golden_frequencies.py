@@ -2,7 +2,7 @@
 of rff, nrff and srf, pinned as the other golden files pin their maps.
 
 Each case records the request, the resolved spec (with its id), the first frequencies, a small
-fixed input and today's outputs; tests/test_orthogonal_frequencies.py compares against them.
+fixed input and today's outputs; tests/maps/fourier/test_orthogonal_frequencies.py compares against them.
 Regenerate only on a deliberate change of the numeric format (which must also bump
 FORMAT_VERSION, so that old ids are not silently reused):
 

@@ -2,7 +2,7 @@
 
 Like make_golden.py (whose gcws cases use the default sampler "icws" and stay as they are), for
 the DartMinHash sampler: each case records the resolved spec (with its id), a small fixed input
-and today's codes, one-hot indices and kernel estimates; tests/test_gcws_dart.py compares
+and today's codes, one-hot indices and kernel estimates; tests/maps/minhash/test_gcws_dart.py compares
 against them. Regenerate only on a deliberate change of the numeric format (which must also bump
 FORMAT_VERSION, so that old ids are not silently reused):
 

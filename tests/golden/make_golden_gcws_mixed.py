@@ -2,7 +2,7 @@
 every new request), fixed inputs and their codes and one-hot indices forever.
 
 The cases are plain requests (no bit_source key: `complete_new_request` writes "mixed_code" into the
-resolved spec), for both samplers, with and without zero_bit, and b = 1. tests/test_gcws.py compares
+resolved spec), for both samplers, with and without zero_bit, and b = 1. tests/maps/minhash/test_gcws.py compares
 against them. Regenerate only on a deliberate change of the numeric format:
 
     python tests/golden/make_golden_gcws_mixed.py --force

@@ -3,7 +3,7 @@
 
 As tests/golden/make_golden_polynomial.py: for each case the request (Nystroem's with its fit_sample), the
 resolved spec (Nystroem's with the fitted landmarks and normalization, bit for bit), a small fixed
-nonnegative input and today's outputs; tests/test_nystroem.py and tests/test_chi2.py compare against them,
+nonnegative input and today's outputs; tests/maps/fitted/test_nystroem.py and tests/maps/fourier/test_chi2.py compare against them,
 and tests/portability_fingerprint.py refits every request under other CPUs. Regenerate only on a deliberate
 change of the numeric format (which must also bump FORMAT_VERSION):
 

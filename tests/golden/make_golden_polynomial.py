@@ -7,7 +7,7 @@ fit spherical shells, pinned in srf_shells.json.
 
 As tests/golden/make_golden.py does for the other maps: for each case the request, the
 resolved spec (with its id and, for SRF, the fitted mixture), a small fixed input and the
-outputs of today's code; tests/test_srf.py and tests/test_polynomial_baselines.py compare
+outputs of today's code; tests/maps/fourier/test_srf.py and tests/maps/polynomial/test_polynomial_baselines.py compare
 against them. Regenerate only on a deliberate change of the numeric format (which must also
 bump FORMAT_VERSION, so that old ids are not silently reused):
 

@@ -3,10 +3,10 @@ outputs they must give forever.
 
 As tests/golden/make_golden.py does for the first methods: each case records the request, the
 resolved spec (with its id; for the reweighted grid, the fitted points and weights that replace the
-fit sample), a small fixed input and today's outputs; tests/test_quadrature.py and
-tests/test_binning.py compare against them. The reweighted requests refit to their stored specs
+fit sample), a small fixed input and today's outputs; tests/maps/fourier/test_quadrature.py and
+tests/maps/minhash/test_binning.py compare against them. The reweighted requests refit to their stored specs
 bit for bit on any machine since the portable fit (issue 10), which reproduced these numbers;
-tests/test_quadrature.py checks it under other BLAS kernels, SIMD paths and thread counts. Regenerate only on a deliberate change of the numeric
+tests/maps/fourier/test_quadrature.py checks it under other BLAS kernels, SIMD paths and thread counts. Regenerate only on a deliberate change of the numeric
 format (which must also bump FORMAT_VERSION, so that old ids are not silently reused):
 
     python tests/golden/make_golden_quadrature.py --force

@@ -3,7 +3,7 @@
 
 As make_golden_quadrature.py (whose reweighted cases keep the l1 path, as specs stored before the
 parameter), with the same case format. The requests are plain (no selection key: `complete_new_request`
-writes "forward" into the resolved spec). tests/test_quadrature.py compares against them and refits the
+writes "forward" into the resolved spec). tests/maps/fourier/test_quadrature.py compares against them and refits the
 requests bit for bit, also under other BLAS kernels, SIMD paths and thread counts. Regenerate only on a
 deliberate change of the numeric format:
 

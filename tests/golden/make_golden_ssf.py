@@ -3,7 +3,7 @@
 Like make_golden.py (which covers the other methods), for the `ssf` map: each case records the
 resolved spec (with its id and the optimised index set), the index-set search (energies, sweeps),
 the seed-derived parameters (signs, radii), a small fixed input and today's outputs;
-tests/test_ssf.py compares against them. Regenerate only on a deliberate change of the numeric
+tests/maps/fourier/test_ssf.py compares against them. Regenerate only on a deliberate change of the numeric
 format (which must also bump FORMAT_VERSION, so that old ids are not silently reused):
 
     python tests/golden/make_golden_ssf.py --force
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from featurehash.maps import create_map
-from featurehash.maps import ssf
+from featurehash.maps.fourier import ssf
 from golden_io import golden_document, write_golden
 
 HERE = Path(__file__).resolve().parent

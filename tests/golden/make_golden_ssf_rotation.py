@@ -4,7 +4,7 @@ gets), fixed inputs and their outputs forever.
 As make_golden_ssf.py (whose cases keep randomization "signs", as specs stored before the parameter),
 plus the rotation's phases. The requests have no randomization key (`complete_new_request` writes
 "rotation" into the resolved spec) and state the index-set search "until_unchanged" they were made
-with. tests/test_ssf.py compares against them. Regenerate only on a deliberate change of the numeric
+with. tests/maps/fourier/test_ssf.py compares against them. Regenerate only on a deliberate change of the numeric
 format:
 
     python tests/golden/make_golden_ssf_rotation.py --force

@@ -3,7 +3,7 @@ index-set search "until_small_gain"), fixed inputs and their outputs forever.
 
 As make_golden_ssf_rotation.py (whose requests state the search "until_unchanged" they were made with),
 with plain requests: `complete_new_request` writes both values into the resolved spec. One case is large
-enough for the FFT-ranked shortlist (ssf.EXACT_SEARCH_TERMS). tests/test_ssf.py compares against them.
+enough for the FFT-ranked shortlist (ssf.EXACT_SEARCH_TERMS). tests/maps/fourier/test_ssf.py compares against them.
 Regenerate only on a deliberate change of the numeric format:
 
     python tests/golden/make_golden_ssf_search.py --force

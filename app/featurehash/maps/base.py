@@ -11,7 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import BaseModel
 
-from . import _row_threads as row_threads
+from .numerics import _row_threads as row_threads
 from .errors import InputError, SpecError, UnsupportedOperation
 from .inputs import check_input, float32_copy, output_dtype
 from .spec import MapSpec

@@ -109,7 +109,7 @@ def exact_similarities(method: str, params: dict, query: np.ndarray, candidates)
     """The similarity a code match estimates, of `query` (d,) to each candidate row (float64).
 
     gcws: pGMM(x, y) = sum min(u~, v~) / sum max(u~, v~) with u~ the split vector raised to
-    `power` (featurehash.kernels.gmm). Written with t(x) = sign(x) |x|^p, for which the split
+    `power` (featurehash.maps.kernels.gmm). Written with t(x) = sign(x) |x|^p, for which the split
     parts give |u~ - v~|_1 = ||t(x) - t(y)||_1 and sum u~ = ||t(x)||_1, through
     min + max = u~ + v~ and max - min = |u~ - v~|: pGMM = (S - D) / (S + D), S = ||t(x)||_1 +
     ||t(y)||_1, D = ||t(x) - t(y)||_1. All vectors are first divided by one common scale (the

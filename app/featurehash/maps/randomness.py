@@ -8,7 +8,7 @@ Golden-vector tests pin the results.
 
 For GCWS, whose variates are indexed by (sample j, coordinate i) over a possibly huge
 index space, `counter_key` gives a 64-bit key for a counter-based mixer (see
-`featurehash.maps._gcws_kernels`): the variates are a pure function of (seed, j, i).
+`featurehash.maps.minhash._gcws_kernels`): the variates are a pure function of (seed, j, i).
 """
 
 from __future__ import annotations

@@ -7,21 +7,21 @@ from typing import Any, Mapping
 from pydantic import ValidationError
 
 from . import cost
-from .additive_chi2 import AdditiveChi2Map
+from .fourier.additive_chi2 import AdditiveChi2Map
 from .base import FeatureMap
-from .binning import BinningMap
+from .minhash.binning import BinningMap
 from .errors import SpecError
-from .gcws import GCWSMap
-from .nrff import NRFFMap
-from .nystroem import NystroemMap
-from .quadrature import QuadratureMap
-from .random_maclaurin import RandomMaclaurinMap
-from .rff import RFFMap
-from .skewed_chi2 import SkewedChi2Map
+from .minhash.gcws import GCWSMap
+from .fourier.nrff import NRFFMap
+from .fitted.nystroem import NystroemMap
+from .fourier.quadrature import QuadratureMap
+from .polynomial.random_maclaurin import RandomMaclaurinMap
+from .fourier.rff import RFFMap
+from .fourier.skewed_chi2 import SkewedChi2Map
 from .spec import DERIVED_KEYS, FORMAT_VERSION, MapSpec
-from .srf import SRFMap
-from .ssf import SSFMap
-from .tensorsketch import TensorSketchMap
+from .fourier.srf import SRFMap
+from .fourier.ssf import SSFMap
+from .polynomial.tensorsketch import TensorSketchMap
 
 METHODS: dict[str, type[FeatureMap]] = {cls.method: cls for cls in (RFFMap, NRFFMap, GCWSMap, SSFMap,
                                                                   SRFMap, RandomMaclaurinMap, TensorSketchMap,

@@ -6,7 +6,7 @@ a unix socket in the data directory and persists with an append-only file fsynce
 second: a reply from Redis means the write reached the file, so killing either process
 loses nothing. The server is told to exit when its parent dies, and a lock file keeps a
 second launcher off the same data directory. If the server dies, `restart` starts it again
-on the same files (the launcher supervises it, see featurehash.serve).
+on the same files (the launcher supervises it, see featurehash.service.serve).
 """
 
 from __future__ import annotations

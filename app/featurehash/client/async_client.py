@@ -1,0 +1,146 @@
+"""AsyncFeatureHashClient: the operations driven over an httpx.AsyncClient, with retries."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, AsyncIterator, Callable
+
+import httpx
+import numpy as np
+
+from ..maps import FeatureHashError, OneHotFeatures
+from .operations import _Operations
+from .results import (
+    AddedItems,
+    BandedCodes,
+    DeletedItems,
+    IndexInfo,
+    IndexPage,
+    KernelAnswer,
+    MapPage,
+    MapSpec,
+    QueryAnswer,
+)
+from .sync import _headers
+from .wire import Operation, RetryPolicy, _aread, _Call, _raise_for_status, _refusal, _retryable
+
+
+class AsyncFeatureHashClient:
+    """The same calls over httpx.AsyncClient, each a coroutine."""
+
+    def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 60.0,
+                 retry: RetryPolicy = RetryPolicy(), transport: httpx.AsyncBaseTransport | None = None,
+                 sleep: Callable[[float], Any] = asyncio.sleep):
+        self.http = httpx.AsyncClient(base_url=base_url, headers=_headers(api_key), timeout=timeout,
+                                      transport=transport)
+        self.retry, self._sleep, self._ops = retry, sleep, _Operations()
+
+    async def __aenter__(self) -> "AsyncFeatureHashClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def _send(self, call: _Call) -> httpx.Response:
+        for attempt in range(self.retry.attempts):
+            last = attempt == self.retry.attempts - 1
+            try:
+                response = await self.http.send(self.http.build_request(call.method, call.path, content=call.content,
+                                                                        headers=call.headers, params=call.params),
+                                                stream=True)
+                try:
+                    await _aread(response)
+                finally:
+                    await response.aclose()
+            except httpx.TransportError:
+                if last:
+                    raise
+                await self._sleep(self.retry.wait(attempt, None))
+                continue
+            if last or not _retryable(response):
+                return _raise_for_status(response)
+            await self._sleep(self.retry.wait(attempt, response.headers.get("Retry-After")))
+        raise AssertionError("unreachable")
+
+    async def _run(self, operation: Operation):
+        try:
+            call = next(operation)
+            while True:
+                call = operation.send(await self._send(call))
+        except StopIteration as done:
+            return done.value
+        except FeatureHashError as refused:
+            raise _refusal(refused) from None
+
+    async def create_map(self, method: str, input_dim: int, n_components: int, *, seed: int | None = None,
+                         params: dict[str, Any] | None = None) -> MapSpec:
+        return await self._run(self._ops.create_map(method, input_dim, n_components, seed=seed, params=params))
+
+    async def get_map(self, map_id: str) -> MapSpec:
+        return await self._run(self._ops.get_map(map_id))
+
+    async def list_maps(self, *, after: str | None = None, limit: int = 100) -> MapPage:
+        return await self._run(self._ops.list_maps(after=after, limit=limit))
+
+    async def iter_maps(self, page_size: int = 100) -> AsyncIterator[MapSpec]:
+        after = None
+        while True:
+            page = await self.list_maps(after=after, limit=page_size)
+            for spec in page["maps"]:
+                yield spec
+            if (after := page["next"]) is None:
+                return
+
+    async def delete_map(self, map_id: str, *, force: bool = False) -> None:
+        await self._run(self._ops.delete_map(map_id, force=force))
+
+    async def transform(self, map_id: str, X, *, binary: bool = True,
+                        dtype: str = "float32") -> np.ndarray | OneHotFeatures:
+        return await self._run(self._ops.transform(map_id, X, binary=binary, dtype=dtype))
+
+    async def hash(self, map_id: str, X, *, bands: int | None = None, binary: bool = True) -> np.ndarray | BandedCodes:
+        return await self._run(self._ops.hash(map_id, X, bands=bands, binary=binary))
+
+    async def kernel(self, map_id: str, X, Y=None, *, binary: bool = True) -> KernelAnswer:
+        return await self._run(self._ops.kernel(map_id, X, Y, binary=binary))
+
+    async def create_index(self, map_id: str, *, name: str | None = None, bands: int | None = None,
+                           rows: int | None = None, threshold: float | None = None,
+                           recall_at_threshold: float | None = None, vectors: str | None = None,
+                           forest_rows: list[int] | None = None) -> IndexInfo:
+        return await self._run(self._ops.create_index(map_id, name=name, bands=bands, rows=rows,
+                                                        threshold=threshold, recall_at_threshold=recall_at_threshold,
+                                                        vectors=vectors, forest_rows=forest_rows))
+
+    async def get_index(self, index_id: str) -> IndexInfo:
+        return await self._run(self._ops.get_index(index_id))
+
+    async def list_indexes(self, *, after: str | None = None, limit: int = 100) -> IndexPage:
+        return await self._run(self._ops.list_indexes(after=after, limit=limit))
+
+    async def delete_index(self, index_id: str) -> None:
+        await self._run(self._ops.delete_index(index_id))
+
+    async def add_items(self, index_id: str, ids: list[str], X, *, binary: bool = True,
+                        batch_rows: int = 1000) -> AddedItems:
+        return await self._run(self._ops.add_items(index_id, ids, X, binary=binary, batch_rows=batch_rows))
+
+    async def delete_item(self, index_id: str, item_id: str) -> None:
+        await self._run(self._ops.delete_item(index_id, item_id))
+
+    async def delete_items(self, index_id: str, ids: list[str]) -> DeletedItems:
+        return await self._run(self._ops.delete_items(index_id, ids))
+
+    async def query_index(self, index_id: str, X, *, top_k: int = 10, min_similarity: float = 0.0,
+                          target_recall: float | None = None, binary: bool = True) -> QueryAnswer:
+        return await self._run(self._ops.query_index(index_id, X, top_k=top_k, min_similarity=min_similarity,
+                                                       target_recall=target_recall, binary=binary))
+
+    async def healthz(self) -> dict[str, Any]:
+        return await self._run(self._ops.healthz())
+
+    async def readyz(self) -> dict[str, Any]:
+        return await self._run(self._ops.readyz())

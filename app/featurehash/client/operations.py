@@ -1,0 +1,176 @@
+"""Each operation once, as a generator of requests (`Operation`) that the sync and the async client
+drive: it checks its inputs by the service's rules first (`checks`), then yields its calls and reads
+their answers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import orjson
+
+from ..maps import OneHotFeatures
+from ..store.lsh_layout import check_positive_int
+from . import checks
+from .results import BandedCodes, KernelAnswer
+from .wire import (
+    ITEM_IDS_HEADER_BYTES,
+    NPY,
+    Operation,
+    _as_npy,
+    _Call,
+    _is_npy,
+    _items_call,
+    _json_call,
+    _load_npy,
+    _page,
+    _rows_field,
+    _segment,
+    _vectors_call,
+)
+
+
+class _Operations:
+    """Each operation: checks its inputs as the service would (featurehash.client.checks: a refusal raises
+    FeatureHashError before any request), yields the requests it needs, receives their (2xx) answers and
+    returns the result. `known` holds the maps and indexes this client has seen, whose inputs it checks."""
+
+    def __init__(self) -> None:
+        self.known = checks.KnownMaps()
+
+    def create_map(self, method: str, input_dim: int, n_components: int, *, seed: int | None = None,
+                   params: dict[str, Any] | None = None) -> Operation:
+        body = {"method": method, "input_dim": input_dim, "n_components": n_components,
+                **({"seed": seed} if seed is not None else {}), **({"params": params} if params is not None else {})}
+        call = _json_call("POST", "/v1/maps", body)
+        checks.create_map_body(call.content)
+        return self.known.learn_map((yield call).json())
+
+    def get_map(self, map_id: str) -> Operation:
+        return self.known.learn_map((yield _Call("GET", f"/v1/maps/{_segment(map_id)}")).json())
+
+    def list_maps(self, *, after: str | None = None, limit: int = 100) -> Operation:
+        page = (yield _Call("GET", "/v1/maps", params=_page(limit, after))).json()
+        for spec in page["maps"]:
+            self.known.learn_map(spec)
+        return page
+
+    def delete_map(self, map_id: str, *, force: bool = False) -> Operation:
+        yield _Call("DELETE", f"/v1/maps/{_segment(map_id)}", params={"force": "true"} if force else None)
+
+    def transform(self, map_id: str, X, *, binary: bool = True, dtype: str = "float32") -> Operation:
+        checks.query_param(dtype, "dtype", checks.DTYPE)
+        feature_map = self.known.for_map(map_id)
+        X = checks.vectors(X, "vectors", feature_map, not _as_npy(X, binary))
+        checks.features_of(feature_map)
+        response = yield _vectors_call(f"/v1/maps/{_segment(map_id)}/transform", X, "vectors", binary,
+                                       params={"dtype": dtype}, headers={"Accept": NPY} if binary else None)
+        if _is_npy(response):
+            array = _load_npy(response)
+            if "X-Feature-Dim" in response.headers:
+                return OneHotFeatures(array, float(response.headers["X-Feature-Scale"]),
+                                      int(response.headers["X-Feature-Dim"]))
+            return array
+        body = orjson.loads(response.content)
+        if "indices" in body:
+            return OneHotFeatures(np.asarray(body["indices"], dtype=np.int64), body["scale"], body["dim"])
+        return np.asarray(body["features"], dtype=np.float64 if dtype == "float64" else np.float32)
+
+    def hash(self, map_id: str, X, *, bands: int | None = None, binary: bool = True) -> Operation:
+        checks.bands_option(bands, _as_npy(X, binary))
+        feature_map = self.known.for_map(map_id)
+        X = checks.vectors(X, "vectors", feature_map, not _as_npy(X, binary))
+        checks.codes_for(feature_map, X, bands)
+        params = {"bands": bands} if bands is not None else None
+        response = yield _vectors_call(f"/v1/maps/{_segment(map_id)}/hash", X, "vectors", binary, options=params,
+                                       headers={"Accept": NPY} if binary else None)
+        if _is_npy(response):
+            return _load_npy(response)
+        body = orjson.loads(response.content)
+        codes = np.asarray(body["codes"], dtype=np.int64)
+        return BandedCodes(codes, body["band_keys"]) if bands is not None else codes
+
+    def kernel(self, map_id: str, X, Y=None, *, binary: bool = True) -> Operation:
+        path, feature_map = f"/v1/maps/{_segment(map_id)}/kernel", self.known.for_map(map_id)
+        as_json = Y is not None or not _as_npy(X, binary)
+        X = checks.vectors(X, "x", feature_map, as_json)
+        if Y is None:
+            call = _vectors_call(path, X, "x", binary)
+        else:
+            Y = checks.vectors(Y, "y", feature_map, True)
+            call = _json_call("POST", path, {**_rows_field(X, "x"), **_rows_field(Y, "y")})
+        answer = (yield call).json()
+        return KernelAnswer(np.asarray(answer["estimate"]), np.asarray(answer["exact"]))
+
+    def create_index(self, map_id: str, *, name: str | None = None, bands: int | None = None,
+                     rows: int | None = None, threshold: float | None = None,
+                     recall_at_threshold: float | None = None, vectors: str | None = None,
+                     forest_rows: list[int] | None = None) -> Operation:
+        options = {"name": name, "bands": bands, "rows": rows, "threshold": threshold,
+                   "recall_at_threshold": recall_at_threshold, "vectors": vectors, "forest_rows": forest_rows}
+        body = {"map_id": map_id, **{key: value for key, value in options.items() if value is not None}}
+        call = _json_call("POST", "/v1/indexes", body)
+        checks.create_index_body(call.content, self.known.for_map(map_id) if isinstance(map_id, str) else None)
+        return self.known.learn_index((yield call).json())
+
+    def get_index(self, index_id: str) -> Operation:
+        return self.known.learn_index((yield _Call("GET", f"/v1/indexes/{_segment(index_id)}")).json())
+
+    def list_indexes(self, *, after: str | None = None, limit: int = 100) -> Operation:
+        page = (yield _Call("GET", "/v1/indexes", params=_page(limit, after))).json()
+        for info in page["indexes"]:
+            self.known.learn_index(info)
+        return page
+
+    def delete_index(self, index_id: str) -> Operation:
+        self.known.forget_index(index_id)
+        yield _Call("DELETE", f"/v1/indexes/{_segment(index_id)}")
+
+    def add_items(self, index_id: str, ids: list[str], X, *, binary: bool = True, batch_rows: int = 1000) -> Operation:
+        binary = _as_npy(X, binary)
+        X = checks.vectors(X, "vectors", self.known.for_index(index_id), not binary)
+        path = f"/v1/indexes/{_segment(index_id)}/items"
+        if X.ndim != 2:  # unchecked (the map is unknown here): sent whole, for the service to name its dimension
+            return (yield _items_call(path, list(ids), X, binary)).json()
+        ids = checks.item_ids(ids, X.shape[0])  # every row has its id, or nothing is sent
+        check_positive_int(batch_rows, "batch_rows")  # a client-side count
+        total = {"added": 0, "replaced": 0, "items": 0}
+        start = 0
+        while start < len(ids):
+            stop = min(len(ids), start + batch_rows)
+            while binary and stop - start > 1 and len(json.dumps(ids[start:stop])) > ITEM_IDS_HEADER_BYTES:
+                stop = start + (stop - start) // 2
+            answer = (yield _items_call(path, ids[start:stop], X[start:stop], binary)).json()
+            total = {"added": total["added"] + answer["added"], "replaced": total["replaced"] + answer["replaced"],
+                     "items": answer["items"]}
+            start = stop
+        return total
+
+    def delete_item(self, index_id: str, item_id: str) -> Operation:
+        checks.deletable_item_id(item_id)
+        yield _Call("DELETE", f"/v1/indexes/{_segment(index_id)}/items/{_segment(item_id)}")
+
+    def delete_items(self, index_id: str, ids: list[str]) -> Operation:
+        call = _json_call("POST", f"/v1/indexes/{_segment(index_id)}/items/delete", {"ids": ids})
+        checks.delete_items_body(call.content)
+        return (yield call).json()
+
+    def query_index(self, index_id: str, X, *, top_k: int = 10, min_similarity: float = 0.0,
+                    target_recall: float | None = None, binary: bool = True) -> Operation:
+        in_query = _as_npy(X, binary)
+        options = {"top_k": top_k, "min_similarity": min_similarity}
+        if target_recall is not None:
+            options["target_recall"] = target_recall
+        fractions = checks.query_options(options, in_query)
+        X = checks.vectors(X, "vectors", self.known.for_index(index_id), not in_query)
+        checks.fractions(fractions)
+        response = yield _vectors_call(f"/v1/indexes/{_segment(index_id)}/query", X, "vectors", binary,
+                                       options=options)
+        return orjson.loads(response.content)
+
+    def healthz(self) -> Operation:
+        return (yield _Call("GET", "/healthz")).json()
+
+    def readyz(self) -> Operation:
+        return (yield _Call("GET", "/readyz")).json()

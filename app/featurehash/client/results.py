@@ -1,0 +1,92 @@
+"""What the client returns and raises: the typed answers of each operation and FeatureHashAPIError."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, TypedDict
+
+import numpy as np
+
+
+
+# -- typed results ---------------------------------------------------------------------------------
+
+class MapSpec(TypedDict):
+    id: str
+    method: str
+    input_dim: int
+    n_components: int
+    output_dim: int
+    seed: int
+    params: dict[str, Any]
+    format_version: int
+    features: str
+    has_hash: bool
+
+
+class MapPage(TypedDict):
+    maps: list[MapSpec]
+    next: str | None
+
+
+class IndexInfo(TypedDict):
+    id: str
+    name: str
+    map_id: str
+    method: str
+    n_codes: int
+    bands: int
+    rows: int
+    threshold: float
+    recall_at_threshold: float
+    bands_chosen_by: str
+    collision_probability_at_threshold: float
+    half_point: float
+    items: int
+    key_prefix: str
+
+
+class IndexPage(TypedDict):
+    indexes: list[IndexInfo]
+    next: str | None
+
+
+class AddedItems(TypedDict):
+    added: int
+    replaced: int
+    items: int
+
+
+class DeletedItems(TypedDict):
+    removed: int
+    missing: list[str]
+
+
+class Neighbour(TypedDict):
+    id: str
+    similarity: float
+
+
+class QueryAnswer(TypedDict):
+    results: list[list[Neighbour]]
+    candidates: list[int]
+
+
+class BandedCodes(NamedTuple):
+    codes: np.ndarray
+    band_keys: list[list[str]]
+
+
+class KernelAnswer(NamedTuple):
+    estimate: np.ndarray
+    exact: np.ndarray
+
+
+class FeatureHashAPIError(Exception):
+    """A non-2xx answer: `status`, the offending `field` (when given) and the `detail`."""
+
+    def __init__(self, status: int, detail: str, field: str | None = None, retry_after: str | None = None):
+        super().__init__(f"{status}: {detail}")
+        self.status = status
+        self.detail = detail
+        self.field = field
+        self.retry_after = retry_after

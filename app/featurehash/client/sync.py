@@ -1,0 +1,158 @@
+"""FeatureHashClient: the operations driven over a blocking httpx.Client, with retries."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterator
+
+import httpx
+import numpy as np
+
+from ..maps import FeatureHashError, OneHotFeatures
+from .operations import _Operations
+from .results import (
+    AddedItems,
+    BandedCodes,
+    DeletedItems,
+    IndexInfo,
+    IndexPage,
+    KernelAnswer,
+    MapPage,
+    MapSpec,
+    QueryAnswer,
+)
+from .wire import Operation, RetryPolicy, _Call, _raise_for_status, _read, _refusal, _retryable
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+class FeatureHashClient:
+    """Blocking client. Every call raises FeatureHashAPIError for a 4xx/5xx that retries did not cure."""
+
+    def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 60.0,
+                 retry: RetryPolicy = RetryPolicy(), transport: httpx.BaseTransport | None = None,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.http = httpx.Client(base_url=base_url, headers=_headers(api_key), timeout=timeout, transport=transport)
+        self.retry, self._sleep, self._ops = retry, sleep, _Operations()
+
+    def __enter__(self) -> "FeatureHashClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.http.close()
+
+    def _send(self, call: _Call) -> httpx.Response:
+        for attempt in range(self.retry.attempts):
+            last = attempt == self.retry.attempts - 1
+            try:
+                response = self.http.send(self.http.build_request(call.method, call.path, content=call.content,
+                                                                  headers=call.headers, params=call.params),
+                                          stream=True)
+                try:
+                    _read(response, response.iter_bytes())
+                finally:
+                    response.close()
+            except httpx.TransportError:
+                if last:
+                    raise
+                self._sleep(self.retry.wait(attempt, None))
+                continue
+            if last or not _retryable(response):
+                return _raise_for_status(response)
+            self._sleep(self.retry.wait(attempt, response.headers.get("Retry-After")))
+        raise AssertionError("unreachable")
+
+    def _run(self, operation: Operation):
+        try:
+            call = next(operation)
+            while True:
+                call = operation.send(self._send(call))
+        except StopIteration as done:
+            return done.value
+        except FeatureHashError as refused:
+            raise _refusal(refused) from None
+
+    def create_map(self, method: str, input_dim: int, n_components: int, *, seed: int | None = None,
+                   params: dict[str, Any] | None = None) -> MapSpec:
+        """The resolved spec (the same id for the same spec, whoever creates it)."""
+        return self._run(self._ops.create_map(method, input_dim, n_components, seed=seed, params=params))
+
+    def get_map(self, map_id: str) -> MapSpec:
+        return self._run(self._ops.get_map(map_id))
+
+    def list_maps(self, *, after: str | None = None, limit: int = 100) -> MapPage:
+        return self._run(self._ops.list_maps(after=after, limit=limit))
+
+    def iter_maps(self, page_size: int = 100) -> Iterator[MapSpec]:
+        after = None
+        while True:
+            page = self.list_maps(after=after, limit=page_size)
+            yield from page["maps"]
+            if (after := page["next"]) is None:
+                return
+
+    def delete_map(self, map_id: str, *, force: bool = False) -> None:
+        """409 if indexes use the map, unless `force` (they keep answering from their copy of its spec)."""
+        self._run(self._ops.delete_map(map_id, force=force))
+
+    def transform(self, map_id: str, X, *, binary: bool = True, dtype: str = "float32") -> np.ndarray | OneHotFeatures:
+        """Dense features as an ndarray, or OneHotFeatures for one-hot maps (GCWS, binning)."""
+        return self._run(self._ops.transform(map_id, X, binary=binary, dtype=dtype))
+
+    def hash(self, map_id: str, X, *, bands: int | None = None, binary: bool = True) -> np.ndarray | BandedCodes:
+        """Codes (int64 n x k); with `bands`, BandedCodes(codes, band_keys)."""
+        return self._run(self._ops.hash(map_id, X, bands=bands, binary=binary))
+
+    def kernel(self, map_id: str, X, Y=None, *, binary: bool = True) -> KernelAnswer:
+        """(estimate, exact) kernel matrices between the rows of X and Y (Y defaults to X)."""
+        return self._run(self._ops.kernel(map_id, X, Y, binary=binary))
+
+    def create_index(self, map_id: str, *, name: str | None = None, bands: int | None = None, rows: int | None = None,
+                     threshold: float | None = None, recall_at_threshold: float | None = None,
+                     vectors: str | None = None, forest_rows: list[int] | None = None) -> IndexInfo:
+        """The index (chosen bands and rows included); an existing one of that name if it matches.
+        `vectors` ("sparse", "float32", "float16") keeps items' vectors for exact re-ranking;
+        `forest_rows` adds shorter band prefixes that a query with target_recall can widen to."""
+        return self._run(self._ops.create_index(map_id, name=name, bands=bands, rows=rows, threshold=threshold,
+                                                  recall_at_threshold=recall_at_threshold, vectors=vectors,
+                                                  forest_rows=forest_rows))
+
+    def get_index(self, index_id: str) -> IndexInfo:
+        return self._run(self._ops.get_index(index_id))
+
+    def list_indexes(self, *, after: str | None = None, limit: int = 100) -> IndexPage:
+        return self._run(self._ops.list_indexes(after=after, limit=limit))
+
+    def delete_index(self, index_id: str) -> None:
+        self._run(self._ops.delete_index(index_id))
+
+    def add_items(self, index_id: str, ids: list[str], X, *, binary: bool = True, batch_rows: int = 1000) -> AddedItems:
+        """Add or replace items, `batch_rows` per request (fewer with binary, whose ids ride in a
+        header); the summed "added" and "replaced" and the final "items"."""
+        return self._run(self._ops.add_items(index_id, ids, X, binary=binary, batch_rows=batch_rows))
+
+    def delete_item(self, index_id: str, item_id: str) -> None:
+        """Remove one item (FeatureHashAPIError 404 if it is not there)."""
+        self._run(self._ops.delete_item(index_id, item_id))
+
+    def delete_items(self, index_id: str, ids: list[str]) -> DeletedItems:
+        """Remove items by id, in the body (so any id works); the ids that were not there come back."""
+        return self._run(self._ops.delete_items(index_id, ids))
+
+    def query_index(self, index_id: str, X, *, top_k: int = 10, min_similarity: float = 0.0,
+                    target_recall: float | None = None, binary: bool = True) -> QueryAnswer:
+        """Per row of X its neighbours, best first, and the number of candidates re-ranked; with
+        target_recall the search widens until the S-curve promises it ("estimated_recall", "rows_probed")."""
+        return self._run(self._ops.query_index(index_id, X, top_k=top_k, min_similarity=min_similarity,
+                                                 target_recall=target_recall, binary=binary))
+
+    def healthz(self) -> dict[str, Any]:
+        return self._run(self._ops.healthz())
+
+    def readyz(self) -> dict[str, Any]:
+        return self._run(self._ops.readyz())

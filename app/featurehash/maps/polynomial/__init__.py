@@ -1,0 +1,2 @@
+"""Polynomial and dot-product kernel sketches: Random Maclaurin and TensorSketch over a shared
+base (_polynomial_sketch)."""

@@ -1,0 +1,312 @@
+"""Request/response models: they validate small JSON bodies and document the API.
+
+Vector bodies are read raw (JSON or .npy) for speed; their models here document them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
+
+from ..maps import METHODS
+from ..maps.registry import resolve_spec
+from ..maps.spec import MAX_COMPONENTS, MAX_INPUT_DIM, MAX_SEED
+from ..store.lsh_indexes import DEFAULT_RECALL_AT_THRESHOLD, DEFAULT_THRESHOLD, MAX_FOREST_LEVELS
+from ..store.lsh_layout import MAX_BANDS, MAX_ITEM_ID_BYTES, NAME_PATTERN
+
+MAX_TOP_K = 1000
+# Item ids as check_item_ids takes them (their UTF-8 length, at most MAX_ITEM_ID_BYTES, is not a JSON
+# Schema keyword): no '/', '\\', control characters, line separators; not '.' or '..'.
+ITEM_ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": MAX_ITEM_ID_BYTES,
+                  "pattern": "^[^/\\\\\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029]+$",
+                  "not": {"enum": [".", ".."]}}
+
+# The documented examples work in this order against a fresh service ("Try it out" in /docs): the two
+# maps, then transform (either map), hash and an index (the GCWS map), items and a query.
+EXAMPLE_RFF = {"method": "rff", "input_dim": 4, "n_components": 8, "seed": 1, "params": {"gamma": 0.5}}
+EXAMPLE_GCWS = {"method": "gcws", "input_dim": 4, "n_components": 16, "seed": 1}
+EXAMPLE_GCWS_ID = resolve_spec(EXAMPLE_GCWS).id
+EXAMPLE_ROWS = [[0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]]
+
+
+def _omit_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
+
+
+def optional(annotation, description: str | None = None) -> Any:
+    """A field that may be left out but is never null: the server refuses null where it reads the field,
+    so the schema offers none (SkipJsonSchema) and shows no `default: null`."""
+    return Annotated[annotation | SkipJsonSchema[None], Field(default=None, description=description,
+                                                              json_schema_extra=_omit_default)]
+
+
+class CreateMapRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [EXAMPLE_RFF, EXAMPLE_GCWS]})
+
+    method: str = Field(description=f"one of: {', '.join(sorted(METHODS))}")
+    input_dim: int = Field(strict=True, ge=1, le=MAX_INPUT_DIM)
+    n_components: int = Field(strict=True, ge=1, le=MAX_COMPONENTS,
+                              description="output dimension (dense maps) or number of samples k (GCWS)")
+    seed: int | None = Field(default=None, strict=True, ge=0, le=MAX_SEED)
+    params: dict[str, Any] | None = None
+    # A resolved spec may be posted back as it was returned; these are derived and checked.
+    id: str | None = None
+    output_dim: int | None = None
+    format_version: int | None = None
+    features: str | None = None
+    has_hash: bool | None = None
+
+
+class MapSpecResponse(BaseModel):
+    id: str
+    method: str
+    input_dim: int
+    n_components: int
+    output_dim: int
+    seed: int
+    params: dict[str, Any]
+    format_version: int
+    features: str = Field(description="'dense' or 'one_hot'")
+    has_hash: bool
+
+
+class MapListResponse(BaseModel):
+    maps: list[MapSpecResponse]
+    next: str | None = Field(description="cursor for the next page (pass as ?after=), null at the end")
+
+
+class SparseVector(BaseModel):
+    indices: list[int]
+    values: list[float]
+
+
+class VectorsRequest(BaseModel):
+    """`vectors` (dense rows) or `sparse_vectors`, not both."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"vectors": EXAMPLE_ROWS}]})
+
+    vectors: optional(list[list[float]])
+    sparse_vectors: optional(list[SparseVector])
+
+
+class HashRequest(VectorsRequest):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"vectors": EXAMPLE_ROWS, "bands": 4}]})
+
+    bands: int | None = Field(default=None, ge=1, le=MAX_COMPONENTS,
+                              description="LSH bands: k must be a multiple of it")
+
+
+class KernelRequest(BaseModel):
+    """`x` or `sparse_x`; `y` or `sparse_y` (or neither: y = x)."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"x": EXAMPLE_ROWS}]})
+
+    x: optional(list[list[float]])
+    sparse_x: optional(list[SparseVector])
+    y: optional(list[list[float]], "defaults to x")
+    sparse_y: optional(list[SparseVector])
+
+
+class DenseFeatures(BaseModel):
+    features: list[list[float]]
+
+
+class OneHotFeaturesResponse(BaseModel):
+    dim: int
+    scale: float
+    indices: list[list[int]]
+
+
+class HashResponse(BaseModel):
+    codes: list[list[int]]
+    band_keys: list[list[str]] | None = None
+
+
+class KernelResponse(BaseModel):
+    estimate: list[list[float]]
+    exact: list[list[float]]
+
+
+# -- LSH indexes (/v1/indexes) ---------------------------------------------------------------
+
+class CreateIndexRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"map_id": EXAMPLE_GCWS_ID, "name": "docs", "threshold": 0.7}]})
+
+    map_id: str = Field(description="a map with discrete codes (has_hash: gcws, binning)")
+    # null is accepted for these (as omitted), so the schema keeps it.
+    name: str | None = Field(default=None, pattern=f"^{NAME_PATTERN.pattern}$",
+                             description="the index id, 1-64 of A-Z a-z 0-9 _ . - (first not _ . -); its keys are "
+                             "{key_prefix}index:{name}:*. Generated when omitted")
+    bands: int | None = Field(default=None, ge=1, le=MAX_BANDS, strict=True,
+                              description="L buckets per item; bands * rows <= the map's k codes")
+    rows: int | None = Field(default=None, ge=1, le=MAX_COMPONENTS, strict=True,
+                             description="r codes per band (at most the map's k codes)")
+    threshold: float = Field(default=DEFAULT_THRESHOLD, gt=0, le=1, strict=True,
+                             description="similarity to find; (bands, rows) are chosen for it when neither is given")
+    recall_at_threshold: float = Field(default=DEFAULT_RECALL_AT_THRESHOLD, gt=0, lt=1, strict=True,
+                                       description="probability that an item exactly at the threshold becomes a "
+                                       "candidate; the choice minimises the false-positive area under that constraint")
+    vectors: Literal["none", "sparse", "float32", "float16"] = Field(
+        default="none", description="keep each item's vector to re-rank candidates by the exact kernel (GMM/pGMM for "
+        "gcws, Laplacian for binning): 'sparse' (4 + 8 nnz bytes), 'float32' (4 d), 'float16' (2 d + 4); 'none' "
+        "ranks by the match fraction of the k codes")
+    forest_rows: list[Annotated[int, Field(ge=1, le=MAX_COMPONENTS - 1, strict=True)]] | None = Field(
+        default=None, max_length=MAX_FOREST_LEVELS, description="shorter band prefixes (row counts below rows) also "
+        "stored, each adding `bands` buckets per item: the levels a query with target_recall widens to")
+
+
+class IndexResponse(BaseModel):
+    id: str = Field(description="the index name")
+    name: str
+    map_id: str
+    method: str
+    n_codes: int = Field(description="k codes per vector (all of them re-rank the candidates)")
+    bands: int
+    rows: int
+    threshold: float
+    recall_at_threshold: float
+    bands_chosen_by: str = Field(description="'threshold' or 'request'")
+    collision_probability_at_threshold: float = Field(description="1 - (1 - threshold^rows)^bands")
+    half_point: float = Field(description="similarity with collision probability 1/2")
+    items: int
+    vectors: str = Field(default="none", description="how item vectors are kept ('none': codes only)")
+    ranking: str = Field(default="codes", description="'exact' (the map's kernel on stored vectors) or 'codes'")
+    forest_rows: list[int] = Field(default_factory=list, description="band prefix lengths a query can widen to")
+    key_prefix: str = Field(description="every Redis key of the index starts with it")
+
+
+class IndexListResponse(BaseModel):
+    indexes: list[IndexResponse]
+    next: str | None = Field(description="cursor for the next page (pass as ?after=), null at the end")
+
+
+class AddItemsRequest(VectorsRequest):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"ids": ["a", "b"], "vectors": EXAMPLE_ROWS}]})
+
+    ids: list[Annotated[str, Field(json_schema_extra=lambda schema: schema.update(ITEM_ID_SCHEMA))]] = Field(
+        description="one id per vector, distinct, 1 to 512 bytes of UTF-8 (no '/', '\\', control characters "
+        "U+0000-U+001F and U+007F-U+009F, U+2028, U+2029; not '.' or '..'); an existing id is replaced. With "
+        "an .npy body send them in the X-Item-Ids header (a JSON array, UTF-8) or as repeated ?ids= parameters")
+
+
+class AddItemsResponse(BaseModel):
+    added: int
+    replaced: int
+    items: int = Field(description="items in the index afterwards")
+
+
+class DeleteItemsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"ids": ["b"]}]})
+
+    ids: list[Annotated[str, Field(min_length=1, max_length=MAX_ITEM_ID_BYTES)]] = Field(
+        min_length=1, description="ids to remove; unknown ones are reported, not an error")
+
+
+class DeleteItemsResponse(BaseModel):
+    removed: int
+    missing: list[str] = Field(description="the ids that were not in the index")
+
+
+class IndexQueryRequest(VectorsRequest):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"vectors": EXAMPLE_ROWS[:1], "top_k": 2}]})
+
+    top_k: int = Field(default=10, ge=1, le=MAX_TOP_K,
+                       description="neighbours per query vector (query parameter with .npy)")
+    min_similarity: float = Field(default=0.0, ge=0, le=1, description="drop estimates below it")
+    target_recall: float | None = Field(default=None, ge=0, le=1, description="widen the search over the forest "
+                                        "levels until the S-curve gives this recall at the k-th result's similarity")
+
+
+class Neighbour(BaseModel):
+    id: str
+    similarity: float = Field(description="match fraction of the k codes: the estimate of the map's similarity")
+
+
+class IndexQueryResponse(BaseModel):
+    results: list[list[Neighbour]] = Field(description="per query vector, best first")
+    candidates: list[int] = Field(description="per query vector, the distinct items re-ranked")
+    estimated_recall: list[float] = Field(description="per query vector, the S-curve's probability that an item as "
+                                          "similar as the k-th result became a candidate, at the level probed")
+    rows_probed: list[int] = Field(description="per query vector, the band prefix length of the level probed last")
+
+
+class ErrorResponse(BaseModel):
+    """The body of every 4xx and 5xx answer."""
+
+    detail: str = Field(description="'<field>: <what is wrong>'")
+    field: str = Field(description="the request field at fault (e.g. 'vectors', 'params.gamma', 'body', 'store')")
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok"]
+
+
+class ReadyResponse(BaseModel):
+    status: Literal["ready"]
+    maps_cached: int = Field(description="maps held built in this worker's cache")
+    cache_bytes: int = Field(description="bytes those maps hold")
+
+
+ERROR_DESCRIPTIONS: dict[int, str] = {
+    401: "API key missing or wrong (when the service has one)", 404: "no such map, index or item",
+    409: "conflicting index configuration, a concurrent write (retry after Retry-After), or a map that "
+         "indexes use (see DELETE /v1/maps/{map_id})",
+    413: "body over the size limit",
+    415: "content type not accepted, or a Content-Encoding (bodies are sent uncompressed)",
+    422: "invalid input, naming the field; also an operation the map does not offer (hash on a dense map)",
+    503: "Redis unreachable, or refusing writes (a read-only replica, no append-only file); retry after "
+         "Retry-After seconds",
+    507: "Redis out of memory or disk: the write was refused or not persisted (not acknowledged); retry after "
+         "Retry-After seconds"}
+BINARY = {"schema": {"type": "string", "format": "binary"}}
+NPY_CONTENT = {"application/x-npy": BINARY}
+LOCATION = {"Location": {"description": "the URL of the created resource", "schema": {"type": "string"}}}
+
+
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The error answers a route gives, each with the one error body."""
+    return {status: {"model": ErrorResponse, "description": ERROR_DESCRIPTIONS[status]} for status in statuses}
+
+
+# The raw-read bodies' models: added under components by featurehash.service.api.openapi.
+BODY_MODELS: dict[str, type[BaseModel]] = {}
+
+
+def body_doc(model: type[BaseModel], npy: bool = True, query: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
+    """openapi_extra documenting a raw-read body as JSON (and .npy where accepted) by reference to its
+    model's schema, and the query parameters the route reads itself."""
+    BODY_MODELS[model.__name__] = model
+    content: dict[str, Any] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}
+    examples = (model.model_config.get("json_schema_extra") or {}).get("examples")
+    if examples:  # what /docs fills "Try it out" with (a menu when there are several)
+        content["application/json"]["examples"] = {
+            example.get("method", f"example {number}"): {"value": example}
+            for number, example in enumerate(examples, start=1)}
+    if npy:
+        content.update(NPY_CONTENT)
+    extra: dict[str, Any] = {"requestBody": {"required": True, "content": content}}
+    if query:
+        extra["parameters"] = [{"in": "query", "required": False, **parameter} for parameter in query]
+    return extra
+
+
+# Plain routes (featurehash.service.api.deps.checked_state) document what FastAPI would have from their signature.
+BEARER_SECURITY = [{"HTTPBearer": []}]
+
+
+def plain_route_doc(model: type[BaseModel], path: tuple[dict[str, Any], ...],
+                    query: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
+    """body_doc for a route that reads its path and query parameters and the API key itself."""
+    extra = body_doc(model, query=query)
+    extra["parameters"] = [{"in": "path", "required": True, **parameter} for parameter in path] \
+        + extra.get("parameters", [])
+    extra["security"] = BEARER_SECURITY
+    return extra
+
+
+def operation_id(route) -> str:
+    """operationId = the route function's name (create_map, transform, ...): what generated clients call."""
+    return route.name

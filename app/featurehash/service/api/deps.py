@@ -1,0 +1,195 @@
+"""What routes depend on: the service state (store, map cache, indexes, settings) and the API key.
+
+Most routes declare these as FastAPI dependencies. The compute routes online scoring calls once per
+event are plain (`checked_state`): solving a route's dependencies took longer than transforming a
+vector, so they make the same checks themselves, in the same order, with the same answers."""
+
+from __future__ import annotations
+
+import hmac
+import threading
+from dataclasses import dataclass, field
+from urllib.parse import unquote_to_bytes
+
+import scipy.sparse
+from fastapi import Depends, Request
+from fastapi.routing import APIRoute
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
+from pydantic import TypeAdapter, ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from ..config import Settings
+from ..map_cache import MapCache
+from ...maps import FeatureMap, InputError, create_map
+from ...maps.cost import check_rows
+from ...store import SpecStore
+from ...store.lsh_indexes import AsyncLSHIndexes
+from ...store.spec_watch import SpecWatch
+from .errors import MapNotFound, Unauthorized
+
+
+def _done() -> threading.Event:
+    done = threading.Event()
+    done.set()
+    return done
+
+
+@dataclass
+class ServiceState:
+    settings: Settings
+    store: SpecStore
+    cache: MapCache
+    indexes: AsyncLSHIndexes
+    watch: SpecWatch
+    # Set once the compiled kernels are loaded (at once unless settings.preload_kernels).
+    kernels_loaded: threading.Event = field(default_factory=_done)
+
+    def map_options(self, method: str | None) -> dict:
+        # Maps with per-(sample, coordinate) randomness cache it in a table up to this budget.
+        return {"table_budget_bytes": self.settings.table_budget_bytes} if method in ("gcws", "binning") else {}
+
+    def build_map(self, spec: dict, *, work_seconds: float | None = None) -> FeatureMap:
+        """The materialised map of `spec`. Sized before anything grows with it (a fit, a subset family, the
+        parameters): at once; with `work_seconds` (a new map), also refused if its creation or one row would
+        cost more CPU (stored specs are not: they are served as they were admitted)."""
+        options = self.map_options(spec.get("method"))
+        return create_map(spec, max_nbytes=self.settings.max_map_bytes, max_work_seconds=work_seconds,
+                          **options).materialize()
+
+    def check_work(self, feature_map: FeatureMap, X, field: str = "vectors", multiplier: float = 1.0) -> None:
+        """InputError naming `field` if transforming (or hashing) the rows of X `multiplier` times would cost more
+        CPU than settings.request_work_seconds (`maps.cost`); it says how many rows fit."""
+        sparse = scipy.sparse.issparse(X)
+        check_rows(feature_map.spec, X.shape[0], X.nnz if sparse else X.size, self.settings.request_work_seconds,
+                   sparse=sparse, field=field, multiplier=multiplier, **self.map_options(feature_map.method))
+
+    async def load_map(self, map_id: str) -> FeatureMap:
+        """The map if the store still has it: asked of the store unless the watch vouches for it
+        (then a delete anywhere reaches this replica within settings.map_staleness_seconds)."""
+        if self.watch.confirmed(map_id):
+            feature_map = self.cache.get(map_id)
+            if feature_map is not None:
+                return feature_map
+        epoch = self.watch.epoch
+        spec = await self.store.get(map_id)
+        if spec is None:
+            self.forget(map_id)
+            raise MapNotFound(map_id)
+        feature_map = await self.map_for_spec(spec)
+        self.watch.confirm(map_id, epoch)
+        return feature_map
+
+    def forget(self, map_id: str) -> None:
+        self.watch.forget(map_id)
+        self.cache.discard(map_id)
+
+    async def map_for_spec(self, spec: dict) -> FeatureMap:
+        """The (cached) map of a resolved spec, e.g. the copy an index keeps of its map's spec."""
+        feature_map = self.cache.get(spec["id"])
+        if feature_map is None:
+            feature_map = await run_in_threadpool(self.build_map, spec)
+            self.cache.put(feature_map)
+        return feature_map
+
+
+# The dependencies are `async def` though they never await: FastAPI runs a plain `def` dependency in the
+# thread pool, a hop that costs more than the dependency itself on every request.
+async def get_state(request: Request) -> ServiceState:
+    return request.app.state.service
+
+
+async def refuse_unknown_query(request: Request) -> None:
+    """A query parameter the route does not read is a 422 naming it, never silently ignored."""
+    _refuse_unknown_query(request)
+
+
+def _refuse_unknown_query(request: Request) -> None:
+    if not request.scope["query_string"]:
+        return
+    if b"%" in request.scope["query_string"]:  # else plain ASCII (h11 refuses other bytes in a target)
+        refuse_invalid_utf8(request.scope["query_string"])
+    unknown = sorted(set(request.query_params) - _query_names(request.scope["route"]))
+    if unknown:
+        raise InputError(unknown[0], f"this route takes no query parameter {unknown[0]!r}")
+
+
+def refuse_invalid_utf8(query_string: bytes) -> None:
+    """A 422 naming the parameter whose percent-decoded bytes are not UTF-8 (Starlette would read them
+    as U+FFFD replacement characters: another value than the one sent)."""
+    for pair in query_string.split(b"&"):
+        name, _, value = pair.partition(b"=")
+        decoded_name = _utf8(name)
+        if decoded_name is None:
+            raise InputError("query", "a parameter name is not UTF-8 once percent-decoded")
+        if _utf8(value) is None:
+            raise InputError(decoded_name, "not UTF-8 once percent-decoded")
+
+
+def _utf8(part: bytes) -> str | None:
+    try:
+        return unquote_to_bytes(part.replace(b"+", b" ")).decode()
+    except UnicodeDecodeError:
+        return None
+
+
+def _query_names(route: APIRoute) -> frozenset[str]:
+    """What the route declares: FastAPI's query parameters and those its openapi_extra documents."""
+    names = _QUERY_NAMES.get(id(route))  # routes live as long as the app
+    if names is None:
+        documented = (route.openapi_extra or {}).get("parameters", [])
+        names = frozenset(_declared_query(route.dependant) + [p["name"] for p in documented if p.get("in") == "query"])
+        _QUERY_NAMES[id(route)] = names
+    return names
+
+
+def _declared_query(dependant) -> list[str]:
+    names = [field.alias for field in dependant.query_params]
+    for sub in dependant.dependencies:
+        names += _declared_query(sub)
+    return names
+
+
+_QUERY_NAMES: dict[int, frozenset[str]] = {}
+_bearer = HTTPBearer(auto_error=False)
+
+
+async def require_api_key(request: Request,
+                    credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> None:
+    _check_api_key(request.app.state.service, credentials.credentials if credentials is not None else "")
+
+
+def _check_api_key(state: ServiceState, supplied: str) -> None:
+    expected = state.settings.api_key
+    if expected is None:
+        return
+    if not hmac.compare_digest(supplied.encode(), expected.get_secret_value().encode()):
+        raise Unauthorized()
+
+
+def checked_state(request: Request) -> ServiceState:
+    """A plain route's service state, after require_api_key's and refuse_unknown_query's checks."""
+    state = request.app.state.service
+    if state.settings.api_key is not None:
+        _check_api_key(state, _bearer_token(request.headers.get("authorization")))
+    _refuse_unknown_query(request)
+    return state
+
+
+def _bearer_token(authorization: str | None) -> str:
+    """The credentials HTTPBearer(auto_error=False) would pass on ("" where it passes None)."""
+    scheme, credentials = get_authorization_scheme_param(authorization)
+    return credentials if authorization and scheme and credentials and scheme.lower() == "bearer" else ""
+
+
+def query_value(request: Request, name: str, adapter: TypeAdapter, default):
+    """A plain route's query parameter, validated as FastAPI would (a 422 naming it)."""
+    if not request.scope["query_string"]:
+        return default
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        return adapter.validate_python(raw)
+    except ValidationError as exc:
+        raise InputError(name, exc.errors()[0]["msg"]) from None

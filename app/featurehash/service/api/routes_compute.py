@@ -1,0 +1,246 @@
+"""/v1/maps/{id}/transform, /hash and /kernel.
+
+Each request flows one way: raw body -> decode -> validate -> map (cached) -> numpy ->
+encode. Small requests (a body and an answer of a few vectors: online scoring) run right
+on the event loop, where a thread-pool hop would cost more than the work; everything else
+runs in the thread pool, so the event loop (and /healthz) stays responsive while large
+batches are computed; answers are computed and encoded chunk by chunk (`streams`), so
+their size never sets a request's memory.
+
+/transform and /hash are plain routes (`PlainRoute`: no FastAPI parameters or dependencies; `checked_state`
+and `query_value` make the same checks), so a single vector costs little more than the framework itself.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import scipy.sparse as sp
+from fastapi import APIRouter, Depends, Request, Response
+from pydantic import TypeAdapter
+from starlette.concurrency import run_in_threadpool
+
+from ...maps import FeatureMap, InputError
+from ...maps.base import DenseFeatureMap
+from ...maps.lsh import band_keys
+from ...maps.spec import MAX_COMPONENTS
+from .admission import read_body, reserve_work
+from ...protocol.codecs import parse_body, vectors_from, wants_npy
+from .responses import json_response
+from .deps import ServiceState, checked_state, get_state, query_value, refuse_unknown_query, require_api_key
+from .lanes import run_batch
+from .metrics import BATCH_ROWS
+from .plain_route import PlainRoute
+from ...protocol.schemas import (NPY_CONTENT, DenseFeatures, HashRequest, HashResponse, KernelRequest, KernelResponse,
+                      OneHotFeaturesResponse, VectorsRequest, body_doc, errors, operation_id, plain_route_doc)
+from .streams import RowResult, json_answer, npy_answer
+
+router = APIRouter(prefix="/v1/maps/{map_id}", tags=["features"], responses=errors(401, 404, 413, 415, 422, 503),
+                   generate_unique_id_function=operation_id, route_class=PlainRoute)
+MAP_ID = {"name": "map_id", "schema": {"title": "Map Id", "type": "string"}}
+DTYPE = TypeAdapter(Literal["float32", "float64"])
+DTYPE_QUERY = {"name": "dtype", "schema": {"default": "float32", "enum": ["float32", "float64"], "title": "Dtype",
+                                           "type": "string"}}
+BANDS = TypeAdapter(int | None)
+BANDS_DESCRIPTION = "LSH bands, for any body type (a JSON body may carry it instead)"
+BANDS_QUERY = {"name": "bands", "description": BANDS_DESCRIPTION,
+               "schema": {"type": "integer", "minimum": 1, "maximum": MAX_COMPONENTS,
+                          "description": BANDS_DESCRIPTION, "title": "Bands"}}
+TRANSFORM_ROWS, HASH_ROWS, KERNEL_ROWS = (BATCH_ROWS.labels(name) for name in ("transform", "hash", "kernel"))
+ONE_HOT_HEADERS = {"X-Feature-Dim": {"description": "one-hot maps with an .npy answer: the feature dimension",
+                                     "schema": {"type": "integer"}},
+                   "X-Feature-Scale": {"description": "one-hot maps with an .npy answer: the value of each one",
+                                       "schema": {"type": "number"}}}
+
+
+# Inline (on the event loop) below these: at most ~1 ms of work even for the costliest per-element maps.
+INLINE_BODY_BYTES = 32 * 1024
+INLINE_OUTPUT_ELEMENTS = 4096
+
+
+async def _run(raw: bytes, prepare, answer):
+    """`answer(prepare())`: the decode inline for a small body, the rest inline for a small answer."""
+    if len(raw) > INLINE_BODY_BYTES:
+        return await run_batch(lambda: answer(prepare()))
+    prepared = prepare()
+    if prepared[0] * prepared[1] > INLINE_OUTPUT_ELEMENTS:
+        return await run_batch(answer, prepared)
+    return answer(prepared)
+
+
+def _checked_rows(X, feature_map: FeatureMap, field: str, max_rows: int):
+    X = feature_map.check(X, field)
+    if X.shape[0] > max_rows:
+        raise InputError(field, f"{X.shape[0]} rows exceed the batch limit of {max_rows}; split the batch")
+    return X
+
+
+def _check_output_size(rows: int, width: int, limit: int) -> None:
+    if rows * width > limit:
+        raise InputError("vectors", f"{rows} rows x {width} outputs exceed this service's limit of {limit} numbers "
+                         "per answer (FEATUREHASH_MAX_OUTPUT_ELEMENTS); split the batch")
+
+
+async def _prepare(request: Request, state: ServiceState):
+    raw = await read_body(request)
+    feature_map = await state.load_map(request.path_params["map_id"])
+    return raw, feature_map
+
+
+def _dense_features(feature_map: DenseFeatureMap, X, dtype: np.dtype, npy: bool, settings) -> Response:
+    feature_map.require_features()
+
+    def compute(rows: slice) -> np.ndarray:
+        out = np.empty((rows.stop - rows.start, feature_map.output_dim), dtype=dtype)
+        feature_map.features_into(X[rows], out, first_row=rows.start)
+        return out
+
+    result = RowResult(X.shape[0], feature_map.output_dim, dtype, compute, settings.stream_chunk_bytes,
+                       settings.stream_threads)
+    if result.chunks > 1:  # before any byte is sent: a bad row is a 422, not a cut stream (one chunk is
+        feature_map.refuse_overflow(X, dtype=dtype)  # computed whole first, and refused like this)
+    return npy_answer(result) if npy else json_answer({}, "features", result)
+
+
+def _one_hot_features(feature_map: FeatureMap, X, npy: bool, settings) -> Response:
+    first = feature_map.transform(X[:1])  # dim and scale lead the answer
+    result = RowResult(X.shape[0], first.indices.shape[1], np.dtype(np.int64),
+                       lambda rows: feature_map.transform(X[rows]).indices, settings.stream_chunk_bytes,
+                       settings.stream_threads)
+    if npy:
+        return npy_answer(result, headers={"X-Feature-Dim": str(first.dim), "X-Feature-Scale": repr(first.scale)})
+    return json_answer({"dim": first.dim, "scale": first.scale}, "indices", result)
+
+
+@router.post("/transform", openapi_extra=plain_route_doc(VectorsRequest, (MAP_ID,), (DTYPE_QUERY,)),
+             responses={200: {"model": DenseFeatures | OneHotFeaturesResponse, "content": NPY_CONTENT,
+                              "headers": ONE_HOT_HEADERS,
+                              "description": "dense features, or a one-hot map's indices; .npy with Accept: "
+                                             "application/x-npy"}})
+async def transform(request: Request):
+    state = checked_state(request)
+    dtype = query_value(request, "dtype", DTYPE, "float32")
+    raw, feature_map = await _prepare(request, state)
+    content_type, accept = request.headers.get("content-type"), request.headers.get("accept")
+    settings = state.settings
+
+    def prepare():
+        body = parse_body(raw, content_type)
+        X = _checked_rows(vectors_from(body, "vectors", feature_map.input_dim), feature_map, "vectors",
+                          settings.max_batch_rows)
+        TRANSFORM_ROWS.observe(X.shape[0])
+        width = feature_map.spec.n_components if feature_map.one_hot else feature_map.output_dim
+        _check_output_size(X.shape[0], width, settings.max_output_elements)
+        state.check_work(feature_map, X)
+        return X.shape[0], width, X
+
+    def answer(prepared):
+        X = prepared[2]
+        if feature_map.one_hot:
+            return _one_hot_features(feature_map, X, wants_npy(accept), settings)
+        return _dense_features(feature_map, X, np.dtype(dtype), wants_npy(accept), settings)
+
+    return await _run(raw, prepare, answer)
+
+
+@router.post("/hash", openapi_extra=plain_route_doc(HashRequest, (MAP_ID,), (BANDS_QUERY,)),
+             responses={200: {"model": HashResponse, "content": NPY_CONTENT,
+                              "description": "codes; .npy with Accept: application/x-npy (JSON whenever bands "
+                                             "are asked for: codes and band keys)"}})
+async def hash_vectors(request: Request):
+    state = checked_state(request)
+    query_bands = query_value(request, "bands", BANDS, None)
+    raw, feature_map = await _prepare(request, state)
+    content_type, accept = request.headers.get("content-type"), request.headers.get("accept")
+    settings = state.settings
+
+    def prepare():
+        body = parse_body(raw, content_type)
+        bands = _bands(body, query_bands)
+        if bands is not None and (not isinstance(bands, int) or isinstance(bands, bool)):
+            raise InputError("bands", "expected an integer")
+        X = _checked_rows(vectors_from(body, "vectors", feature_map.input_dim), feature_map, "vectors",
+                          settings.max_batch_rows)
+        HASH_ROWS.observe(X.shape[0])
+        k = feature_map.spec.n_components
+        _check_output_size(X.shape[0], k, settings.max_output_elements)
+        if feature_map.has_hash:   # else the answer says the map has no codes
+            state.check_work(feature_map, X, multiplier=1.0 if bands is None else 2.0)  # band keys hash again
+        return X.shape[0], k, X, bands
+
+    def answer(prepared):
+        _, k, X, bands = prepared
+        if bands is not None or not X.shape[0]:  # a map without codes says so here (else the first chunk does)
+            feature_map.hash(X[:1])
+        codes = RowResult(X.shape[0], k, np.dtype(np.int64), lambda rows: feature_map.hash(X[rows]),
+                          settings.stream_chunk_bytes, settings.stream_threads)
+        if bands is None:
+            return npy_answer(codes) if wants_npy(accept) else json_answer({}, "codes", codes)
+        band_keys(np.zeros((1, k), dtype=np.int64), bands)  # a bad band count is refused before streaming
+
+        def keys():  # computed again after the codes: the answer never holds all of them
+            yield "band_keys", RowResult(X.shape[0], bands, np.dtype(np.int64),
+                                         lambda rows: band_keys(feature_map.hash(X[rows]), bands),
+                                         settings.stream_chunk_bytes, settings.stream_threads)
+
+        return json_answer({}, "codes", codes, tail=keys)
+
+    return await _run(raw, prepare, answer)
+
+
+def _bands(body, query_bands: int | None):
+    in_body = None if isinstance(body, np.ndarray) else body.get("bands")
+    if in_body is not None and query_bands is not None:
+        raise InputError("bands", "given both in the body and as ?bands=; send one")
+    return query_bands if in_body is None else in_body
+
+
+@router.post("/kernel", openapi_extra=body_doc(KernelRequest), responses={200: {"model": KernelResponse}},
+             dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)])
+async def kernel(map_id: str, request: Request, state: ServiceState = Depends(get_state)):
+    raw, feature_map = await _prepare(request, state)
+    content_type = request.headers.get("content-type")
+    settings = state.settings
+
+    def work():
+        body = parse_body(raw, content_type)
+        X = _checked_rows(vectors_from(body, "x", feature_map.input_dim), feature_map, "x", settings.max_batch_rows)
+        Y = X
+        if not isinstance(body, np.ndarray):
+            given = vectors_from(body, "y", feature_map.input_dim, required=False)
+            Y = X if given is None else _checked_rows(given, feature_map, "y", settings.max_batch_rows)
+        KERNEL_ROWS.observe(X.shape[0])
+        _check_kernel_size(feature_map, X.shape[0], None if Y is X else Y.shape[0], settings)
+        # The estimate transforms x and y, the exact kernel reads them again: priced as two transforms.
+        state.check_work(feature_map, X if Y is X else _stacked(X, Y), "x" if Y is X else "y", multiplier=2.0)
+        estimate, exact = feature_map.kernel(X, Y), feature_map.exact_kernel(X, Y)
+        if not (np.isfinite(estimate).all() and np.isfinite(exact).all()):
+            raise InputError("x", "the kernel is not finite for these vectors (they overflow the map's "
+                             "arithmetic); rescale them")
+        return json_response({"estimate": estimate, "exact": exact})
+
+    return await run_in_threadpool(work)
+
+
+def _stacked(X, Y):
+    """x and y as one batch for pricing (only its shape and nonzeros are read)."""
+    if sp.issparse(X) or sp.issparse(Y):
+        return sp.vstack([sp.csr_matrix(X), sp.csr_matrix(Y)], format="csr")
+    return np.broadcast_to(np.float32(0), (X.shape[0] + Y.shape[0], X.shape[1]))
+
+
+def _check_kernel_size(feature_map: FeatureMap, x_rows: int, y_rows: int | None, settings) -> None:
+    """rows(x) x rows(y) answers within max_kernel_entries; their features (or codes) and dense copies
+    of the inputs within the request work budget."""
+    field = "x" if y_rows is None else "y"
+    pairs = x_rows * (x_rows if y_rows is None else y_rows)
+    if pairs > settings.max_kernel_entries:
+        raise InputError(field, f"{pairs} kernel entries exceed this service's limit of {settings.max_kernel_entries} "
+                         "(FEATUREHASH_MAX_KERNEL_ENTRIES); send fewer rows")
+    width = feature_map.spec.n_components if feature_map.one_hot else feature_map.output_dim
+    needed = 8 * (x_rows + (y_rows or 0)) * max(width, feature_map.input_dim) + 16 * pairs
+    if needed > settings.request_work_bytes:
+        raise InputError(field, f"this kernel needs about {needed} bytes of work arrays, over this service's "
+                         f"limit of {settings.request_work_bytes} (FEATUREHASH_REQUEST_WORK_BYTES); send fewer rows")
+    reserve_work(needed)

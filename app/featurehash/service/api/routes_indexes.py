@@ -1,0 +1,262 @@
+"""/v1/indexes: LSH near-neighbour indexes over GCWS and binning codes, kept in Redis.
+
+Create (idempotent by name), get, list, delete; add or replace items, remove one or a batch, query.
+The index itself is featurehash.store.lsh_index, the same code batch jobs run through the library;
+the routes decode and validate, then hand over. Body decoding runs in the thread pool,
+and so do the index's CPU steps (hashing, building write batches, re-ranking), except work
+smaller than the hop to a worker thread (single vectors, small bodies).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote_to_bytes
+
+import orjson
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from ...maps import InputError
+from ...store.lsh_index import AsyncLSHIndex, IndexNotFound, ItemNotFound, QueryResult
+from ...store.lsh_layout import check_item_ids, is_path_segment
+from .admission import read_body
+from ...protocol.codecs import parse_body, parse_model, vectors_from
+from .responses import json_response
+from .deps import ServiceState, get_state, refuse_unknown_query, require_api_key
+from .errors import MapNotFound
+from .metrics import BATCH_ROWS
+from ...protocol.schemas import (ITEM_ID_SCHEMA, LOCATION, MAX_TOP_K, AddItemsRequest, AddItemsResponse, CreateIndexRequest,
+                      DeleteItemsRequest, DeleteItemsResponse, IndexListResponse, IndexQueryRequest,
+                      IndexQueryResponse, IndexResponse, body_doc, errors, operation_id)
+
+router = APIRouter(prefix="/v1/indexes", tags=["indexes"], generate_unique_id_function=operation_id,
+                   dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)],
+                   responses=errors(401, 422, 503, 507))
+BODY_ERRORS = errors(404, 409, 413, 415, 422)
+# Query parameters the routes read themselves (documented, so that .npy bodies can carry them).
+ITEM_IDS_QUERY = {"name": "ids", "description": "with an .npy body: one id per row (or the X-Item-Ids header)",
+                  "schema": {"type": "array", "items": ITEM_ID_SCHEMA}, "style": "form", "explode": True}
+QUERY_OPTIONS = ({"name": "top_k", "description": "with an .npy body: neighbours per query vector",
+                  "schema": {"type": "integer", "minimum": 1, "maximum": MAX_TOP_K, "default": 10}},
+                 {"name": "min_similarity", "description": "with an .npy body: drop estimates below it",
+                  "schema": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.0}},
+                 {"name": "target_recall", "description": "with an .npy body: widen the search over the "
+                  "index's forest until the S-curve promises this recall for the k-th result",
+                  "schema": {"type": "number", "minimum": 0, "maximum": 1}})
+
+ITEM_IDS_HEADER = "x-item-ids"
+# Bodies and answers this small are decoded and encoded on the event loop: in ~0.1 ms, less than
+# a thread-pool hop (0.35 ms measured here); see also the index's own INLINE_ROWS.
+SMALL_BODY_BYTES = 16 * 1024
+SMALL_ANSWER_ROWS = 8
+
+
+async def _cpu(small: bool, function, *args):
+    return function(*args) if small else await run_in_threadpool(function, *args)
+
+
+async def _open(state: ServiceState, index_id: str) -> AsyncLSHIndex:
+    """The stored index with its map (from the map cache, built from the spec copy the index keeps,
+    so an index outlives the deletion of its map)."""
+    config, meta, items = await state.indexes.load(index_id)
+    feature_map = await state.map_for_spec(config.map_spec)
+    return state.indexes.bind(config, meta, feature_map, items)
+
+
+def _vectors(body, index: AsyncLSHIndex, max_rows: int):
+    X = index.feature_map.check(vectors_from(body, "vectors", index.feature_map.input_dim), "vectors")
+    if X.shape[0] > max_rows:
+        raise InputError("vectors", f"{X.shape[0]} rows exceed the batch limit of {max_rows}; split the batch")
+    return X
+
+
+def _item_ids(body, request: Request) -> Any:
+    """ids from the JSON body, or for an .npy body from the X-Item-Ids header (a JSON array)
+    or repeated ?ids= query parameters."""
+    header, params = request.headers.get(ITEM_IDS_HEADER), request.query_params.getlist("ids")
+    if isinstance(body, dict):
+        if header is not None or params:
+            raise InputError("ids", "a JSON body carries its ids in its \"ids\" field, not in the X-Item-Ids "
+                             "header or ?ids= parameters")
+        if "ids" not in body:
+            raise InputError("ids", "missing: send one id per vector")
+        return body["ids"]
+    if header is not None and params:
+        raise InputError("ids", "send ids in the X-Item-Ids header or as ?ids= parameters, not both")
+    if header is None:
+        if not params:
+            raise InputError("ids", "an .npy body needs its ids in the X-Item-Ids header (a JSON array of "
+                             "strings) or as repeated ?ids= parameters")
+        return params
+    try:
+        # Starlette reads header bytes as Latin-1; the header's bytes are UTF-8 (or ASCII with \u escapes).
+        header = header.encode("latin-1").decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(ITEM_IDS_HEADER, "not UTF-8: send the JSON array as UTF-8, or as ASCII with \\u "
+                         "escapes") from None
+    try:
+        return orjson.loads(header)
+    except orjson.JSONDecodeError:
+        raise InputError("ids", "the X-Item-Ids header must be a JSON array of strings") from None
+
+
+def _utf8_path(raw_segment: bytes) -> bool:
+    try:
+        unquote_to_bytes(raw_segment).decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _query_option(body, request: Request, name: str, default):
+    """A query option from the JSON body, else from the query string (the only place with .npy)."""
+    if isinstance(body, dict) and name in body:
+        return body[name]
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise InputError(name, "must be a number") from None
+
+
+def _top_k(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOP_K:
+        raise InputError("top_k", f"must be an integer in [1, {MAX_TOP_K}]")
+    return value
+
+
+def _results_document(result: QueryResult) -> Response:
+    return json_response({"results": [[{"id": item_id, "similarity": similarity} for item_id, similarity in found]
+                                      for found in result.results],
+                          "candidates": result.candidates, "estimated_recall": result.estimated_recall,
+                          "rows_probed": result.rows_probed})
+
+
+# -- the index resource ----------------------------------------------------------------------------
+
+@router.post("", status_code=201, response_model=IndexResponse, openapi_extra=body_doc(CreateIndexRequest, npy=False),
+             responses={201: {"description": "created", "headers": LOCATION},
+                        200: {"model": IndexResponse, "description": "an index of that name, map and banding existed",
+                              "headers": LOCATION}, **errors(404, 409, 413, 415, 422)})
+async def create_index(request: Request, state: ServiceState = Depends(get_state)):
+    fields = parse_model(await request.body(), request.headers.get("content-type"), CreateIndexRequest)
+    feature_map = await state.load_map(fields.map_id)
+    index = await state.indexes.create(feature_map, name=fields.name, bands=fields.bands, rows=fields.rows,
+                                       threshold=fields.threshold, recall_at_threshold=fields.recall_at_threshold,
+                                       vectors=fields.vectors, forest_rows=fields.forest_rows)
+    if index.created and await state.store.get(fields.map_id) is None:
+        # A DELETE of the map ran meanwhile (the map may also have come from the cache, which trusts the
+        # store for settings.map_staleness_seconds): it came first, so this create answers as it would
+        # have after it, and the index made over the deleted map goes. That DELETE checks for indexes
+        # again after deleting (routes_maps.delete_map): one of the two always sees the other.
+        try:
+            await state.indexes.delete(index.config.name)
+        except IndexNotFound:
+            pass  # deleted by its own DELETE meanwhile
+        state.forget(fields.map_id)
+        raise MapNotFound(fields.map_id)
+    described = await index.describe()
+    return json_response(described, status_code=201 if index.created else 200,
+                         headers={"Location": f"/v1/indexes/{described['id']}"})
+
+
+@router.get("", response_model=IndexListResponse, responses=errors(422))
+async def list_indexes(after: str | None = Query(default=None, description="cursor from the previous page"),
+                       limit: int = Query(default=100, ge=1, le=1000),
+                       state: ServiceState = Depends(get_state)):
+    described, cursor = await state.indexes.list(after=after, limit=limit)
+    return json_response({"indexes": described, "next": cursor})
+
+
+@router.get("/{index_id}", response_model=IndexResponse, responses=errors(404))
+async def get_index(index_id: str, state: ServiceState = Depends(get_state)):
+    return json_response(await state.indexes.describe(index_id))
+
+
+@router.delete("/{index_id}", status_code=204, responses={204: {"description": "deleted"}, **errors(404, 409)})
+async def delete_index(index_id: str, state: ServiceState = Depends(get_state)):
+    """Forgets the index at once, then removes its keys (SCAN + UNLINK) before answering."""
+    await state.indexes.delete(index_id)
+    return Response(status_code=204)
+
+
+# -- items and queries -----------------------------------------------------------------------------
+
+@router.post("/{index_id}/items", response_model=AddItemsResponse, responses=BODY_ERRORS,
+             openapi_extra=body_doc(AddItemsRequest, query=(ITEM_IDS_QUERY,)))
+async def add_items(index_id: str, request: Request, state: ServiceState = Depends(get_state)):
+    """Adds or replaces items, written in pipelined transactions of a few hundred items."""
+    raw = await read_body(request)
+    index = await _open(state, index_id)
+    content_type, max_rows = request.headers.get("content-type"), state.settings.max_batch_rows
+
+    def decode():
+        body = parse_body(raw, content_type)
+        X = _vectors(body, index, max_rows)
+        state.check_work(index.feature_map, X)   # the codes of the rows: their hash
+        ids = check_item_ids(_item_ids(body, request), X.shape[0])
+        BATCH_ROWS.labels("index_add").observe(X.shape[0])
+        return ids, X
+
+    ids, X = await _cpu(len(raw) <= SMALL_BODY_BYTES, decode)
+    return json_response(await index.add(ids, X))
+
+
+@router.delete("/{index_id}/items/{item_id}", status_code=204,
+               responses={204: {"description": "deleted"}, **errors(404, 409, 422)})
+async def delete_item(index_id: str, request: Request,
+                      item_id: str = Path(description="the id, percent-encoded (ids are stored as UTF-8)",
+                                          json_schema_extra=ITEM_ID_SCHEMA),
+                      state: ServiceState = Depends(get_state)):
+    """One item; an id that is not one path segment is refused (send it to .../items/delete)."""
+    raw_item_id = request.scope.get("raw_path", b"").rsplit(b"/", 1)[-1]
+    if b"%" in raw_item_id and not _utf8_path(raw_item_id):
+        raise InputError("item_id", "not UTF-8 once percent-decoded (it would be read as U+FFFD: another id)")
+    if not is_path_segment(item_id):
+        raise InputError("item_id", f"{item_id!r} is not an item id that a URL path can carry; "
+                         "remove it with POST .../items/delete {\"ids\": [...]}")
+    index = await _open(state, index_id)
+    if not await index.remove([item_id]):
+        raise ItemNotFound(item_id)
+    return Response(status_code=204)
+
+
+@router.post("/{index_id}/items/delete", response_model=DeleteItemsResponse, responses=BODY_ERRORS,
+             openapi_extra=body_doc(DeleteItemsRequest, npy=False))
+async def delete_items(index_id: str, request: Request, state: ServiceState = Depends(get_state)):
+    """Removes the items with these ids (any stored id, whatever its characters); the ids that were
+    not in the index come back as "missing"."""
+    fields = parse_model(await request.body(), request.headers.get("content-type"), DeleteItemsRequest)
+    if len(fields.ids) > state.settings.max_batch_rows:
+        raise InputError("ids", f"{len(fields.ids)} ids exceed the batch limit of {state.settings.max_batch_rows}")
+    index = await _open(state, index_id)
+    removed = set(await index.remove(list(dict.fromkeys(fields.ids))))
+    return json_response({"removed": len(removed), "missing": [i for i in dict.fromkeys(fields.ids)
+                                                               if i not in removed]})
+
+
+@router.post("/{index_id}/query", response_model=IndexQueryResponse, responses=BODY_ERRORS,
+             openapi_extra=body_doc(IndexQueryRequest, query=QUERY_OPTIONS))
+async def query_index(index_id: str, request: Request, state: ServiceState = Depends(get_state)):
+    """Candidates from the query's band buckets (one pipelined round trip for the batch), re-ranked
+    by the exact kernel on stored vectors (or the match fraction of all k codes); with target_recall,
+    widened over the forest levels until the S-curve promises it."""
+    raw = await read_body(request)
+    index = await _open(state, index_id)
+    content_type, max_rows = request.headers.get("content-type"), state.settings.max_batch_rows
+
+    def decode():
+        body = parse_body(raw, content_type)
+        top_k = _top_k(_query_option(body, request, "top_k", 10))
+        min_similarity = _query_option(body, request, "min_similarity", 0.0)
+        target_recall = _query_option(body, request, "target_recall", None)
+        X = _vectors(body, index, max_rows)
+        state.check_work(index.feature_map, X)   # the codes of the query rows (not the re-ranking)
+        BATCH_ROWS.labels("index_query").observe(X.shape[0])
+        return X, top_k, min_similarity, target_recall
+
+    X, top_k, min_similarity, target_recall = await _cpu(len(raw) <= SMALL_BODY_BYTES, decode)
+    result = await index.query(X, top_k=top_k, min_similarity=min_similarity, target_recall=target_recall)
+    return await _cpu(len(result.results) <= SMALL_ANSWER_ROWS, _results_document, result)

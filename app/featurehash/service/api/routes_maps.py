@@ -1,0 +1,110 @@
+"""/v1/maps: create (idempotent), get, list, delete.
+
+Deleting a map that LSH indexes use is a 409 naming them, unless ?force=true: the indexes then keep
+answering from the copy of the spec each keeps (posting the same spec again re-creates the same id).
+"""
+
+from __future__ import annotations
+
+import functools
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from ...maps import SpecError, requested_spec
+from ...maps.spec import DERIVED_KEYS
+
+from ...protocol.codecs import parse_model
+from .responses import json_response
+from .deps import ServiceState, get_state, refuse_unknown_query, require_api_key
+from .errors import MapInUse, MapNotFound
+from ...protocol.schemas import LOCATION, CreateMapRequest, MapListResponse, MapSpecResponse, body_doc, errors, operation_id
+
+router = APIRouter(prefix="/v1/maps", tags=["maps"], generate_unique_id_function=operation_id,
+                   dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)],
+                   responses=errors(401, 422, 503, 507))
+INDEX_PAGE = 1000
+
+
+@router.post("", status_code=201, response_model=MapSpecResponse, openapi_extra=body_doc(CreateMapRequest, npy=False),
+             responses={201: {"description": "created", "headers": LOCATION},
+                        200: {"model": MapSpecResponse, "description": "the map already existed",
+                              "headers": LOCATION}, **errors(413, 415, 422)})
+async def create_map(request: Request, state: ServiceState = Depends(get_state)):
+    """A spec posted before is answered from the store (its alias: the id of the request as posted, defaults
+    resolved, nothing fitted), never fitted again; a new one is refused over the size and CPU budgets before
+    it is built."""
+    fields = parse_model(await request.body(), request.headers.get("content-type"), CreateMapRequest, SpecError)
+    spec = fields.model_dump(exclude_none=True)
+    requested = await run_in_threadpool(requested_spec, spec)   # validation only: cheap whatever the sizes
+    stored = await state.store.get_by_alias(requested.id)
+    if stored is not None and _echo_agrees(spec, stored):
+        return json_response(stored, status_code=200, headers={"Location": f"/v1/maps/{stored['id']}"})
+    # A resolved spec posted back is its own request: its map may be in this process's cache.
+    feature_map = state.cache.get(requested.id)
+    if feature_map is None or not _echo_agrees(spec, feature_map.describe()):
+        feature_map = await run_in_threadpool(
+            functools.partial(state.build_map, spec, work_seconds=state.settings.request_work_seconds))
+    document = feature_map.describe()
+    created = await state.store.create(document, alias=requested.id)
+    state.cache.put(feature_map)
+    return json_response(document, status_code=201 if created else 200,
+                         headers={"Location": f"/v1/maps/{document['id']}"})
+
+
+def _echo_agrees(posted: dict, stored: dict) -> bool:
+    """Whether the derived keys a client echoed (id, output_dim...) are the stored spec's: else the request is
+    resolved in full, which refuses the stale ones by name."""
+    return all(stored.get(key) == value for key, value in posted.items() if key in DERIVED_KEYS)
+
+
+@router.get("", response_model=MapListResponse, responses=errors(422))
+async def list_maps(after: str | None = Query(default=None, description="cursor from the previous page"),
+                    limit: int = Query(default=100, ge=1, le=1000),
+                    state: ServiceState = Depends(get_state)):
+    specs, cursor = await state.store.list(after=after, limit=limit)
+    return json_response({"maps": specs, "next": cursor})
+
+
+@router.get("/{map_id}", response_model=MapSpecResponse, responses=errors(404))
+async def get_map(map_id: str, state: ServiceState = Depends(get_state)):
+    spec = await state.store.get(map_id)
+    if spec is None:
+        raise MapNotFound(map_id)
+    return json_response(spec)
+
+
+@router.delete("/{map_id}", status_code=204, responses={204: {"description": "deleted"}, **errors(404, 409, 422)})
+async def delete_map(map_id: str, force: bool = Query(default=False, description="delete it even if indexes use "
+                                                      "it (they keep answering from their copy of its spec)"),
+                     state: ServiceState = Depends(get_state)):
+    spec = None
+    if not force:
+        spec = await state.store.get(map_id)
+        if spec is None:
+            raise MapNotFound(map_id)
+        users = await _indexes_using(state, map_id)
+        if users:
+            raise MapInUse(map_id, users)
+    if not await state.store.delete(map_id):
+        raise MapNotFound(map_id)
+    state.forget(map_id)
+    if spec is not None:
+        # An index created over the map between the check and the delete: its create checks the map
+        # again after writing the index (routes_indexes.create_index), this delete checks for indexes
+        # after deleting, so one of the two sees the other. Here the index came first: the map is put
+        # back (same spec, same id) and the delete refused as it would have been.
+        users = await _indexes_using(state, map_id)
+        if users:
+            await state.store.create(spec)
+            raise MapInUse(map_id, users)
+    return Response(status_code=204)
+
+
+async def _indexes_using(state: ServiceState, map_id: str) -> list[str]:
+    users, after = [], None
+    while True:
+        page, after = await state.indexes.list(after=after, limit=INDEX_PAGE)
+        users += [index["id"] for index in page if index["map_id"] == map_id]
+        if after is None:
+            return users

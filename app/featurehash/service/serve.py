@@ -1,0 +1,181 @@
+"""`featurehash serve`: Redis (embedded unless REDIS_URL is set), then the web tier (featurehash.service.web).
+
+The launcher owns both children. It starts the embedded Redis once (never one per
+worker), waits for PING, then runs uvicorn with REDIS_URL pointing at the server's unix
+socket. On SIGTERM/SIGINT it forwards the signal to uvicorn (which drains its workers),
+waits for it to exit, and only then stops Redis, so no acknowledged write is lost. It
+supervises the embedded Redis: a server that dies is restarted on its append-only file
+(with backoff), and one that cannot be started or restarted makes the launcher stop the web
+tier and exit with code 4 (after one line saying why: a corrupt append-only file names
+`featurehash repair-aof`), so that an orchestrator restarts the whole service. A web tier that
+dies unasked is started again with backoff (WebTier), each time with a line on stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from .config import Settings
+from ..store.embedded import CorruptAppendOnlyFile, EmbeddedRedis, EmbeddedRedisError, die_with_parent
+from .web import STARTUP_FAILURE
+
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")  # read once, when numpy loads BLAS
+REDIS_LOST = 4  # exit code: the embedded Redis died and could not be restarted
+SUPERVISE_INTERVAL = 0.05
+RESTART_BACKOFF = (0.0, 0.1, 0.3, 1.0, 3.0)  # seconds before each restart attempt
+MAX_RESTARTS = 5
+RESTART_WINDOW = 60.0
+
+
+def _metrics_dir(settings: Settings) -> str:
+    path = settings.data_dir / "metrics"
+    shutil.rmtree(path, ignore_errors=True)  # counters restart with the workers
+    path.mkdir(parents=True, exist_ok=True)
+    return str(path.resolve())
+
+
+def serve(settings: Settings) -> int:
+    embedded = None
+    env = {**os.environ, "FEATUREHASH_HOST": settings.host, "FEATUREHASH_PORT": str(settings.port),
+           "FEATUREHASH_WORKERS": str(settings.workers), "FEATUREHASH_DATA_DIR": str(settings.data_dir),
+           **{name: str(settings.blas_threads) for name in BLAS_THREAD_VARIABLES}}
+    if not settings.redis_url:
+        embedded = EmbeddedRedis(settings.data_dir)
+        try:
+            embedded.start()
+        except EmbeddedRedisError as exc:  # one line naming the way out (e.g. featurehash repair-aof), no traceback
+            _say(str(exc))
+            embedded.stop()
+            return REDIS_LOST
+        env["REDIS_URL"] = embedded.url
+        print(f"featurehash: embedded Redis at {embedded.url} (data in {embedded.data_dir})", file=sys.stderr)
+    if settings.workers > 1:
+        env["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir(settings)
+    stopping = False
+    try:
+        web = WebTier(env)
+
+        def forward(signum, frame):  # must not block: just pass the signal on
+            nonlocal stopping
+            stopping = True
+            web.stop()
+
+        signal.signal(signal.SIGTERM, forward)
+        signal.signal(signal.SIGINT, forward)
+        supervisor = RedisSupervisor(embedded, lambda: stopping) if embedded is not None else None
+        while (code := web.keep_alive(stopping)) is None:
+            if supervisor is not None and not supervisor.keep_alive():
+                web.stop()  # Redis is gone for good: stop, so an orchestrator restarts us
+                web.wait()
+                return REDIS_LOST
+            time.sleep(SUPERVISE_INTERVAL)
+        # uvicorn re-raises the signal it shut down on; that is a clean stop we asked for.
+        return 0 if stopping and code in (0, -signal.SIGTERM) else code
+    finally:
+        if embedded is not None:
+            embedded.stop()
+
+
+class WebTier:
+    """The uvicorn child (featurehash.service.web), started again with backoff when it dies unasked.
+
+    With several workers uvicorn replaces a dead worker itself; with one, the worker is this child,
+    and a crash (an out-of-memory kill, a segfault in native code) would otherwise end the service.
+    A web tier that could not start (exit code STARTUP_FAILURE: port taken, bad settings) is not
+    restarted, nor one that died more than MAX_RESTARTS times within RESTART_WINDOW seconds."""
+
+    def __init__(self, env: dict[str, str]):
+        self.env = env
+        self.deaths: list[float] = []
+        self.restart_at: float | None = None
+        self.process = self._start()
+
+    def _start(self) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "featurehash.service.web"], env=self.env, preexec_fn=die_with_parent)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+
+    def wait(self) -> None:
+        if self.process is not None:
+            self.process.wait()
+
+    def keep_alive(self, stopping: bool) -> int | None:
+        """None while serving (or waiting to restart); else the exit code to end the launcher with."""
+        now = time.monotonic()
+        if self.process is None:  # dead, restart pending
+            if stopping:
+                return 0
+            if now >= self.restart_at:
+                self.process = self._start()
+                _say("web tier started again")
+            return None
+        code = self.process.poll()
+        if code is None or stopping or code == STARTUP_FAILURE:
+            return code
+        self.deaths = [t for t in self.deaths if now - t < RESTART_WINDOW] + [now]
+        how = f"was killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
+        if len(self.deaths) > MAX_RESTARTS:
+            _say(f"web tier {how}, its {len(self.deaths)}th death within {RESTART_WINDOW:.0f} s; giving up")
+            return code
+        delay = RESTART_BACKOFF[len(self.deaths) - 1]
+        _say(f"web tier {how}; starting it again in {delay:.1f} s")
+        self.process, self.restart_at = None, now + delay
+        return None
+
+
+class RedisSupervisor:
+    """Restarts a dead embedded Redis from its append-only file, with backoff.
+
+    Every write Redis acknowledged was in the file (written before the reply), so a restart loses
+    none. A server that cannot be started again, or dies more than MAX_RESTARTS times within
+    RESTART_WINDOW seconds, is given up: `keep_alive` returns False and the launcher exits non-zero.
+    """
+
+    def __init__(self, redis: EmbeddedRedis, stopping):
+        self.redis = redis
+        self.stopping = stopping
+        self.restarts: list[float] = []
+
+    def keep_alive(self) -> bool:
+        if self.redis.running() or self.stopping():
+            return True
+        now = time.monotonic()
+        self.restarts = [t for t in self.restarts if now - t < RESTART_WINDOW] + [now]
+        if len(self.restarts) > MAX_RESTARTS:
+            _say(f"embedded Redis died {len(self.restarts)} times within {RESTART_WINDOW:.0f} s; giving up")
+            return False
+        _say(f"embedded Redis exited with code {self.redis.returncode}; restarting it from its append-only file")
+        for delay in RESTART_BACKOFF:
+            if self.stopping():
+                return True
+            time.sleep(delay)
+            try:
+                self.redis.restart()
+            except CorruptAppendOnlyFile as exc:
+                _say(str(exc))
+                return False
+            except EmbeddedRedisError as exc:
+                _say(f"restart failed: {exc}")
+                continue
+            _say("embedded Redis is back")
+            return True
+        _say(f"embedded Redis could not be restarted; see {self.redis.data_dir / 'redis.log'}")
+        return False
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:  # e.g. a real-time signal
+        return f"signal {number}"
+
+
+def _say(message: str) -> None:
+    print(f"featurehash: {message}", file=sys.stderr, flush=True)

@@ -1,0 +1,73 @@
+"""The web tier that `featurehash serve` runs as its child: uvicorn and its workers.
+
+Settings come from the environment the launcher prepared (REDIS_URL included). With
+several workers uvicorn binds the shared listener itself, with protocol number 0, so
+asyncio never sets TCP_NODELAY on accepted connections and every small keep-alive
+response waits ~40 ms on Nagle + delayed ACK. This module binds that listener as TCP,
+with TCP_NODELAY (inherited by accepted sockets on Linux).
+
+Every worker speaks HTTP through connection_guard.GuardedH11Protocol (header and body deadlines, a cap
+on open connections), named here rather than left to uvicorn's "auto" choice so that installing
+httptools does not silently drop them.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+
+import uvicorn
+from uvicorn.supervisors import Multiprocess
+
+from .config import Settings
+from .connection_guard import GuardedH11Protocol, connection_limits, raise_open_file_limit
+
+STARTUP_FAILURE = 3
+logger = logging.getLogger("uvicorn.error")
+
+
+class TCPListenerConfig(uvicorn.Config):
+    """uvicorn's config plus what GuardedH11Protocol reads (a module-level class: it is pickled to the workers)."""
+
+    def __init__(self, *args, header_timeout: float, body_timeout: float, max_connections: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.header_timeout, self.body_timeout, self.max_connections = header_timeout, body_timeout, max_connections
+
+    def bind_socket(self) -> socket.socket:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            sock.bind((self.host, self.port))
+        except OSError as exc:
+            logger.error(exc)
+            sys.exit(STARTUP_FAILURE)
+        logger.info("Uvicorn running on http://%s:%d with %d workers", self.host, sock.getsockname()[1], self.workers)
+        sock.set_inheritable(True)
+        return sock
+
+
+def main() -> None:
+    settings = Settings()
+    max_connections, backlog = connection_limits(settings.max_connections, 2048, raise_open_file_limit())
+    config = TCPListenerConfig("featurehash.service.app:create_app", factory=True, host=settings.host, port=settings.port,
+                               workers=settings.workers, access_log=False, timeout_graceful_shutdown=20,
+                               # no WebSocket routes; an upgrade would also take its socket out of the connection cap
+                               http=GuardedH11Protocol, ws="none", backlog=backlog,
+                               header_timeout=settings.header_timeout_seconds,
+                               body_timeout=settings.body_timeout_seconds, max_connections=max_connections)
+    logger.info("At most %d connections per worker; request headers within %g s, bodies moving every %g s",
+                max_connections, settings.header_timeout_seconds, settings.body_timeout_seconds)
+    if config.workers > 1:
+        Multiprocess(config, sockets=[config.bind_socket()]).run()
+        return
+    server = uvicorn.Server(config)
+    server.run()
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)
+
+
+if __name__ == "__main__":
+    main()

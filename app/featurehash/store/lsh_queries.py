@@ -1,0 +1,145 @@
+"""Querying an LSH index as step generators (no I/O): the buckets of each row, level by level of the
+forest, the candidates they name, and their ranking by exact similarity."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..maps.lsh import best_matches, collision_probability, exact_similarities, match_fractions
+from .lsh_inline import INLINE_COMPARISONS, INLINE_ROWS, _small_input
+from .lsh_layout import IndexConfig, check_fraction, check_positive_int, unpack_records_and_vectors
+from .lsh_vectors import VectorCodec
+from .redis_steps import Compute, RoundTrip
+
+READ_BATCH_KEYS = 10_000        # keys per MGET
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    results: list[list[tuple[str, float]]]  # per query vector: (id, similarity), best first
+    candidates: list[int]                   # per query vector: distinct items re-ranked
+    # per query vector: the S-curve's probability that an item as similar as the k-th result
+    # (or as min_similarity, when fewer were found) became a candidate, at the level probed
+    estimated_recall: list[float] = field(default_factory=list)
+    rows_probed: list[int] = field(default_factory=list)  # per query vector: the band prefix length used
+
+
+class _CandidatePool:
+    """The records a query batch fetched so far, decoded, sorted by item number."""
+
+    def __init__(self, config: IndexConfig, codec: VectorCodec | None):
+        self.config, self.codec = config, codec
+        self.fetched = np.empty(0, np.int64)  # every number asked for (records gone included)
+        self.numbers = np.empty(0, np.int64)  # those with a record
+        self.fingerprints = np.empty((0, config.n_codes), np.uint32)
+        self.ids: list[str] = []
+        self.vectors = None
+
+    def missing(self, numbers: np.ndarray) -> np.ndarray:
+        return np.setdiff1d(numbers, self.fetched, assume_unique=True)
+
+    def add(self, numbers: np.ndarray, records: list[bytes | None]) -> None:
+        self.fetched = np.union1d(self.fetched, numbers)
+        live = [row for row, record in enumerate(records) if record is not None]
+        if not live:
+            return
+        fingerprints, ids, vectors = unpack_records_and_vectors([records[row] for row in live], self.config.n_codes,
+                                                                self.codec)
+        all_numbers = np.concatenate([self.numbers, numbers[live]])
+        order = np.argsort(all_numbers, kind="stable")
+        self.numbers = all_numbers[order]
+        self.fingerprints = np.vstack([self.fingerprints, fingerprints])[order]
+        joined = self.ids + ids
+        self.ids = [joined[row] for row in order]
+        if vectors is not None:
+            if self.vectors is not None:
+                vectors = sp.vstack([self.vectors, vectors], format="csr") if sp.issparse(vectors) \
+                    else np.vstack([self.vectors, vectors])
+            self.vectors = vectors[order]
+
+    def rows_of(self, numbers: np.ndarray) -> np.ndarray:
+        """Positions of the numbers that have a record."""
+        rows = np.searchsorted(self.numbers, numbers)
+        inside = rows < self.numbers.size
+        rows, numbers = rows[inside], numbers[inside]
+        return rows[self.numbers[rows] == numbers]
+
+
+class _QuerySteps:
+    """Needs what _IndexSteps sets up (lsh_index.py): config, layout, codec, feature_map and its key helpers."""
+
+    def _query_plan(self, X) -> tuple[Any, np.ndarray, list[list[list[bytes]]]]:
+        """The checked vectors, their fingerprints and their bucket keys at every level."""
+        X = self.feature_map.check(X, "vectors")
+        fingerprints = self._fingerprints(X)
+        return X, fingerprints, [self._level_keys(fingerprints, level) for level in range(len(self.config.levels))]
+
+    def _query_steps(self, X, top_k: int, min_similarity: float, target_recall: float | None = None):
+        """Probe level 0 (the bands); re-rank; while the S-curve at the k-th result's similarity is
+        below `target_recall`, probe the shortest-needed forest level and re-rank the union."""
+        top_k = check_positive_int(top_k, "top_k")
+        min_similarity = check_fraction(min_similarity, "min_similarity")
+        if target_recall is not None:
+            target_recall = check_fraction(target_recall, "target_recall")
+        X, fingerprints, level_keys = yield Compute(self._query_plan, (X,),
+                                                    inline=_small_input(X, self.config.n_codes))
+        n = fingerprints.shape[0]
+        pool = _CandidatePool(self.config, self.codec)
+        found = [np.empty(0, np.int64) for _ in range(n)]
+        level = [0] * n
+        outcome: list[tuple] = [None] * n
+        active = list(range(n))
+        while active:
+            unions = yield RoundTrip([("SUNION", *level_keys[level[q]][q]) for q in active])
+            for q, members in zip(active, unions):
+                found[q] = np.union1d(found[q], np.fromiter((int(m) for m in members), np.int64, len(members)))
+            wanted = pool.missing(np.unique(np.concatenate([found[q] for q in active])))
+            records: list[bytes | None] = []
+            if wanted.size:
+                keys = [self.layout.record(int(number)) for number in wanted]
+                replies = yield RoundTrip([("MGET", *keys[start:start + READ_BATCH_KEYS])
+                                           for start in range(0, len(keys), READ_BATCH_KEYS)])
+                records = [record for reply in replies for record in reply]
+            total = sum(found[q].size for q in active)
+            small = len(active) <= INLINE_ROWS and total * self.config.n_codes <= INLINE_COMPARISONS
+            ranked = yield Compute(self._rank, (X, fingerprints, active, found, pool, wanted, records, top_k,
+                                                min_similarity), inline=small)
+            widen = []
+            for q, (best, count, kth) in zip(active, ranked):
+                rows = self.config.levels[level[q]]
+                recall = float(collision_probability(kth, self.config.bands, rows))
+                outcome[q] = (best, count, recall, rows)
+                if target_recall is not None and recall < target_recall and level[q] + 1 < len(self.config.levels):
+                    level[q] = self._next_level(kth, target_recall, level[q])
+                    widen.append(q)
+            active = widen
+        return QueryResult(*(list(column) for column in zip(*outcome))) if n else QueryResult([], [], [], [])
+
+    def _next_level(self, similarity: float, target_recall: float, level: int) -> int:
+        """The first deeper level whose S-curve reaches the target at `similarity`, else the deepest."""
+        for deeper in range(level + 1, len(self.config.levels)):
+            if collision_probability(similarity, self.config.bands, self.config.levels[deeper]) >= target_recall:
+                return deeper
+        return len(self.config.levels) - 1
+
+    def _rank(self, X, fingerprints, active, found, pool, wanted, records, top_k, min_similarity) -> list[tuple]:
+        """Per active query: ((id, similarity) best first, candidates ranked, the k-th similarity)."""
+        if wanted.size:
+            pool.add(wanted, records)
+        ranked = []
+        for q in active:
+            rows = pool.rows_of(found[q])  # drops the candidates whose record is gone
+            if self.codec is None or rows.size == 0:
+                similarities = match_fractions(fingerprints[q], pool.fingerprints[rows])
+            else:
+                query = X[q].toarray().ravel() if sp.issparse(X) else np.asarray(X[q], dtype=np.float64)
+                similarities = exact_similarities(self.config.map_spec["method"], self.config.map_spec["params"],
+                                                  query, pool.vectors[rows])
+            best = best_matches(similarities, pool.numbers[rows], top_k, min_similarity)
+            kth = float(similarities[best[top_k - 1]]) if best.size >= top_k else min_similarity
+            ranked.append(([(pool.ids[rows[i]], float(similarities[i])) for i in best], int(rows.size), kth))
+        return ranked

@@ -1,0 +1,53 @@
+"""The layout's import rules (ARCHITECTURE.md; the contracts are [tool.importlinter] in pyproject.toml): arrows
+only point down (adapters -> service -> protocol -> store, npy -> maps), map families are independent over the
+numerical floor, the numerics never import the web framework or Redis, and nothing imports in a cycle."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("importlinter")
+
+ROOT = Path(__file__).resolve().parents[1]
+LINT = ("import sys; from importlinter.cli import lint_imports; "
+        "sys.exit(lint_imports(config_filename=sys.argv[1], no_cache=True, no_logo=True))")
+
+
+def lint(source_root: Path) -> subprocess.CompletedProcess:
+    # the package is read from source_root (grimp finds it on sys.path), whatever copy is installed
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source_root), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-c", LINT, str(ROOT / "pyproject.toml")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_import_graph_keeps_every_contract():
+    done = lint(ROOT / "app")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "0 broken" in done.stdout
+
+
+@pytest.mark.parametrize("module, line, contract", [
+    # an upward arrow: the map core reaching for the service
+    ("maps/base.py", "from ..service import config", "Layers: adapters"),
+    # a family importing another family
+    ("maps/polynomial/tensorsketch.py", "from ..fourier import rff", "Maps: registry"),
+    # the floor reaching up, and to Redis
+    ("maps/numerics/_row_threads.py", "import redis", "Maps and npy know no web framework"),
+    # a cycle between siblings the layers do not order (two store modules)
+    ("store/lsh_vectors.py", "from . import lsh_layout", "No cycles"),
+])
+def test_a_new_upward_arrow_or_cycle_breaks_a_contract(tmp_path, module, line, contract):
+    shutil.copytree(ROOT / "app" / "featurehash", tmp_path / "featurehash",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    path = tmp_path / "featurehash" / module
+    path.write_text(path.read_text() + f"\n{line}  # noqa\n")
+    done = lint(tmp_path)
+    assert done.returncode != 0
+    broken = [text for text in done.stdout.splitlines() if text.endswith("BROKEN")]
+    assert any(text.startswith(contract) for text in broken), done.stdout[-4000:]
