@@ -1,0 +1,10 @@
+"""Near-duplicate detection in process: similarity joins and duplicate clusters over the discrete codes
+of GCWS (GMM / pGMM kernel) and random binning (Laplacian kernel) maps, with LSH banding planned by the
+S-curve 1 - (1 - s^r)^L (Broder's minhash banding; Leskovec, Rajaraman & Ullman, "Mining of Massive
+Datasets", ch. 3) and exact verification of every candidate. Numerics and orchestration only: no web
+framework, no Redis."""
+
+from .clusters import DuplicateClusters, duplicate_clusters
+from .join import SimilarPairs, similarity_join
+
+__all__ = ["DuplicateClusters", "SimilarPairs", "duplicate_clusters", "similarity_join"]
