@@ -21,14 +21,19 @@ def dense_planted(n_groups: int, group_size: int, n_background: int, dim: int, s
 
 
 def sparse_planted(n_groups: int, group_size: int, n_background: int, dim: int, nnz: int, seed: int,
-                   max_change: float = 0.45) -> sp.csr_matrix:
+                   max_change: float = 0.45, return_groups: bool = False):
     """Nonnegative CSR rows with `nnz` random coordinates each; a copy moves a fraction ~ U(0, max_change)
-    of its base's coordinates elsewhere and jitters the values by exp(0.1 z)."""
+    of its base's coordinates elsewhere and jitters the values by exp(0.1 z). With `return_groups`, also
+    each row's group (-1 for the unrelated rows). Large sets (n_rows * dim > 2^26) draw coordinates with
+    replacement (a repeat is summed) instead of distinct ones, to stay within memory."""
     rng = np.random.default_rng(seed)
     n_rows = n_groups * group_size + n_background
     columns = np.empty((n_rows, nnz), dtype=np.int64)
     values = rng.lognormal(0.0, 1.0, (n_rows, nnz))
-    columns[:] = np.argsort(rng.random((n_rows, dim)), axis=1)[:, :nnz]   # distinct coordinates per row
+    if n_rows * dim <= 1 << 26:
+        columns[:] = np.argsort(rng.random((n_rows, dim)), axis=1)[:, :nnz]   # distinct coordinates per row
+    else:
+        columns[:] = rng.integers(0, dim, (n_rows, nnz))
     bases = np.arange(n_groups) * group_size
     for offset in range(1, group_size):   # copies of base rows (a loop over the group size only)
         rows = bases + offset
@@ -38,7 +43,11 @@ def sparse_planted(n_groups: int, group_size: int, n_background: int, dim: int, 
     # a moved coordinate may land on a kept one: duplicates in a row are summed by the CSR constructor
     X = sp.csr_matrix((values.ravel(), columns.ravel(), np.arange(0, n_rows * nnz + 1, nnz)), shape=(n_rows, dim))
     X.sum_duplicates()
-    return X[rng.permutation(n_rows)]
+    order = rng.permutation(n_rows)
+    if return_groups:
+        groups = np.concatenate([np.repeat(np.arange(n_groups), group_size), np.full(n_background, -1)])
+        return X[order], groups[order]
+    return X[order]
 
 
 def brute_force_pairs(K: np.ndarray, threshold: float, self_join: bool = True) -> set[tuple[int, int]]:
