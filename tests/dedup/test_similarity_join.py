@@ -203,3 +203,12 @@ def test_identical_rows_form_one_giant_bucket_handled_in_blocks():
     same = {(i, j) for i in range(300) for j in range(i + 1, 300)}
     assert same <= pair_set(result)
     assert result.candidates >= len(same)
+
+
+def test_progress_bars_do_not_change_the_answer(dense_case, capsys):
+    X, m, _ = dense_case
+    quiet = similarity_join(X, m, 0.7)
+    shown = similarity_join(X, m, 0.7, progress=True, chunk_rows=200)
+    assert "similarity_join" in capsys.readouterr().err
+    np.testing.assert_array_equal(quiet.i, shown.i)
+    np.testing.assert_array_equal(quiet.j, shown.j)

@@ -67,7 +67,8 @@ def similarity_join(X, feature_map, threshold: float, *, Y=None, target_recall: 
     codes by construction, about + r (1 - s) / k per shared band): pairs near the threshold are both
     missed and wrongly kept.
 
-    Requires a map with discrete codes ("gcws" or "binning" with `exact_kernel`). `progress` shows
+    With gcws `zero_bit` the codes keep i* only and agree with probability close to, not exactly, GMM, so
+    the S-curve's recall is approximate there. Requires a map with discrete codes ("gcws" or "binning"). `progress` shows
     tqdm bars for the hashing and the bands.
     """
     method = getattr(feature_map, "method", None)

@@ -7,8 +7,8 @@ as an n x m matrix):
   KDD 2017; sampled by Ioffe's ICWS as generalised by Li's GCWS). With t(x) = sign(x) |x|^p, the
   split parts give sum |u~ - v~| = ||t(x) - t(y)||_1, so pGMM = (S - D) / (S + D) with
   S = ||t(x)||_1 + ||t(y)||_1 and D = ||t(x) - t(y)||_1 (min + max = u~ + v~, max - min =
-  |u~ - v~|). All rows are first divided by one common scale (the ratio does not change), so no
-  power overflows. Two zero vectors: 1.
+  |u~ - v~|). For power != 1 all rows are first divided by one common scale (the ratio does not
+  change), so no power overflows. Two zero vectors: 1.
 - binning: the Laplacian kernel exp(-gamma ||x - y||_1) (Rahimi & Recht's random binning).
 D is computed in blocks of pairs: dense rows by gathering both blocks and subtracting, sparse rows
 by CSR row indexing and a sparse difference (its cost is the nonzeros of the block's rows).
@@ -42,7 +42,7 @@ class ExactPairs:
         sparse = sp.issparse(X) or (not same and sp.issparse(Y))
         X = _as(X, sparse)
         Y = X if same else _as(Y, sparse)
-        if method == "gcws":
+        if method == "gcws" and power != 1.0:   # at power 1, t(x) = x: no copy of the rows
             peak = max(_peak(X), 0.0 if same else _peak(Y))
             scale = 1.0 / peak if peak > 0 else 1.0
             X = _signed_power(X, scale, power)
