@@ -212,3 +212,20 @@ def test_progress_bars_do_not_change_the_answer(dense_case, capsys):
     assert "similarity_join" in capsys.readouterr().err
     np.testing.assert_array_equal(quiet.i, shown.i)
     np.testing.assert_array_equal(quiet.j, shown.j)
+
+
+def test_dart_sampler_codes_work_the_same_way(sparse_case):
+    """DartMinHash codes agree with probability exactly GMM too, so the same S-curve holds."""
+    X, _, K = sparse_case
+    m = create_map({"method": "gcws", "input_dim": 3000, "n_components": K_CODES, "seed": 7,
+                    "params": {"sampler": "dart"}})
+    check_recall_and_precision(similarity_join(X, m, 0.7), K, 0.7)
+
+
+def test_dense_rows_against_sparse_rows(sparse_case):
+    X, m, _ = sparse_case
+    a = similarity_join(X[:500].toarray(), m, 0.7, Y=X[500:])
+    b = similarity_join(X[:500], m, 0.7, Y=X[500:])
+    np.testing.assert_array_equal(a.i, b.i)
+    np.testing.assert_array_equal(a.j, b.j)
+    np.testing.assert_allclose(a.similarity, b.similarity, rtol=1e-12)
