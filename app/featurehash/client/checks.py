@@ -4,8 +4,8 @@ would refuse is refused here with the field and detail it would answer, and noth
 The rules are called, not copied: a map's `check` (the map built from a spec this client has seen: dimension,
 all-zero rows, negative entries where the kernel refuses them), check_input, the JSON rows decoder of the
 service (featurehash.protocol.codecs), the request models, check_item_ids, check_name, check_fraction and band_keys.
-The few messages the routes write themselves are repeated here; tests/client/test_client.py compares every one with a
-running service's answer. Each check raises the library's FeatureHashError; the clients turn it into
+The options the routes check by hand come from featurehash.protocol.options, as the routes' do;
+tests/client/test_client.py compares every refusal with a running service's answer. Each check raises the library's FeatureHashError; the clients turn it into
 FeatureHashAPIError(422, ...), the status the service answers with. A NaN or an infinity is named as such
 (the service's answer to a JSON body holding NaN, as Python's json writes it), though orjson would have sent
 it as null, which the service would call a non-number.
@@ -28,14 +28,14 @@ import scipy.sparse as sp
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from ..protocol.codecs import JSON, parse_model, vectors_from
+from ..protocol.options import check_bands_value, check_path_item_id, check_top_k
 from ..protocol.schemas import CreateIndexRequest, CreateMapRequest, DeleteItemsRequest
 from ..maps import FeatureHashError, FeatureMap, InputError, SpecError, create_map
 from ..maps.base import DenseFeatureMap
 from ..maps.inputs import check_input
 from ..maps.lsh import band_keys
-from ..store.lsh_layout import check_fraction, check_item_ids, check_name, is_path_segment
+from ..store.lsh_layout import check_fraction, check_item_ids, check_name
 
-MAX_TOP_K = 1000  # featurehash.service.api.routes_indexes.MAX_TOP_K
 DTYPE = TypeAdapter(Literal["float32", "float64"])
 BANDS = TypeAdapter(int | None)
 PAGE_LIMIT = TypeAdapter(Annotated[int, Field(ge=1, le=1000)])
@@ -140,9 +140,8 @@ def item_ids(ids, rows: int) -> list[str]:
 
 
 def deletable_item_id(item_id: str) -> None:
-    if isinstance(item_id, str) and item_id and not is_path_segment(item_id):
-        raise InputError("item_id", f"{item_id!r} is not an item id that a URL path can carry; "
-                         "remove it with POST .../items/delete {\"ids\": [...]}")
+    if isinstance(item_id, str) and item_id:
+        check_path_item_id(item_id)
 
 
 def request_model(content: bytes, model: type[BaseModel], error: type[FeatureHashError] = InputError):
@@ -180,9 +179,7 @@ def query_text(value: Any) -> str:
 def query_options(options: dict[str, Any], in_query: bool) -> dict[str, Any]:
     """top_k checked, and the fractions as the service reads them (in the body, or parsed from the query string)
     before it reads the rows; `fractions` checks their ranges, which it does after."""
-    top_k = as_sent(options["top_k"], "top_k", in_query)
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
-        raise InputError("top_k", f"must be an integer in [1, {MAX_TOP_K}]")
+    check_top_k(as_sent(options["top_k"], "top_k", in_query))
     return {name: as_sent(value, name, in_query) for name, value in options.items() if name != "top_k"}
 
 
@@ -197,9 +194,7 @@ def bands_option(bands: Any, in_query: bool) -> None:
     if in_query:
         query_param(bands, "bands", BANDS)
         return
-    value = _as_json(bands)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError("bands", "expected an integer")
+    check_bands_value(_as_json(bands))
 
 
 def codes_for(feature_map: FeatureMap | None, X, bands: int | None) -> None:

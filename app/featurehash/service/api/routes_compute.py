@@ -27,6 +27,7 @@ from ...maps.lsh import band_keys
 from ...maps.spec import MAX_COMPONENTS
 from .admission import read_body, reserve_work
 from ...protocol.codecs import parse_body, vectors_from, wants_npy
+from ...protocol.options import check_bands_value
 from .responses import json_response
 from .deps import ServiceState, checked_state, get_state, query_value, refuse_unknown_query, require_api_key
 from .lanes import run_batch
@@ -158,8 +159,7 @@ async def hash_vectors(request: Request):
     def prepare():
         body = parse_body(raw, content_type)
         bands = _bands(body, query_bands)
-        if bands is not None and (not isinstance(bands, int) or isinstance(bands, bool)):
-            raise InputError("bands", "expected an integer")
+        check_bands_value(bands)
         X = _checked_rows(vectors_from(body, "vectors", feature_map.input_dim), feature_map, "vectors",
                           settings.max_batch_rows)
         HASH_ROWS.observe(X.shape[0])

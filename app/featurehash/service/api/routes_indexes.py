@@ -18,9 +18,10 @@ from starlette.concurrency import run_in_threadpool
 
 from ...maps import InputError
 from ...store.lsh_index import AsyncLSHIndex, IndexNotFound, ItemNotFound, QueryResult
-from ...store.lsh_layout import check_item_ids, is_path_segment
+from ...store.lsh_layout import check_item_ids
 from .admission import read_body
 from ...protocol.codecs import parse_body, parse_model, vectors_from
+from ...protocol.options import check_path_item_id, check_top_k
 from .responses import json_response
 from .deps import ServiceState, get_state, refuse_unknown_query, require_api_key
 from .errors import MapNotFound
@@ -121,12 +122,6 @@ def _query_option(body, request: Request, name: str, default):
         raise InputError(name, "must be a number") from None
 
 
-def _top_k(value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOP_K:
-        raise InputError("top_k", f"must be an integer in [1, {MAX_TOP_K}]")
-    return value
-
-
 def _results_document(result: QueryResult) -> Response:
     return json_response({"results": [[{"id": item_id, "similarity": similarity} for item_id, similarity in found]
                                       for found in result.results],
@@ -214,9 +209,7 @@ async def delete_item(index_id: str, request: Request,
     raw_item_id = request.scope.get("raw_path", b"").rsplit(b"/", 1)[-1]
     if b"%" in raw_item_id and not _utf8_path(raw_item_id):
         raise InputError("item_id", "not UTF-8 once percent-decoded (it would be read as U+FFFD: another id)")
-    if not is_path_segment(item_id):
-        raise InputError("item_id", f"{item_id!r} is not an item id that a URL path can carry; "
-                         "remove it with POST .../items/delete {\"ids\": [...]}")
+    check_path_item_id(item_id)
     index = await _open(state, index_id)
     if not await index.remove([item_id]):
         raise ItemNotFound(item_id)
@@ -249,7 +242,7 @@ async def query_index(index_id: str, request: Request, state: ServiceState = Dep
 
     def decode():
         body = parse_body(raw, content_type)
-        top_k = _top_k(_query_option(body, request, "top_k", 10))
+        top_k = check_top_k(_query_option(body, request, "top_k", 10))
         min_similarity = _query_option(body, request, "min_similarity", 0.0)
         target_recall = _query_option(body, request, "target_recall", None)
         X = _vectors(body, index, max_rows)

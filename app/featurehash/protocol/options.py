@@ -1,0 +1,30 @@
+"""The request options the routes check by hand (not through a request model), written once: the service
+refuses with these and the client (featurehash.client.checks) checks its requests with them, so both give
+the same field and detail."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..maps import InputError
+from ..store.lsh_layout import is_path_segment
+from .schemas import MAX_TOP_K
+
+
+def check_top_k(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOP_K:
+        raise InputError("top_k", f"must be an integer in [1, {MAX_TOP_K}]")
+    return value
+
+
+def check_bands_value(value: Any) -> None:
+    """`bands` as a JSON body gives it (a query parameter is validated as an integer by its schema)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise InputError("bands", "expected an integer")
+
+
+def check_path_item_id(item_id: str) -> None:
+    """An id DELETE .../items/{item_id} can carry: one URL path segment."""
+    if not is_path_segment(item_id):
+        raise InputError("item_id", f"{item_id!r} is not an item id that a URL path can carry; "
+                         "remove it with POST .../items/delete {\"ids\": [...]}")
