@@ -81,6 +81,19 @@ def serve(settings: Settings) -> int:
             embedded.stop()
 
 
+class Deaths:
+    """The deaths of a supervised child within the last RESTART_WINDOW seconds: past MAX_RESTARTS of them
+    it is given up."""
+
+    def __init__(self):
+        self.times: list[float] = []
+
+    def record(self, now: float) -> int:
+        """Count a death now; how many fell within the window."""
+        self.times = [t for t in self.times if now - t < RESTART_WINDOW] + [now]
+        return len(self.times)
+
+
 class WebTier:
     """The uvicorn child (featurehash.service.web), started again with backoff when it dies unasked.
 
@@ -91,7 +104,7 @@ class WebTier:
 
     def __init__(self, env: dict[str, str]):
         self.env = env
-        self.deaths: list[float] = []
+        self.deaths = Deaths()
         self.restart_at: float | None = None
         self.process = self._start()
 
@@ -119,12 +132,12 @@ class WebTier:
         code = self.process.poll()
         if code is None or stopping or code == STARTUP_FAILURE:
             return code
-        self.deaths = [t for t in self.deaths if now - t < RESTART_WINDOW] + [now]
+        deaths = self.deaths.record(now)
         how = f"was killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
-        if len(self.deaths) > MAX_RESTARTS:
-            _say(f"web tier {how}, its {len(self.deaths)}th death within {RESTART_WINDOW:.0f} s; giving up")
+        if deaths > MAX_RESTARTS:
+            _say(f"web tier {how}, its {deaths}th death within {RESTART_WINDOW:.0f} s; giving up")
             return code
-        delay = RESTART_BACKOFF[len(self.deaths) - 1]
+        delay = RESTART_BACKOFF[deaths - 1]
         _say(f"web tier {how}; starting it again in {delay:.1f} s")
         self.process, self.restart_at = None, now + delay
         return None
@@ -141,15 +154,14 @@ class RedisSupervisor:
     def __init__(self, redis: EmbeddedRedis, stopping):
         self.redis = redis
         self.stopping = stopping
-        self.restarts: list[float] = []
+        self.deaths = Deaths()
 
     def keep_alive(self) -> bool:
         if self.redis.running() or self.stopping():
             return True
-        now = time.monotonic()
-        self.restarts = [t for t in self.restarts if now - t < RESTART_WINDOW] + [now]
-        if len(self.restarts) > MAX_RESTARTS:
-            _say(f"embedded Redis died {len(self.restarts)} times within {RESTART_WINDOW:.0f} s; giving up")
+        deaths = self.deaths.record(time.monotonic())
+        if deaths > MAX_RESTARTS:
+            _say(f"embedded Redis died {deaths} times within {RESTART_WINDOW:.0f} s; giving up")
             return False
         _say(f"embedded Redis exited with code {self.redis.returncode}; restarting it from its append-only file")
         for delay in RESTART_BACKOFF:
