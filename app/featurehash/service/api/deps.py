@@ -119,16 +119,17 @@ def refuse_invalid_utf8(query_string: bytes) -> None:
     as U+FFFD replacement characters: another value than the one sent)."""
     for pair in query_string.split(b"&"):
         name, _, value = pair.partition(b"=")
-        decoded_name = _utf8(name)
+        decoded_name = percent_decoded_utf8(name, plus_is_space=True)
         if decoded_name is None:
             raise InputError("query", "a parameter name is not UTF-8 once percent-decoded")
-        if _utf8(value) is None:
+        if percent_decoded_utf8(value, plus_is_space=True) is None:
             raise InputError(decoded_name, "not UTF-8 once percent-decoded")
 
 
-def _utf8(part: bytes) -> str | None:
+def percent_decoded_utf8(part: bytes, *, plus_is_space: bool = False) -> str | None:
+    """A percent-encoded URL part as text, or None where its bytes are not UTF-8 ('+' is a space in a query)."""
     try:
-        return unquote_to_bytes(part.replace(b"+", b" ")).decode()
+        return unquote_to_bytes(part.replace(b"+", b" ") if plus_is_space else part).decode()
     except UnicodeDecodeError:
         return None
 

@@ -10,7 +10,6 @@ smaller than the hop to a worker thread (single vectors, small bodies).
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import unquote_to_bytes
 
 import orjson
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
@@ -23,7 +22,7 @@ from .admission import read_body
 from ...protocol.codecs import parse_body, parse_model, vectors_from
 from ...protocol.options import check_path_item_id, check_top_k
 from .responses import json_response
-from .deps import ServiceState, get_state, refuse_unknown_query, require_api_key
+from .deps import ServiceState, get_state, percent_decoded_utf8, refuse_unknown_query, require_api_key
 from .errors import MapNotFound
 from .metrics import BATCH_ROWS
 from ...protocol.schemas import (ITEM_ID_SCHEMA, LOCATION, MAX_TOP_K, AddItemsRequest, AddItemsResponse, CreateIndexRequest,
@@ -99,14 +98,6 @@ def _item_ids(body, request: Request) -> Any:
         return orjson.loads(header)
     except orjson.JSONDecodeError:
         raise InputError("ids", "the X-Item-Ids header must be a JSON array of strings") from None
-
-
-def _utf8_path(raw_segment: bytes) -> bool:
-    try:
-        unquote_to_bytes(raw_segment).decode()
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def _query_option(body, request: Request, name: str, default):
@@ -207,7 +198,7 @@ async def delete_item(index_id: str, request: Request,
                       state: ServiceState = Depends(get_state)):
     """One item; an id that is not one path segment is refused (send it to .../items/delete)."""
     raw_item_id = request.scope.get("raw_path", b"").rsplit(b"/", 1)[-1]
-    if b"%" in raw_item_id and not _utf8_path(raw_item_id):
+    if b"%" in raw_item_id and percent_decoded_utf8(raw_item_id) is None:
         raise InputError("item_id", "not UTF-8 once percent-decoded (it would be read as U+FFFD: another id)")
     check_path_item_id(item_id)
     index = await _open(state, index_id)
