@@ -93,6 +93,14 @@ class ServiceState:
         return feature_map
 
 
+def checked_rows(X, feature_map: FeatureMap, field: str, max_rows: int):
+    """X as the map takes it (its own checks), within the service's batch limit: else an InputError naming `field`."""
+    X = feature_map.check(X, field)
+    if X.shape[0] > max_rows:
+        raise InputError(field, f"{X.shape[0]} rows exceed the batch limit of {max_rows}; split the batch")
+    return X
+
+
 # The dependencies are `async def` though they never await: FastAPI runs a plain `def` dependency in the
 # thread pool, a hop that costs more than the dependency itself on every request.
 async def get_state(request: Request) -> ServiceState:

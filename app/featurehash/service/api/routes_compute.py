@@ -29,7 +29,8 @@ from .admission import read_body, reserve_work
 from ...protocol.codecs import parse_body, vectors_from, wants_npy
 from ...protocol.options import check_bands_value
 from .responses import json_response
-from .deps import ServiceState, checked_state, get_state, query_value, refuse_unknown_query, require_api_key
+from .deps import (ServiceState, checked_rows, checked_state, get_state, query_value, refuse_unknown_query,
+                   require_api_key)
 from .lanes import run_batch
 from .metrics import BATCH_ROWS
 from .plain_route import PlainRoute
@@ -68,13 +69,6 @@ async def _run(raw: bytes, prepare, answer):
     if prepared[0] * prepared[1] > INLINE_OUTPUT_ELEMENTS:
         return await run_batch(answer, prepared)
     return answer(prepared)
-
-
-def _checked_rows(X, feature_map: FeatureMap, field: str, max_rows: int):
-    X = feature_map.check(X, field)
-    if X.shape[0] > max_rows:
-        raise InputError(field, f"{X.shape[0]} rows exceed the batch limit of {max_rows}; split the batch")
-    return X
 
 
 def _check_output_size(rows: int, width: int, limit: int) -> None:
@@ -128,7 +122,7 @@ async def transform(request: Request):
 
     def prepare():
         body = parse_body(raw, content_type)
-        X = _checked_rows(vectors_from(body, "vectors", feature_map.input_dim), feature_map, "vectors",
+        X = checked_rows(vectors_from(body, "vectors", feature_map.input_dim), feature_map, "vectors",
                           settings.max_batch_rows)
         TRANSFORM_ROWS.observe(X.shape[0])
         width = feature_map.spec.n_components if feature_map.one_hot else feature_map.output_dim
@@ -160,7 +154,7 @@ async def hash_vectors(request: Request):
         body = parse_body(raw, content_type)
         bands = _bands(body, query_bands)
         check_bands_value(bands)
-        X = _checked_rows(vectors_from(body, "vectors", feature_map.input_dim), feature_map, "vectors",
+        X = checked_rows(vectors_from(body, "vectors", feature_map.input_dim), feature_map, "vectors",
                           settings.max_batch_rows)
         HASH_ROWS.observe(X.shape[0])
         k = feature_map.spec.n_components
@@ -205,11 +199,11 @@ async def kernel(map_id: str, request: Request, state: ServiceState = Depends(ge
 
     def work():
         body = parse_body(raw, content_type)
-        X = _checked_rows(vectors_from(body, "x", feature_map.input_dim), feature_map, "x", settings.max_batch_rows)
+        X = checked_rows(vectors_from(body, "x", feature_map.input_dim), feature_map, "x", settings.max_batch_rows)
         Y = X
         if not isinstance(body, np.ndarray):
             given = vectors_from(body, "y", feature_map.input_dim, required=False)
-            Y = X if given is None else _checked_rows(given, feature_map, "y", settings.max_batch_rows)
+            Y = X if given is None else checked_rows(given, feature_map, "y", settings.max_batch_rows)
         KERNEL_ROWS.observe(X.shape[0])
         _check_kernel_size(feature_map, X.shape[0], None if Y is X else Y.shape[0], settings)
         # The estimate transforms x and y, the exact kernel reads them again: priced as two transforms.

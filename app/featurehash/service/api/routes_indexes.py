@@ -22,7 +22,7 @@ from .admission import read_body
 from ...protocol.codecs import parse_body, parse_model, vectors_from
 from ...protocol.options import check_path_item_id, check_top_k
 from .responses import json_response
-from .deps import ServiceState, get_state, percent_decoded_utf8, refuse_unknown_query, require_api_key
+from .deps import ServiceState, checked_rows, get_state, percent_decoded_utf8, refuse_unknown_query, require_api_key
 from .errors import MapNotFound
 from .metrics import BATCH_ROWS
 from ...protocol.schemas import (ITEM_ID_SCHEMA, LOCATION, MAX_TOP_K, AddItemsRequest, AddItemsResponse, CreateIndexRequest,
@@ -64,10 +64,8 @@ async def _open(state: ServiceState, index_id: str) -> AsyncLSHIndex:
 
 
 def _vectors(body, index: AsyncLSHIndex, max_rows: int):
-    X = index.feature_map.check(vectors_from(body, "vectors", index.feature_map.input_dim), "vectors")
-    if X.shape[0] > max_rows:
-        raise InputError("vectors", f"{X.shape[0]} rows exceed the batch limit of {max_rows}; split the batch")
-    return X
+    feature_map = index.feature_map
+    return checked_rows(vectors_from(body, "vectors", feature_map.input_dim), feature_map, "vectors", max_rows)
 
 
 def _item_ids(body, request: Request) -> Any:
