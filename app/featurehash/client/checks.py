@@ -25,10 +25,10 @@ from typing import Annotated, Any, Literal
 import numpy as np
 import orjson
 import scipy.sparse as sp
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter
 
 from ..protocol.codecs import JSON, parse_model, vectors_from
-from ..protocol.options import check_bands_value, check_path_item_id, check_top_k
+from ..protocol.options import check_bands_value, check_path_item_id, check_top_k, query_parameter
 from ..protocol.schemas import CreateIndexRequest, CreateMapRequest, DeleteItemsRequest
 from ..maps import FeatureHashError, FeatureMap, InputError, SpecError, create_map
 from ..maps.base import DenseFeatureMap
@@ -165,10 +165,7 @@ def delete_items_body(content: bytes) -> None:
 
 def query_param(value: Any, name: str, adapter: TypeAdapter) -> None:
     """A query parameter as the service validates the text httpx sends for it."""
-    try:
-        adapter.validate_python(query_text(value))
-    except ValidationError as exc:
-        raise InputError(name, exc.errors()[0]["msg"]) from None
+    query_parameter(query_text(value), name, adapter)
 
 
 def query_text(value: Any) -> str:

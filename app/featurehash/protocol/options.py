@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from ..maps import InputError
 from ..store.lsh_layout import is_path_segment
 from .schemas import MAX_TOP_K
@@ -28,3 +30,11 @@ def check_path_item_id(item_id: str) -> None:
     if not is_path_segment(item_id):
         raise InputError("item_id", f"{item_id!r} is not an item id that a URL path can carry; "
                          "remove it with POST .../items/delete {\"ids\": [...]}")
+
+
+def query_parameter(raw: str, name: str, adapter: TypeAdapter) -> Any:
+    """A query parameter's text validated as FastAPI validates a declared one (a 422 naming it)."""
+    try:
+        return adapter.validate_python(raw)
+    except ValidationError as exc:
+        raise InputError(name, exc.errors()[0]["msg"]) from None

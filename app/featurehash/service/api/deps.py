@@ -16,13 +16,14 @@ from fastapi import Depends, Request
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.security.utils import get_authorization_scheme_param
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 from starlette.concurrency import run_in_threadpool
 
 from ..config import Settings
 from ..map_cache import MapCache
 from ...maps import FeatureMap, InputError, create_map
 from ...maps.cost import check_rows
+from ...protocol.options import query_parameter
 from ...store import SpecStore
 from ...store.lsh_indexes import AsyncLSHIndexes
 from ...store.spec_watch import SpecWatch
@@ -196,9 +197,4 @@ def query_value(request: Request, name: str, adapter: TypeAdapter, default):
     if not request.scope["query_string"]:
         return default
     raw = request.query_params.get(name)
-    if raw is None:
-        return default
-    try:
-        return adapter.validate_python(raw)
-    except ValidationError as exc:
-        raise InputError(name, exc.errors()[0]["msg"]) from None
+    return default if raw is None else query_parameter(raw, name, adapter)
