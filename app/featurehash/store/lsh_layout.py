@@ -166,6 +166,10 @@ class IndexLayout:
         """MATCH pattern for every key of the index (glob characters of the prefix escaped)."""
         return _GLOB_SPECIALS.sub(rb"\\\1", self.prefix) + b"*"
 
+    def bucket_scan_pattern(self) -> bytes:
+        """MATCH pattern for the level-0 bucket keys (`P b...`) of the index."""
+        return _GLOB_SPECIALS.sub(rb"\\\1", self.prefix) + b"b*"
+
 
 def pack_record(fingerprints: np.ndarray, item_id: str, vector: bytes = b"") -> bytes:
     return np.ascontiguousarray(fingerprints, dtype=FINGERPRINT_DTYPE).tobytes() + vector + item_id.encode()
