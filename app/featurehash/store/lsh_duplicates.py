@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from ..maps import InputError
-from ..maps.lsh import collision_probability, exact_similarities
+from ..maps.lsh import collision_probability
 from .lsh_layout import check_fraction, check_positive_int, unpack_records_and_vectors
 from .redis_steps import Compute, RoundTrip
 
@@ -42,6 +42,28 @@ DUPLICATE_MODES = ("components", "representatives")
 DEFAULT_MAX_PAIRS = 10_000_000  # 160 MB of item numbers
 SCAN_PAGE_KEYS = 1000           # bucket keys per SCAN page
 VERIFY_BLOCK_PAIRS = 4096       # pairs verified per block (at most twice as many records read)
+
+# CPU seconds (this process and Redis together) of a duplicates call, priced ~20% above what
+# bench/bench_index_duplicates.py and its per-pair run measured (gcws k = 256, 21 bands; 2-core host):
+# ~5 us per level-0 bucket key (SCAN page, script, decoding), ~23-25 us per candidate pair with
+# codes or sparse vectors (merging the pairs of every band, reading and verifying) and 44 us with
+# float32 vectors of d = 1,000 (reading two rows of d values).
+SECONDS_PER_BUCKET = 6e-6
+SECONDS_PER_PAIR = 30e-6
+SECONDS_PER_PAIR_VALUE = 25e-9  # per stored dense value ("float32", "float16") of the two rows
+
+
+def scan_seconds(bands: int, items: int) -> float:
+    """Estimated CPU seconds of the bucket scan of `items` items in `bands` bands (SCAN also walks the
+    node's other keys, ~0.2 us each in Redis: not counted)."""
+    return items * bands * SECONDS_PER_BUCKET
+
+
+def pairs_within(vectors: str, input_dim: int, seconds: float) -> int:
+    """The most candidate pairs whose verification fits `seconds`, for the stored `vectors` kind."""
+    dense = vectors in ("float32", "float16")
+    per_pair = SECONDS_PER_PAIR + (2 * input_dim * SECONDS_PER_PAIR_VALUE if dense else 0.0)
+    return max(0, int(seconds / per_pair))
 
 
 @dataclass(frozen=True)
@@ -83,14 +105,15 @@ class _CandidatePairs:
                          "(featurehash.dedup.duplicate_clusters, or the `featurehash dedup` CLI) on the vectors")
 
     def add(self, buckets: list[np.ndarray]) -> None:
-        for members in buckets:
-            size = members.size
+        sizes = np.array([members.size for members in buckets], dtype=np.int64)
+        for size in np.unique(sizes):  # buckets of one size at once: a matrix, one row a bucket
+            size = int(size)
             if size * (size - 1) // 2 > self.max_pairs:
                 self._refuse(size * (size - 1) // 2)
-            members = np.sort(members)
+            members = np.sort(np.stack([buckets[row] for row in np.flatnonzero(sizes == size)]), axis=1)
             first, second = _triangle(size)
-            self.pending.append(np.column_stack([members[first], members[second]]))
-            self.pending_size += first.size
+            self.pending.append(np.column_stack([members[:, first].ravel(), members[:, second].ravel()]))
+            self.pending_size += self.pending[-1].shape[0]
             if self.pending_size > self.max_pairs:
                 self._merge()
 
@@ -164,19 +187,44 @@ class _DuplicateSteps:
         if vectors is None:
             similarity = (fingerprints[lo] == fingerprints[hi]).mean(axis=1)
         else:
-            similarity = np.empty(lo.size)
-            starts = np.flatnonzero(np.concatenate(([True], lo[1:] != lo[:-1])))  # pairs come sorted by lo
-            for begin, end in zip(starts, np.append(starts[1:], lo.size)):
-                row = vectors[lo[begin]]
-                query = row.toarray().ravel() if sp.issparse(row) else row
-                similarity[begin:end] = exact_similarities(self.config.map_spec["method"],
-                                                           self.config.map_spec["params"], query, vectors[hi[begin:end]])
+            similarity = pair_similarities(self.config.map_spec["method"], self.config.map_spec["params"],
+                                           vectors[lo], vectors[hi])
         keep = similarity >= threshold
         lo, hi = lo[keep], hi[keep]
         verified.lo.append(numbers[lo])
         verified.hi.append(numbers[hi])
         for row in np.unique(np.concatenate([lo, hi])):
             verified.ids[int(numbers[row])] = ids[row]
+
+
+def pair_similarities(method: str, params: dict, A, B) -> np.ndarray:
+    """The kernel of each pair of rows (A[t], B[t]) (dense or CSR): featurehash.maps.lsh.exact_similarities
+    (its formulas: pGMM = (S - D) / (S + D) over signed powers for gcws, exp(-gamma D) for binning)
+    for pairs rather than one query; the common scale is the block's largest magnitude."""
+    if method == "binning":
+        return np.exp(-params["gamma"] * _row_l1(A - B))
+    if method != "gcws":
+        raise ValueError(f"no exact similarity for '{method}' codes")
+    power = params.get("power", 1.0)
+    if power != 1.0:
+        peak = max(float(abs(A).max()) if A.shape[0] else 0.0, float(abs(B).max()) if B.shape[0] else 0.0)
+        A, B = _signed_power(A, peak, power), _signed_power(B, peak, power)
+    total, distance = _row_l1(A) + _row_l1(B), _row_l1(A - B)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total + distance > 0, (total - distance) / (total + distance), 1.0)
+
+
+def _row_l1(X) -> np.ndarray:
+    return np.asarray(abs(X).sum(axis=1)).ravel()
+
+
+def _signed_power(X, peak: float, power: float):
+    scale = 1.0 / peak if peak > 0 else 1.0
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, copy=True)
+        X.data = np.sign(X.data) * np.abs(X.data * scale) ** power
+        return X
+    return np.sign(X) * np.abs(X * scale) ** power
 
 
 def _clusters(verified: _VerifiedPairs, mode: str, min_cluster_size: int) -> tuple[list[DuplicateCluster], int]:

@@ -90,6 +90,16 @@ class IndexConflict(Exception):
         self.message = message
 
 
+# The members of the sets among KEYS that have >= 2 (one page of bucket keys, all in the index's slot).
+_SHARED_MEMBERS_SCRIPT = """
+local shared = {}
+for _, key in ipairs(KEYS) do
+  if redis.call('SCARD', key) >= 2 then shared[#shared + 1] = redis.call('SMEMBERS', key) end
+end
+return shared
+"""
+
+
 # -- one index: items and queries -------------------------------------------------------------
 
 
@@ -153,16 +163,15 @@ class _IndexSteps(_WriteSteps, _QuerySteps, _DuplicateSteps):
     def _shared_buckets_steps(self, cursor: int, count: int):
         """One page of the level-0 buckets holding >= 2 items: (their members, int64 item numbers,
         one array per bucket; the next cursor, 0 at the end). SCAN MATCH over the bucket keys (on
-        the node of the index's slot), then SCARD of the page's keys and SMEMBERS of the shared
-        ones, each pipelined. SCAN may return a key twice: a caller must tolerate repeated buckets."""
+        the node of the index's slot), then one script call that SCARDs the page's keys and returns
+        the SMEMBERS of the shared ones (a pipeline of a SCARD per key cost ~20 us a key in redis-py's
+        packing and parsing, 3/4 of the whole operation; bench/bench_index_duplicates.py). SCAN may
+        return a key twice: a caller must tolerate repeated buckets."""
         cursor, keys = yield Scan(self.layout.bucket_scan_pattern(), cursor, count, self.layout.meta)
         if not keys:
             return [], cursor
-        sizes = yield RoundTrip([("SCARD", key) for key in keys])
-        shared = [key for key, size in zip(keys, sizes) if size >= 2]
-        members = (yield RoundTrip([("SMEMBERS", key) for key in shared])) if shared else []
-        return [np.fromiter((int(m) for m in found), np.int64, len(found)) for found in members
-                if len(found) >= 2], cursor
+        (members,) = yield RoundTrip([("EVAL", _SHARED_MEMBERS_SCRIPT, len(keys), *keys)])
+        return [np.array(found, dtype=np.int64) for found in members], cursor
 
     def _check_meta(self, stored: bytes | None) -> None:
         if stored is None:

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..maps import InputError
 from ..maps.lsh import best_matches, collision_probability, exact_similarities, match_fractions
 from .lsh_inline import INLINE_COMPARISONS, INLINE_ROWS, _small_input
-from .lsh_layout import IndexConfig, check_fraction, check_positive_int, item_number, unpack_records_and_vectors
+from .lsh_layout import (IndexConfig, check_fraction, check_positive_int, check_query_ids, item_number,
+                         unpack_records_and_vectors)
 from .lsh_vectors import VectorCodec
 from .redis_steps import Compute, RoundTrip
 
@@ -104,10 +104,7 @@ class _QuerySteps:
         recomputed from them) and, with stored vectors, the vectors for exact ranking. Each item is
         left out of its own results (and of its candidate count)."""
         options = _query_options(top_k, min_similarity, target_recall)
-        if not isinstance(ids, list) or not all(isinstance(item_id, str) and item_id for item_id in ids):
-            raise InputError("ids", "expected a list of non-empty strings")
-        if not ids:
-            return QueryResult([], [], [], [])
+        ids = check_query_ids(ids)
         numbers = np.array([item_number(item_id) for item_id in ids], dtype=np.int64)
         records = yield from self._records_steps(numbers)
         for item_id, record in zip(ids, records):
