@@ -31,6 +31,19 @@ BATCH_ADVICE = ("find them in a batch job: LSHIndex.duplicates through the libra
                 "or `featurehash dedup` on the vectors (featurehash.dedup)")
 
 
+async def bounded_duplicates(index: AsyncLSHIndex, settings: Settings, threshold: float | None, mode: str,
+                             min_cluster_size: int) -> Duplicates:
+    """index.duplicates within this service's limits (InputError naming index_id past them)."""
+    max_pairs = duplicates_budget(index, settings)
+    try:
+        return await index.duplicates(threshold, mode=mode, max_pairs=max_pairs, min_cluster_size=min_cluster_size)
+    except InputError as refused:
+        if refused.field != "max_pairs":
+            raise
+        raise InputError("index_id", f"its buckets give more candidate pairs than this service verifies in one "
+                         f"request ({max_pairs}, FEATUREHASH_REQUEST_WORK_SECONDS); {BATCH_ADVICE}") from None
+
+
 def duplicates_budget(index: AsyncLSHIndex, settings: Settings) -> int:
     """The candidate pairs this request may verify; InputError naming index_id if the index is too
     large for a synchronous answer."""

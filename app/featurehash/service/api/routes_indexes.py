@@ -24,7 +24,7 @@ from ...protocol.options import check_path_item_id, check_top_k, query_item_ids
 from .responses import json_response
 from .deps import ServiceState, checked_rows, get_state, percent_decoded_utf8, refuse_unknown_query, require_api_key
 from .errors import MapNotFound
-from .duplicates import BATCH_ADVICE, NDJSON, duplicates_answer, duplicates_budget
+from .duplicates import NDJSON, bounded_duplicates, duplicates_answer
 from .metrics import BATCH_ROWS
 from ...protocol.schemas import (ITEM_ID_SCHEMA, LOCATION, MAX_TOP_K, AddItemsRequest, AddItemsResponse, CreateIndexRequest,
                       DeleteItemsRequest, DeleteItemsResponse, DuplicatesRequest, DuplicatesResponse,
@@ -265,13 +265,5 @@ async def find_duplicates(index_id: str, request: Request, state: ServiceState =
     scan and candidate pairs the cost model puts over FEATUREHASH_REQUEST_WORK_SECONDS, is refused."""
     fields = parse_model(await request.body(), request.headers.get("content-type"), DuplicatesRequest)
     index = await _open(state, index_id)
-    max_pairs = duplicates_budget(index, state.settings)
-    try:
-        found = await index.duplicates(fields.threshold, mode=fields.mode, max_pairs=max_pairs,
-                                       min_cluster_size=fields.min_cluster_size)
-    except InputError as refused:
-        if refused.field != "max_pairs":
-            raise
-        raise InputError("index_id", f"its buckets give more candidate pairs than this service verifies in one "
-                         f"request ({max_pairs}, FEATUREHASH_REQUEST_WORK_SECONDS); {BATCH_ADVICE}") from None
+    found = await bounded_duplicates(index, state.settings, fields.threshold, fields.mode, fields.min_cluster_size)
     return duplicates_answer(found, NDJSON in (request.headers.get("accept") or ""))
