@@ -17,11 +17,13 @@ components of the verified pairs (transitive: a chain becomes one cluster), or "
 chaining: in id order an item joins the first earlier representative it is similar to, else becomes
 one. In both modes the representative is the member with the smallest id.
 
-Cost: time, the SCAN of the L n bucket keys of n items with a SCARD each, plus one record read per end
-of each candidate pair and its kernel (O(d), O(nnz) or O(k)); memory, 16 bytes per distinct candidate
-pair (twice while a page is merged), one page of buckets, one block of records and the ids of the items
-in verified pairs. `max_pairs` bounds the candidate pairs (InputError naming it past that). Items
-written meanwhile may or may not be seen; a pair whose record went is skipped.
+Cost: time, the SCAN of the L n bucket keys of n items (SCAN walks every key of the node: other data in
+the same Redis adds to it) with a SCARD each, plus one record read per end of each candidate pair and its
+kernel (O(d), O(nnz) or O(k)); memory, 16 bytes per distinct candidate pair, one page of buckets, one
+block of records and the ids of the items in verified pairs. `max_pairs` bounds the candidate pairs
+(InputError naming it past that), so the peak is about 64 bytes a pair it allows (a merge sorts up to
+2 max_pairs pairs into a copy). Items written meanwhile may or may not be seen; a pair whose record
+went is skipped.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from .lsh_layout import check_fraction, check_positive_int, unpack_records_and_v
 from .redis_steps import Compute, RoundTrip
 
 DUPLICATE_MODES = ("components", "representatives")
-DEFAULT_MAX_PAIRS = 10_000_000  # 160 MB of item numbers
+DEFAULT_MAX_PAIRS = 10_000_000  # 16 bytes a pair; a merge holds up to ~4x max_pairs of them (~640 MB)
 SCAN_PAGE_KEYS = 1000           # bucket keys per SCAN page
 VERIFY_BLOCK_PAIRS = 4096       # pairs verified per block (at most twice as many records read)
 
@@ -110,12 +112,15 @@ class _CandidatePairs:
             size = int(size)
             if size * (size - 1) // 2 > self.max_pairs:
                 self._refuse(size * (size - 1) // 2)
-            members = np.sort(np.stack([buckets[row] for row in np.flatnonzero(sizes == size)]), axis=1)
-            first, second = _triangle(size)
-            self.pending.append(np.column_stack([members[:, first].ravel(), members[:, second].ravel()]))
-            self.pending_size += self.pending[-1].shape[0]
-            if self.pending_size > self.max_pairs:
-                self._merge()
+            rows = np.flatnonzero(sizes == size)
+            step = max(1, self.max_pairs // (size * (size - 1) // 2))  # at most ~max_pairs made at once
+            for start in range(0, rows.size, step):
+                members = np.sort(np.stack([buckets[row] for row in rows[start:start + step]]), axis=1)
+                first, second = _triangle(size)
+                self.pending.append(np.column_stack([members[:, first].ravel(), members[:, second].ravel()]))
+                self.pending_size += self.pending[-1].shape[0]
+                if self.pending_size > self.max_pairs:
+                    self._merge()
 
     def _merge(self) -> None:
         pairs = np.ascontiguousarray(np.concatenate([self.known, *self.pending]))
