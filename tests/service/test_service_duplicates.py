@@ -20,7 +20,8 @@ from featurehash.service.api.duplicates import bounded_duplicates
 from featurehash.service.config import Settings
 from featurehash.store import AsyncLSHIndexes
 from service_support import JSON, RedisProcess
-from test_service_indexes import GCWS64, near_copies, positive_rows, post_json, results_as_tuples, server_redis  # noqa: F401
+from test_service_indexes import (GCWS64, near_copies, positive_rows, post_json, results_as_tuples,  # noqa: F401
+                                  server_redis)
 
 NDJSON = "application/x-ndjson"
 
