@@ -142,6 +142,31 @@ def test_async_client_answers_like_the_sync_client(embedded_server):
         client.delete_index("async-client")
 
 
+def test_query_items_and_duplicates_sync_and_async(embedded_server):
+    X = np.random.default_rng(5).random((6, 6)) ** 4 + 0.01
+    X = np.vstack([X, X[:1] * 1.01])  # a6: a near copy of a0
+    ids = [f"a{i}" for i in range(7)]
+
+    async def run():
+        async with AsyncFeatureHashClient(embedded_server.url) as client:
+            spec = await client.create_map("gcws", 6, 64, seed=405)
+            index = await client.create_index(spec["id"], name="client-dup", threshold=0.9, vectors="float32")
+            await client.add_items(index["id"], ids, X)
+            return await client.query_items("client-dup", ["a0", "a6"], top_k=2), await client.duplicates("client-dup")
+
+    found, clusters = asyncio.run(run())
+    with FeatureHashClient(embedded_server.url) as client:
+        assert found == client.query_items("client-dup", ("a0", "a6"), top_k=2)
+        assert [row[0]["id"] for row in found["results"]] == ["a6", "a0"]
+        assert clusters == client.duplicates("client-dup", 0.9, mode="components", min_cluster_size=2)
+        assert clusters["clusters"] == [{"representative": "a0", "members": ["a0", "a6"]}]
+        assert clusters["verify"] == "exact" and clusters["threshold"] == 0.9
+        with pytest.raises(FeatureHashAPIError) as missing:
+            client.query_items("client-dup", ["a0", "nope"])
+        assert (missing.value.status, missing.value.field) == (404, "item_id") and "nope" in missing.value.detail
+        client.delete_index("client-dup")
+
+
 # -- .npy answers are read straight into their array ---------------------------------------------------------
 
 @pytest.mark.parametrize("array", [
@@ -313,6 +338,25 @@ REFUSALS = {
         lambda m: ("POST", QUERY, _json_body({"vectors": ROWS.tolist(), "target_recall": -0.1}))),
     "query: ragged rows": (lambda c, m: c.query_index(CHECKS_INDEX, RAGGED, binary=False),
                            lambda m: ("POST", QUERY, _json_body({"vectors": RAGGED}))),
+    "query_items: no ids": (lambda c, m: c.query_items(CHECKS_INDEX, []),
+                            lambda m: ("POST", QUERY, _json_body({"ids": [], "top_k": 10, "min_similarity": 0.0}))),
+    "query_items: an id not a string": (
+        lambda c, m: c.query_items(CHECKS_INDEX, ["a", 5]),
+        lambda m: ("POST", QUERY, _json_body({"ids": ["a", 5], "top_k": 10, "min_similarity": 0.0}))),
+    "query_items: top_k 0": (lambda c, m: c.query_items(CHECKS_INDEX, ["a"], top_k=0),
+                             lambda m: ("POST", QUERY, _json_body({"ids": ["a"], "top_k": 0, "min_similarity": 0.0}))),
+    "query_items: target_recall 2": (
+        lambda c, m: c.query_items(CHECKS_INDEX, ["a"], target_recall=2),
+        lambda m: ("POST", QUERY, _json_body({"ids": ["a"], "top_k": 10, "min_similarity": 0.0, "target_recall": 2}))),
+    "duplicates: threshold 0": (lambda c, m: c.duplicates(CHECKS_INDEX, 0.0),
+                                lambda m: ("POST", f"/v1/indexes/{CHECKS_INDEX}/duplicates", _json_body(
+                                    {"threshold": 0.0, "mode": "components", "min_cluster_size": 2}))),
+    "duplicates: mode unknown": (lambda c, m: c.duplicates(CHECKS_INDEX, mode="chains"),
+                                 lambda m: ("POST", f"/v1/indexes/{CHECKS_INDEX}/duplicates", _json_body(
+                                     {"mode": "chains", "min_cluster_size": 2}))),
+    "duplicates: min_cluster_size 1": (lambda c, m: c.duplicates(CHECKS_INDEX, 0.9, min_cluster_size=1),
+                                       lambda m: ("POST", f"/v1/indexes/{CHECKS_INDEX}/duplicates", _json_body(
+                                           {"threshold": 0.9, "mode": "components", "min_cluster_size": 1}))),
     "hash: bands not a divisor": (lambda c, m: c.hash(m["gcws"], ROWS, bands=3),
                                   lambda m: ("POST", f"/v1/maps/{m['gcws']}/hash",
                                              {**_npy_body(ROWS), "params": {"bands": "3"}})),
@@ -361,7 +405,8 @@ REFUSALS = {
                                  lambda m: ("GET", "/v1/indexes", {"params": {"limit": 1001}})),
 }
 ASYNC_REFUSALS = ("add: 4 rows, 3 ids (.npy)", "add: 4 rows, 3 ids (JSON)", "add: ragged rows (JSON)",
-                  "query: top_k 0 (.npy)", "hash: bands not a divisor")
+                  "query: top_k 0 (.npy)", "hash: bands not a divisor", "query_items: no ids",
+                  "duplicates: threshold 0")
 
 
 @pytest.fixture(scope="module")

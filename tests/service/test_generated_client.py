@@ -103,6 +103,10 @@ def test_every_generated_operation_answers_like_the_hand_written_client(generate
         assert listed == fh.list_indexes(limit=1000)
         found = call("indexes.query_index", name, body=model("IndexQueryRequest", {"vectors": rows, "top_k": 2}))
         assert found.parsed.to_dict() == fh.query_index(name, X, top_k=2)
+        by_ids = call("indexes.query_index", name, body=model("IndexQueryRequest", {"ids": ids[:2], "top_k": 2}))
+        assert by_ids.parsed.to_dict() == fh.query_items(name, ids[:2], top_k=2)
+        clusters = call("indexes.find_duplicates", name, body=model("DuplicatesRequest", {"threshold": 0.5}))
+        assert clusters.parsed.to_dict() == fh.duplicates(name, 0.5)
         removed = call("indexes.delete_items", name, body=model("DeleteItemsRequest", {"ids": ids[:2] + ["none"]}))
         assert removed.parsed.to_dict() == {"removed": 2, "missing": ["none"]}
         assert call("indexes.delete_item", name, ids[4]).status_code == 204

@@ -320,7 +320,7 @@ def test_openapi_lists_the_index_routes(service_client):
     paths = service_client.get("/openapi.json").json()["paths"]
     expected = {"/v1/indexes": {"get", "post"}, "/v1/indexes/{index_id}": {"get", "delete"},
                 "/v1/indexes/{index_id}/items": {"post"}, "/v1/indexes/{index_id}/items/{item_id}": {"delete"},
-                "/v1/indexes/{index_id}/query": {"post"}}
+                "/v1/indexes/{index_id}/query": {"post"}, "/v1/indexes/{index_id}/duplicates": {"post"}}
     for path, methods in expected.items():
         assert path in paths and methods <= set(paths[path]), path
     assert {"application/json", NPY} <= set(paths["/v1/indexes/{index_id}/items"]["post"]["requestBody"]["content"])
@@ -394,6 +394,14 @@ BAD = {
     "query_zero_vector": ("POST", f"{IX}/query", {"vectors": [[0.0] * D]}, 422, "vectors"),
     "query_npy_top_k_not_a_number": ("POST", f"{IX}/query?top_k=abc", np.ones((1, D)), 422, "top_k"),
     "query_invalid_json": ("POST", f"{IX}/query", b'{"vectors": [[1', 422, "body"),
+    "query_ids_and_vectors": ("POST", f"{IX}/query", {"ids": ["f1"], "vectors": [ROW]}, 422, "ids"),
+    "query_ids_not_strings": ("POST", f"{IX}/query", {"ids": ["f1", 2]}, 422, "ids[1]"),
+    "query_ids_unknown": ("POST", f"{IX}/query", {"ids": ["f1", "nope"]}, 404, "item_id"),
+    # duplicates
+    "duplicates_unknown_index": ("POST", "/v1/indexes/nope/duplicates", {}, 404, "index_id"),
+    "duplicates_threshold_zero": ("POST", f"{IX}/duplicates", {"threshold": 0}, 422, "threshold"),
+    "duplicates_bad_mode": ("POST", f"{IX}/duplicates", {"mode": "chains"}, 422, "mode"),
+    "duplicates_npy": ("POST", f"{IX}/duplicates", np.ones((1, D)), 415, "content-type"),
     # other routes
     "get_unknown_index": ("GET", "/v1/indexes/nope", None, 404, "index_id"),
     "delete_unknown_index": ("DELETE", "/v1/indexes/nope", None, 404, "index_id"),

@@ -256,6 +256,11 @@ def test_an_index_on_a_redis_cluster(cluster_nodes):
                 await connection.aclose()
 
         assert asyncio.run(run_async()) == result
+        # the bucket scan runs on the node of the index's slot (SCAN there), records are read there too
+        index.add(["twin"], X[25:26] * 1.01)
+        twins = index.duplicates(0.97)
+        assert [cluster.members for cluster in twins.clusters] == [["c25", "twin"]] and twins.verify == "exact"
+        assert index.query_items(["twin"], top_k=1).results[0][0][0] == "c25"
         for name in names:
             indexes.delete(name)
         for node in cluster_nodes:

@@ -23,13 +23,14 @@ from __future__ import annotations
 from ..maps import OneHotFeatures
 from . import checks
 from .async_client import AsyncFeatureHashClient
-from .results import (AddedItems, BandedCodes, DeletedItems, FeatureHashAPIError, IndexInfo, IndexPage, KernelAnswer,
-                      MapPage, MapSpec, Neighbour, QueryAnswer)
+from .results import (AddedItems, BandedCodes, DeletedItems, DuplicateCluster, DuplicatesAnswer, FeatureHashAPIError,
+                      IndexInfo, IndexPage, KernelAnswer, MapPage, MapSpec, Neighbour, QueryAnswer)
 from .sync import FeatureHashClient
 from .wire import ITEM_IDS_HEADER_BYTES, NPY, Operation, RetryPolicy
 
 __all__ = [
     "FeatureHashClient", "AsyncFeatureHashClient", "FeatureHashAPIError", "RetryPolicy",
     "MapSpec", "MapPage", "IndexInfo", "IndexPage", "AddedItems", "DeletedItems", "Neighbour", "QueryAnswer",
-    "BandedCodes", "KernelAnswer", "OneHotFeatures", "Operation", "NPY", "ITEM_IDS_HEADER_BYTES", "checks",
+    "DuplicateCluster", "DuplicatesAnswer", "BandedCodes", "KernelAnswer", "OneHotFeatures", "Operation", "NPY",
+    "ITEM_IDS_HEADER_BYTES", "checks",
 ]

@@ -14,6 +14,7 @@ from .results import (
     AddedItems,
     BandedCodes,
     DeletedItems,
+    DuplicatesAnswer,
     IndexInfo,
     IndexPage,
     KernelAnswer,
@@ -138,6 +139,16 @@ class AsyncFeatureHashClient:
                           target_recall: float | None = None, binary: bool = True) -> QueryAnswer:
         return await self._run(self._ops.query_index(index_id, X, top_k=top_k, min_similarity=min_similarity,
                                                        target_recall=target_recall, binary=binary))
+
+    async def query_items(self, index_id: str, ids: list[str], *, top_k: int = 10, min_similarity: float = 0.0,
+                          target_recall: float | None = None) -> QueryAnswer:
+        return await self._run(self._ops.query_items(index_id, ids, top_k=top_k, min_similarity=min_similarity,
+                                                       target_recall=target_recall))
+
+    async def duplicates(self, index_id: str, threshold: float | None = None, *, mode: str = "components",
+                         min_cluster_size: int = 2) -> DuplicatesAnswer:
+        return await self._run(self._ops.duplicates(index_id, threshold, mode=mode,
+                                                      min_cluster_size=min_cluster_size))
 
     async def healthz(self) -> dict[str, Any]:
         return await self._run(self._ops.healthz())

@@ -28,8 +28,8 @@ import scipy.sparse as sp
 from pydantic import BaseModel, Field, TypeAdapter
 
 from ..protocol.codecs import JSON, parse_model, vectors_from
-from ..protocol.options import check_bands_value, check_path_item_id, check_top_k, query_parameter
-from ..protocol.schemas import CreateIndexRequest, CreateMapRequest, DeleteItemsRequest
+from ..protocol.options import check_bands_value, check_path_item_id, check_top_k, query_item_ids, query_parameter
+from ..protocol.schemas import CreateIndexRequest, CreateMapRequest, DeleteItemsRequest, DuplicatesRequest
 from ..maps import FeatureHashError, FeatureMap, InputError, SpecError, create_map
 from ..maps.base import DenseFeatureMap
 from ..maps.inputs import check_input
@@ -161,6 +161,15 @@ def create_index_body(content: bytes, feature_map: FeatureMap | None) -> None:
 
 def delete_items_body(content: bytes) -> None:
     request_model(content, DeleteItemsRequest)
+
+
+def duplicates_body(content: bytes) -> None:
+    request_model(content, DuplicatesRequest)
+
+
+def query_ids(body: dict[str, Any]) -> None:
+    """A query by stored ids as the service reads it (what it does not know: the batch limit, which ids exist)."""
+    query_item_ids(orjson.loads(orjson.dumps(body)))
 
 
 def query_param(value: Any, name: str, adapter: TypeAdapter) -> None:

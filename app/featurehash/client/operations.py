@@ -169,6 +169,26 @@ class _Operations:
                                        options=options)
         return orjson.loads(response.content)
 
+    def query_items(self, index_id: str, ids: list[str], *, top_k: int = 10, min_similarity: float = 0.0,
+                    target_recall: float | None = None) -> Operation:
+        options = {"top_k": top_k, "min_similarity": min_similarity}
+        if target_recall is not None:
+            options["target_recall"] = target_recall
+        fractions = checks.query_options(options, False)
+        body = {"ids": list(ids) if isinstance(ids, tuple) else ids, **options}
+        checks.query_ids(body)
+        checks.fractions(fractions)
+        response = yield _json_call("POST", f"/v1/indexes/{_segment(index_id)}/query", body)
+        return orjson.loads(response.content)
+
+    def duplicates(self, index_id: str, threshold: float | None = None, *, mode: str = "components",
+                   min_cluster_size: int = 2) -> Operation:
+        body = {**({"threshold": threshold} if threshold is not None else {}), "mode": mode,
+                "min_cluster_size": min_cluster_size}
+        call = _json_call("POST", f"/v1/indexes/{_segment(index_id)}/duplicates", body)
+        checks.duplicates_body(call.content)
+        return orjson.loads((yield call).content)
+
     def healthz(self) -> Operation:
         return (yield _Call("GET", "/healthz")).json()
 

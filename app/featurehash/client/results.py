@@ -71,6 +71,23 @@ class QueryAnswer(TypedDict):
     candidates: list[int]
 
 
+class DuplicateCluster(TypedDict):
+    representative: str
+    members: list[str]
+
+
+class DuplicatesAnswer(TypedDict):
+    threshold: float
+    mode: str
+    verify: str
+    bands: int
+    rows: int
+    recall_at_threshold: float
+    candidates: int
+    pairs: int
+    clusters: list[DuplicateCluster]
+
+
 class BandedCodes(NamedTuple):
     codes: np.ndarray
     band_keys: list[list[str]]

@@ -14,6 +14,7 @@ from .results import (
     AddedItems,
     BandedCodes,
     DeletedItems,
+    DuplicatesAnswer,
     IndexInfo,
     IndexPage,
     KernelAnswer,
@@ -150,6 +151,19 @@ class FeatureHashClient:
         target_recall the search widens until the S-curve promises it ("estimated_recall", "rows_probed")."""
         return self._run(self._ops.query_index(index_id, X, top_k=top_k, min_similarity=min_similarity,
                                                  target_recall=target_recall, binary=binary))
+
+    def query_items(self, index_id: str, ids: list[str], *, top_k: int = 10, min_similarity: float = 0.0,
+                    target_recall: float | None = None) -> QueryAnswer:
+        """query_index for stored items named by id (each left out of its own results); a 404 names an
+        unknown id."""
+        return self._run(self._ops.query_items(index_id, ids, top_k=top_k, min_similarity=min_similarity,
+                                               target_recall=target_recall))
+
+    def duplicates(self, index_id: str, threshold: float | None = None, *, mode: str = "components",
+                   min_cluster_size: int = 2) -> DuplicatesAnswer:
+        """The near-duplicate clusters among the index's items (pairs >= threshold, default the index's);
+        "verify" says whether the pairs were checked by the exact kernel or the codes."""
+        return self._run(self._ops.duplicates(index_id, threshold, mode=mode, min_cluster_size=min_cluster_size))
 
     def healthz(self) -> dict[str, Any]:
         return self._run(self._ops.healthz())

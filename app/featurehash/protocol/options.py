@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from ..maps import InputError
-from ..store.lsh_layout import is_path_segment
+from ..store.lsh_layout import check_query_ids, is_path_segment
 from .schemas import MAX_TOP_K
 
 
@@ -38,3 +38,14 @@ def query_parameter(raw: str, name: str, adapter: TypeAdapter) -> Any:
         return adapter.validate_python(raw)
     except ValidationError as exc:
         raise InputError(name, exc.errors()[0]["msg"]) from None
+
+
+
+def query_item_ids(body: dict[str, Any]) -> list[str] | None:
+    """The `ids` of a query body (stored items to find the neighbours of), None when it sends vectors:
+    exactly one of vectors, sparse_vectors or ids."""
+    if "ids" not in body:
+        return None
+    if "vectors" in body or "sparse_vectors" in body:
+        raise InputError("ids", "send exactly one of 'vectors', 'sparse_vectors' or 'ids'")
+    return check_query_ids(body["ids"])

@@ -211,13 +211,59 @@ class DeleteItemsResponse(BaseModel):
 
 
 class IndexQueryRequest(VectorsRequest):
-    model_config = ConfigDict(json_schema_extra={"examples": [{"vectors": EXAMPLE_ROWS[:1], "top_k": 2}]})
+    """Exactly one of `vectors`, `sparse_vectors` or `ids` (stored items, each left out of its own results)."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"vectors": EXAMPLE_ROWS[:1], "top_k": 2},
+                                                              {"ids": ["a"], "top_k": 2}]})
+
+    ids: optional(list[Annotated[str, Field(min_length=1, max_length=MAX_ITEM_ID_BYTES)]],
+                  "stored item ids to find the neighbours of (instead of vectors); an unknown id is a 404 naming it")
 
     top_k: int = Field(default=10, ge=1, le=MAX_TOP_K,
                        description="neighbours per query vector (query parameter with .npy)")
     min_similarity: float = Field(default=0.0, ge=0, le=1, description="drop estimates below it")
     target_recall: float | None = Field(default=None, ge=0, le=1, description="widen the search over the forest "
                                         "levels until the S-curve gives this recall at the k-th result's similarity")
+
+
+MAX_CLUSTER_SIZE = 2**31 - 1
+
+
+class DuplicatesRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"threshold": 0.8, "mode": "components", "min_cluster_size": 2}]})
+
+    threshold: float | None = Field(default=None, gt=0, le=1, strict=True, description="pairs at least this "
+                                    "similar are duplicates (default: the index's threshold); below the index's "
+                                    "own, fewer of them become candidates (see recall_at_threshold)")
+    mode: Literal["components", "representatives"] = Field(
+        default="components", description="'components': connected components of the similar pairs (transitive); "
+        "'representatives': no chaining, in id order an item joins the first earlier representative it is similar "
+        "to. The representative is the smallest id of a cluster")
+    min_cluster_size: int = Field(default=2, ge=2, le=MAX_CLUSTER_SIZE, strict=True,
+                                  description="smaller clusters are left out")
+
+
+class DuplicateCluster(BaseModel):
+    representative: str = Field(description="the smallest id of the cluster (string order)")
+    members: list[str] = Field(description="the cluster's ids in string order, the representative first")
+
+
+class DuplicatesResponse(BaseModel):
+    """Streamed: the fields, then the clusters as they are encoded. With Accept: application/x-ndjson, the
+    same as lines: the fields without "clusters" first, then one cluster a line."""
+
+    threshold: float
+    mode: str
+    verify: str = Field(description="'exact' (the map's kernel on the stored vectors) or 'codes' (the match "
+                        "fraction of the k codes, for an index without vectors)")
+    bands: int
+    rows: int
+    recall_at_threshold: float = Field(description="1 - (1 - threshold^rows)^bands: the probability that a pair "
+                                       "exactly at the threshold shared a bucket (became a candidate)")
+    candidates: int = Field(description="distinct pairs of items sharing a bucket, verified")
+    pairs: int = Field(description="verified pairs at least as similar as the threshold")
+    clusters: list[DuplicateCluster] = Field(description="in their representatives' order")
 
 
 class Neighbour(BaseModel):

@@ -9,13 +9,15 @@ from typing import TYPE_CHECKING
 
 _WHERE = {"AsyncLSHIndex": "lsh_index", "IndexConflict": "lsh_index", "IndexNotFound": "lsh_index",
           "ItemNotFound": "lsh_index", "LSHIndex": "lsh_index", "QueryResult": "lsh_index",
+          "DuplicateCluster": "lsh_index", "Duplicates": "lsh_index",
           "AsyncLSHIndexes": "lsh_indexes", "LSHIndexes": "lsh_indexes", "plan_index": "lsh_indexes",
           "SpecStore": "specs", "WriteRefused": "durability"}
 __all__ = sorted(_WHERE)
 
 if TYPE_CHECKING:
     from .durability import WriteRefused
-    from .lsh_index import AsyncLSHIndex, IndexConflict, IndexNotFound, ItemNotFound, LSHIndex, QueryResult
+    from .lsh_index import (AsyncLSHIndex, DuplicateCluster, Duplicates, IndexConflict, IndexNotFound, ItemNotFound,
+                            LSHIndex, QueryResult)
     from .lsh_indexes import AsyncLSHIndexes, LSHIndexes, plan_index
     from .specs import SpecStore
 

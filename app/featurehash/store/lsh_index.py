@@ -10,6 +10,8 @@
     index.add(ids, X)                        # adds or replaces, in pipelined transactions
     index.query(Q, top_k=10).results         # [[(id, similarity), ...] per row of Q]
     index.query(Q, target_recall=0.9).estimated_recall  # widened until the S-curve promises 0.9
+    index.query_items(["a"], top_k=10)       # neighbours of stored items (each left out of its own)
+    index.duplicates(0.9).clusters           # near-duplicate clusters among the items (lsh_duplicates)
     index.remove(["a", "b"]); indexes.delete("docs")
 
 `AsyncLSHIndexes` / `AsyncLSHIndex` do the same over redis.asyncio (the service uses them); both
@@ -66,22 +68,17 @@ from ..maps import FeatureMap, InputError
 from ..maps.lsh import band_digests, code_fingerprints
 from .durability import check_durability
 from .lsh_layout import IndexConfig, IndexLayout, unpack_records_and_vectors
-from .lsh_queries import QueryResult, _QuerySteps
+from .lsh_duplicates import DEFAULT_MAX_PAIRS, DuplicateCluster, Duplicates, _DuplicateSteps
+from .lsh_queries import READ_BATCH_KEYS, ItemNotFound, QueryResult, _QuerySteps
 from .lsh_vectors import VectorCodec
 from .lsh_writes import _WriteSteps
-from .redis_steps import RoundTrip, check_client, run_async, run_sync
+from .redis_steps import RoundTrip, Scan, check_client, run_async, run_sync
 
 
 class IndexNotFound(LookupError):
     def __init__(self, name: str):
         super().__init__(name)
         self.name = name
-
-
-class ItemNotFound(LookupError):
-    def __init__(self, item_id: str):
-        super().__init__(item_id)
-        self.item_id = item_id
 
 
 class IndexConflict(Exception):
@@ -93,10 +90,20 @@ class IndexConflict(Exception):
         self.message = message
 
 
+# The members of the sets among KEYS that have >= 2 (one page of bucket keys, all in the index's slot).
+_SHARED_MEMBERS_SCRIPT = """
+local shared = {}
+for _, key in ipairs(KEYS) do
+  if redis.call('SCARD', key) >= 2 then shared[#shared + 1] = redis.call('SMEMBERS', key) end
+end
+return shared
+"""
+
+
 # -- one index: items and queries -------------------------------------------------------------
 
 
-class _IndexSteps(_WriteSteps, _QuerySteps):
+class _IndexSteps(_WriteSteps, _QuerySteps, _DuplicateSteps):
     """The operations on one index as step generators (no I/O)."""
 
     def __init__(self, redis, config: IndexConfig, feature_map: FeatureMap, key_prefix: str,
@@ -141,6 +148,31 @@ class _IndexSteps(_WriteSteps, _QuerySteps):
         per_level = [self._level_keys(fingerprints, level) for level in range(len(self.config.levels))]
         return [[key for keys in row for key in keys] for row in zip(*per_level)]
 
+    # -- the two reads that depend on the key layout (all else reads through them) ----------------
+
+    def _records_steps(self, numbers: np.ndarray):
+        """The records (bytes, None where gone) of items by number: MGETs of READ_BATCH_KEYS keys,
+        pipelined in one round trip."""
+        keys = [self.layout.record(int(number)) for number in numbers]
+        if not keys:
+            return []
+        replies = yield RoundTrip([("MGET", *keys[start:start + READ_BATCH_KEYS])
+                                   for start in range(0, len(keys), READ_BATCH_KEYS)])
+        return [record for reply in replies for record in reply]
+
+    def _shared_buckets_steps(self, cursor: int, count: int):
+        """One page of the level-0 buckets holding >= 2 items: (their members, int64 item numbers,
+        one array per bucket; the next cursor, 0 at the end). SCAN MATCH over the bucket keys (on
+        the node of the index's slot), then one script call that SCARDs the page's keys and returns
+        the SMEMBERS of the shared ones (a pipeline of a SCARD per key cost ~20 us a key in redis-py's
+        packing and parsing, 3/4 of the whole operation; bench/bench_index_duplicates.py). SCAN may
+        return a key twice: a caller must tolerate repeated buckets."""
+        cursor, keys = yield Scan(self.layout.bucket_scan_pattern(), cursor, count, self.layout.meta)
+        if not keys:
+            return [], cursor
+        (members,) = yield RoundTrip([("EVAL", _SHARED_MEMBERS_SCRIPT, len(keys), *keys)])
+        return [np.array(found, dtype=np.int64) for found in members], cursor
+
     def _check_meta(self, stored: bytes | None) -> None:
         if stored is None:
             raise IndexNotFound(self.name)
@@ -177,6 +209,18 @@ class LSHIndex(_IndexSteps):
         forest levels until the S-curve promises it at the k-th result's similarity."""
         return run_sync(self.redis, self._query_steps(X, top_k, min_similarity, target_recall))
 
+    def query_items(self, ids: list[str], *, top_k: int = 10, min_similarity: float = 0.0,
+                    target_recall: float | None = None) -> QueryResult:
+        """query() for stored items named by id, from their stored fingerprints (and vectors, for
+        exact ranking); each item is left out of its own results. ItemNotFound names an unknown id."""
+        return run_sync(self.redis, self._query_items_steps(ids, top_k, min_similarity, target_recall))
+
+    def duplicates(self, threshold: float | None = None, *, mode: str = "components",
+                   max_pairs: int = DEFAULT_MAX_PAIRS, min_cluster_size: int = 2) -> Duplicates:
+        """The clusters of near-duplicates among the stored items, pairs >= threshold (default: the
+        index's); featurehash.store.lsh_duplicates says how, and what it costs."""
+        return run_sync(self.redis, self._duplicates_steps(threshold, mode, max_pairs, min_cluster_size))
+
     def describe(self) -> dict[str, Any]:
         return run_sync(self.redis, self._describe_steps())
 
@@ -197,6 +241,16 @@ class AsyncLSHIndex(_IndexSteps):
     async def query(self, X, *, top_k: int = 10, min_similarity: float = 0.0,
                     target_recall: float | None = None) -> QueryResult:
         return await run_async(self.redis, self._query_steps(X, top_k, min_similarity, target_recall), self.offload)
+
+    async def query_items(self, ids: list[str], *, top_k: int = 10, min_similarity: float = 0.0,
+                          target_recall: float | None = None) -> QueryResult:
+        return await run_async(self.redis, self._query_items_steps(ids, top_k, min_similarity, target_recall),
+                               self.offload)
+
+    async def duplicates(self, threshold: float | None = None, *, mode: str = "components",
+                         max_pairs: int = DEFAULT_MAX_PAIRS, min_cluster_size: int = 2) -> Duplicates:
+        return await run_async(self.redis, self._duplicates_steps(threshold, mode, max_pairs, min_cluster_size),
+                               self.offload)
 
     async def describe(self) -> dict[str, Any]:
         return await run_async(self.redis, self._describe_steps(), self.offload)

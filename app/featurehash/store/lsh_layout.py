@@ -105,6 +105,22 @@ def check_item_ids(ids: Any, rows: int, field: str = "ids") -> list[str]:
     return ids
 
 
+def check_query_ids(ids: Any, field: str = "ids") -> list[str]:
+    """Ids of stored items to look up: a non-empty list of strings of 1 to MAX_ITEM_ID_BYTES bytes of UTF-8
+    (repeats allowed; an id no item has is for the lookup to report)."""
+    if not isinstance(ids, list) or not ids:
+        raise InputError(field, "expected a non-empty list of item ids (strings)")
+    for row, item_id in enumerate(ids):
+        try:
+            size = len(item_id.encode()) if isinstance(item_id, str) else 0
+        except UnicodeEncodeError:
+            size = 0
+        if not 1 <= size <= MAX_ITEM_ID_BYTES:
+            raise InputError(f"{field}[{row}]", f"expected an item id: a string of 1 to {MAX_ITEM_ID_BYTES} bytes "
+                             "of UTF-8")
+    return ids
+
+
 def check_positive_int(value: Any, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise InputError(field, "must be a positive integer")
@@ -165,6 +181,10 @@ class IndexLayout:
     def scan_pattern(self) -> bytes:
         """MATCH pattern for every key of the index (glob characters of the prefix escaped)."""
         return _GLOB_SPECIALS.sub(rb"\\\1", self.prefix) + b"*"
+
+    def bucket_scan_pattern(self) -> bytes:
+        """MATCH pattern for the level-0 bucket keys (`P b...`) of the index."""
+        return _GLOB_SPECIALS.sub(rb"\\\1", self.prefix) + b"b*"
 
 
 def pack_record(fingerprints: np.ndarray, item_id: str, vector: bytes = b"") -> bytes:

@@ -11,11 +11,18 @@ import scipy.sparse as sp
 
 from ..maps.lsh import best_matches, collision_probability, exact_similarities, match_fractions
 from .lsh_inline import INLINE_COMPARISONS, INLINE_ROWS, _small_input
-from .lsh_layout import IndexConfig, check_fraction, check_positive_int, unpack_records_and_vectors
+from .lsh_layout import (IndexConfig, check_fraction, check_positive_int, check_query_ids, item_number,
+                         unpack_records_and_vectors)
 from .lsh_vectors import VectorCodec
 from .redis_steps import Compute, RoundTrip
 
 READ_BATCH_KEYS = 10_000        # keys per MGET
+
+
+class ItemNotFound(LookupError):
+    def __init__(self, item_id: str):
+        super().__init__(item_id)
+        self.item_id = item_id
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,12 @@ class _CandidatePool:
         return rows[self.numbers[rows] == numbers]
 
 
+def _query_options(top_k, min_similarity, target_recall) -> tuple[int, float, float | None]:
+    top_k = check_positive_int(top_k, "top_k")
+    min_similarity = check_fraction(min_similarity, "min_similarity")
+    return top_k, min_similarity, None if target_recall is None else check_fraction(target_recall, "target_recall")
+
+
 class _QuerySteps:
     """Needs what _IndexSteps sets up (lsh_index.py): config, layout, codec, feature_map and its key helpers."""
 
@@ -81,12 +94,36 @@ class _QuerySteps:
     def _query_steps(self, X, top_k: int, min_similarity: float, target_recall: float | None = None):
         """Probe level 0 (the bands); re-rank; while the S-curve at the k-th result's similarity is
         below `target_recall`, probe the shortest-needed forest level and re-rank the union."""
-        top_k = check_positive_int(top_k, "top_k")
-        min_similarity = check_fraction(min_similarity, "min_similarity")
-        if target_recall is not None:
-            target_recall = check_fraction(target_recall, "target_recall")
+        options = _query_options(top_k, min_similarity, target_recall)
         X, fingerprints, level_keys = yield Compute(self._query_plan, (X,),
                                                     inline=_small_input(X, self.config.n_codes))
+        return (yield from self._probe_steps(X, fingerprints, level_keys, *options))
+
+    def _query_items_steps(self, ids, top_k: int, min_similarity: float, target_recall: float | None = None):
+        """The neighbours of stored items: their records give the fingerprints (the bucket keys are
+        recomputed from them) and, with stored vectors, the vectors for exact ranking. Each item is
+        left out of its own results (and of its candidate count)."""
+        options = _query_options(top_k, min_similarity, target_recall)
+        ids = check_query_ids(ids)
+        numbers = np.array([item_number(item_id) for item_id in ids], dtype=np.int64)
+        records = yield from self._records_steps(numbers)
+        for item_id, record in zip(ids, records):
+            if record is None:
+                raise ItemNotFound(item_id)
+        X, fingerprints, level_keys = yield Compute(self._stored_plan, (ids, records), inline=len(ids) <= INLINE_ROWS)
+        return (yield from self._probe_steps(X, fingerprints, level_keys, *options, exclude=numbers))
+
+    def _stored_plan(self, ids: list[str], records: list[bytes]):
+        """_query_plan for stored items: their vectors (None without), fingerprints and bucket keys."""
+        fingerprints, stored_ids, X = unpack_records_and_vectors(records, self.config.n_codes, self.codec)
+        for item_id, stored_id in zip(ids, stored_ids):
+            if stored_id != item_id:  # another id under the same 63-bit number: this one is not stored
+                raise ItemNotFound(item_id)
+        return X, fingerprints, [self._level_keys(fingerprints, level) for level in range(len(self.config.levels))]
+
+    def _probe_steps(self, X, fingerprints, level_keys, top_k, min_similarity, target_recall, exclude=None):
+        """The search itself, for rows whose fingerprints and bucket keys are known; `exclude`: per
+        row an item number left out of its candidates (the stored item itself)."""
         n = fingerprints.shape[0]
         pool = _CandidatePool(self.config, self.codec)
         found = [np.empty(0, np.int64) for _ in range(n)]
@@ -97,13 +134,10 @@ class _QuerySteps:
             unions = yield RoundTrip([("SUNION", *level_keys[level[q]][q]) for q in active])
             for q, members in zip(active, unions):
                 found[q] = np.union1d(found[q], np.fromiter((int(m) for m in members), np.int64, len(members)))
+                if exclude is not None:
+                    found[q] = found[q][found[q] != exclude[q]]
             wanted = pool.missing(np.unique(np.concatenate([found[q] for q in active])))
-            records: list[bytes | None] = []
-            if wanted.size:
-                keys = [self.layout.record(int(number)) for number in wanted]
-                replies = yield RoundTrip([("MGET", *keys[start:start + READ_BATCH_KEYS])
-                                           for start in range(0, len(keys), READ_BATCH_KEYS)])
-                records = [record for reply in replies for record in reply]
+            records = (yield from self._records_steps(wanted)) if wanted.size else []
             total = sum(found[q].size for q in active)
             small = len(active) <= INLINE_ROWS and total * self.config.n_codes <= INLINE_COMPARISONS
             ranked = yield Compute(self._rank, (X, fingerprints, active, found, pool, wanted, records, top_k,

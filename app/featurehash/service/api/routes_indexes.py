@@ -20,14 +20,16 @@ from ...store.lsh_index import AsyncLSHIndex, IndexNotFound, ItemNotFound, Query
 from ...store.lsh_layout import check_item_ids
 from .admission import read_body
 from ...protocol.codecs import parse_body, parse_model, vectors_from
-from ...protocol.options import check_path_item_id, check_top_k
+from ...protocol.options import check_path_item_id, check_top_k, query_item_ids
 from .responses import json_response
 from .deps import ServiceState, checked_rows, get_state, percent_decoded_utf8, refuse_unknown_query, require_api_key
 from .errors import MapNotFound
+from .duplicates import NDJSON, bounded_duplicates, duplicates_answer
 from .metrics import BATCH_ROWS
 from ...protocol.schemas import (ITEM_ID_SCHEMA, LOCATION, MAX_TOP_K, AddItemsRequest, AddItemsResponse, CreateIndexRequest,
-                      DeleteItemsRequest, DeleteItemsResponse, IndexListResponse, IndexQueryRequest,
-                      IndexQueryResponse, IndexResponse, body_doc, errors, operation_id)
+                      DeleteItemsRequest, DeleteItemsResponse, DuplicatesRequest, DuplicatesResponse,
+                      IndexListResponse, IndexQueryRequest, IndexQueryResponse, IndexResponse, body_doc, errors,
+                      operation_id)
 
 router = APIRouter(prefix="/v1/indexes", tags=["indexes"], generate_unique_id_function=operation_id,
                    dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)],
@@ -224,7 +226,8 @@ async def delete_items(index_id: str, request: Request, state: ServiceState = De
 async def query_index(index_id: str, request: Request, state: ServiceState = Depends(get_state)):
     """Candidates from the query's band buckets (one pipelined round trip for the batch), re-ranked
     by the exact kernel on stored vectors (or the match fraction of all k codes); with target_recall,
-    widened over the forest levels until the S-curve promises it."""
+    widened over the forest levels until the S-curve promises it. With `ids`, the queries are stored
+    items (their stored codes and vectors), each left out of its own results."""
     raw = await read_body(request)
     index = await _open(state, index_id)
     content_type, max_rows = request.headers.get("content-type"), state.settings.max_batch_rows
@@ -234,11 +237,33 @@ async def query_index(index_id: str, request: Request, state: ServiceState = Dep
         top_k = check_top_k(_query_option(body, request, "top_k", 10))
         min_similarity = _query_option(body, request, "min_similarity", 0.0)
         target_recall = _query_option(body, request, "target_recall", None)
+        ids = query_item_ids(body) if isinstance(body, dict) else None
+        if ids is not None:
+            if len(ids) > max_rows:
+                raise InputError("ids", f"{len(ids)} ids exceed the batch limit of {max_rows}")
+            BATCH_ROWS.labels("index_query").observe(len(ids))
+            return ids, top_k, min_similarity, target_recall
         X = _vectors(body, index, max_rows)
         state.check_work(index.feature_map, X)   # the codes of the query rows (not the re-ranking)
         BATCH_ROWS.labels("index_query").observe(X.shape[0])
         return X, top_k, min_similarity, target_recall
 
-    X, top_k, min_similarity, target_recall = await _cpu(len(raw) <= SMALL_BODY_BYTES, decode)
-    result = await index.query(X, top_k=top_k, min_similarity=min_similarity, target_recall=target_recall)
+    rows, top_k, min_similarity, target_recall = await _cpu(len(raw) <= SMALL_BODY_BYTES, decode)
+    search = index.query_items if isinstance(rows, list) else index.query
+    result = await search(rows, top_k=top_k, min_similarity=min_similarity, target_recall=target_recall)
     return await _cpu(len(result.results) <= SMALL_ANSWER_ROWS, _results_document, result)
+
+
+@router.post("/{index_id}/duplicates", response_model=DuplicatesResponse,
+             responses={200: {"description": "the clusters (JSON, or NDJSON with Accept: application/x-ndjson)",
+                              "content": {NDJSON: {"schema": {"type": "string"}}}}, **BODY_ERRORS},
+             openapi_extra=body_doc(DuplicatesRequest, npy=False))
+async def find_duplicates(index_id: str, request: Request, state: ServiceState = Depends(get_state)):
+    """The clusters of near-duplicates among the stored items: pairs sharing a band bucket, verified
+    (exact kernel on stored vectors, else the codes), grouped (featurehash.store.lsh_duplicates).
+    Synchronous, so bounded: an index over FEATUREHASH_MAX_DUPLICATES_ITEMS items, or whose bucket
+    scan and candidate pairs the cost model puts over FEATUREHASH_REQUEST_WORK_SECONDS, is refused."""
+    fields = parse_model(await request.body(), request.headers.get("content-type"), DuplicatesRequest)
+    index = await _open(state, index_id)
+    found = await bounded_duplicates(index, state.settings, fields.threshold, fields.mode, fields.min_cluster_size)
+    return duplicates_answer(found, NDJSON in (request.headers.get("accept") or ""))

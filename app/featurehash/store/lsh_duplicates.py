@@ -1,0 +1,274 @@
+"""The near-duplicate clusters among the items of an LSH index (featurehash.store.lsh_index), as step generators.
+
+Candidates: every pair of items that share a level-0 bucket (one of the index's L bands of r codes), read
+page by page through `_shared_buckets_steps` (the buckets with >= 2 members), each pair kept once however
+many bands it shares (the pages' pairs are merged by sorting). Under the index's banding a pair of
+similarity s is a candidate with probability 1 - (1 - s^r)^L (the S-curve; Broder's minhash banding,
+Leskovec, Rajaraman & Ullman, "Mining of Massive Datasets", ch. 3.4): the answer reports it at the
+requested threshold as `recall_at_threshold` (below the index's own threshold it falls quickly).
+Verification, in blocks of VERIFY_BLOCK_PAIRS pairs whose records are read by `_records_steps` (never
+the records of all items at once): the map's exact kernel on the stored vectors when the index keeps
+them (featurehash.maps.lsh.exact_similarities: GMM / pGMM for gcws, Laplacian for binning; precision
+1), else the match fraction of the k codes (`verify` = "codes": standard deviation sqrt(s (1 - s) / k),
+and biased upward for candidates, which share a band by construction: pairs near the threshold are
+both missed and wrongly kept). Pairs >= threshold are grouped as featurehash.dedup.duplicate_clusters
+groups rows, with items ordered by id (Python string order): mode "components", the connected
+components of the verified pairs (transitive: a chain becomes one cluster), or "representatives", no
+chaining: in id order an item joins the first earlier representative it is similar to, else becomes
+one. In both modes the representative is the member with the smallest id.
+
+Cost: time, the SCAN of the L n bucket keys of n items (SCAN walks every key of the node: other data in
+the same Redis adds to it) with a SCARD each, plus one record read per end of each candidate pair and its
+kernel (O(d), O(nnz) or O(k)); memory, 16 bytes per distinct candidate pair, one page of buckets, one
+block of records and the ids of the items in verified pairs. `max_pairs` bounds the candidate pairs
+(InputError naming it past that), so the peak is about 64 bytes a pair it allows (a merge sorts up to
+2 max_pairs pairs into a copy). Items written meanwhile may or may not be seen; a pair whose record
+went is skipped.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+
+from ..maps import InputError
+from ..maps.lsh import collision_probability
+from .lsh_layout import check_fraction, check_positive_int, unpack_records_and_vectors
+from .redis_steps import Compute, RoundTrip
+
+DUPLICATE_MODES = ("components", "representatives")
+DEFAULT_MAX_PAIRS = 10_000_000  # 16 bytes a pair; a merge holds up to ~4x max_pairs of them (~640 MB)
+SCAN_PAGE_KEYS = 1000           # bucket keys per SCAN page
+VERIFY_BLOCK_PAIRS = 4096       # pairs verified per block (at most twice as many records read)
+
+# CPU seconds (this process and Redis together) of a duplicates call, priced ~20% above what
+# bench/bench_index_duplicates.py and its per-pair run measured (gcws k = 256, 21 bands; 2-core host):
+# ~5 us per level-0 bucket key (SCAN page, script, decoding), ~23-25 us per candidate pair with
+# codes or sparse vectors (merging the pairs of every band, reading and verifying) and 44 us with
+# float32 vectors of d = 1,000 (reading two rows of d values).
+SECONDS_PER_BUCKET = 6e-6
+SECONDS_PER_PAIR = 30e-6
+SECONDS_PER_PAIR_VALUE = 25e-9  # per stored dense value ("float32", "float16") of the two rows
+
+
+def scan_seconds(bands: int, items: int) -> float:
+    """Estimated CPU seconds of the bucket scan of `items` items in `bands` bands (SCAN also walks the
+    node's other keys, ~0.2 us each in Redis: not counted)."""
+    return items * bands * SECONDS_PER_BUCKET
+
+
+def pairs_within(vectors: str, input_dim: int, seconds: float) -> int:
+    """The most candidate pairs whose verification fits `seconds`, for the stored `vectors` kind."""
+    dense = vectors in ("float32", "float16")
+    per_pair = SECONDS_PER_PAIR + (2 * input_dim * SECONDS_PER_PAIR_VALUE if dense else 0.0)
+    return max(0, int(seconds / per_pair))
+
+
+@dataclass(frozen=True)
+class DuplicateCluster:
+    representative: str  # the smallest id of the cluster
+    members: list[str]   # in id order, the representative first
+
+
+@dataclass(frozen=True)
+class Duplicates:
+    clusters: list[DuplicateCluster]  # in their representatives' id order
+    threshold: float
+    mode: str
+    verify: str                # "exact" (the kernel on stored vectors) or "codes" (match fraction of the k codes)
+    bands: int
+    rows: int
+    recall_at_threshold: float  # 1 - (1 - threshold^rows)^bands: a pair at the threshold became a candidate
+    candidates: int             # distinct candidate pairs verified
+    pairs: int                  # of them, those >= threshold
+
+
+@functools.lru_cache(maxsize=32)
+def _triangle(size: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.triu_indices(size, 1)
+
+
+class _CandidatePairs:
+    """Distinct pairs (lo, hi) of item numbers, lo < hi, gathered from buckets; refused past max_pairs."""
+
+    def __init__(self, max_pairs: int):
+        self.max_pairs = max_pairs
+        self.known = np.empty((0, 2), np.int64)
+        self.pending: list[np.ndarray] = []
+        self.pending_size = 0
+
+    def _refuse(self, found: int) -> None:
+        raise InputError("max_pairs", f"the index's shared buckets give at least {found} candidate pairs, over "
+                         f"max_pairs = {self.max_pairs}; raise it, or find the duplicates in process "
+                         "(featurehash.dedup.duplicate_clusters, or the `featurehash dedup` CLI) on the vectors")
+
+    def add(self, buckets: list[np.ndarray]) -> None:
+        sizes = np.array([members.size for members in buckets], dtype=np.int64)
+        for size in np.unique(sizes):  # buckets of one size at once: a matrix, one row a bucket
+            size = int(size)
+            if size * (size - 1) // 2 > self.max_pairs:
+                self._refuse(size * (size - 1) // 2)
+            rows = np.flatnonzero(sizes == size)
+            step = max(1, self.max_pairs // (size * (size - 1) // 2))  # at most ~max_pairs made at once
+            for start in range(0, rows.size, step):
+                members = np.sort(np.stack([buckets[row] for row in rows[start:start + step]]), axis=1)
+                first, second = _triangle(size)
+                self.pending.append(np.column_stack([members[:, first].ravel(), members[:, second].ravel()]))
+                self.pending_size += self.pending[-1].shape[0]
+                if self.pending_size > self.max_pairs:
+                    self._merge()
+
+    def _merge(self) -> None:
+        pairs = np.ascontiguousarray(np.concatenate([self.known, *self.pending]))
+        self.pending, self.pending_size = [], 0
+        self.known = np.unique(pairs.view([("lo", np.int64), ("hi", np.int64)]).ravel()).view(np.int64).reshape(-1, 2)
+        if self.known.shape[0] > self.max_pairs:
+            self._refuse(self.known.shape[0])
+
+    def result(self) -> np.ndarray:
+        self._merge()
+        return self.known
+
+
+class _VerifiedPairs:
+    """The pairs >= threshold found so far, and the ids of their items."""
+
+    def __init__(self):
+        self.lo: list[np.ndarray] = []
+        self.hi: list[np.ndarray] = []
+        self.ids: dict[int, str] = {}
+
+
+class _DuplicateSteps:
+    """Needs what _IndexSteps sets up (lsh_index.py): config, layout, codec, and its two layout reads."""
+
+    def _duplicates_steps(self, threshold: float | None, mode: str, max_pairs: int, min_cluster_size: int):
+        threshold = self.config.threshold if threshold is None else check_fraction(threshold, "threshold")
+        if threshold <= 0:
+            raise InputError("threshold", "must lie in (0, 1]")
+        if mode not in DUPLICATE_MODES:
+            raise InputError("mode", f"must be one of {', '.join(DUPLICATE_MODES)}")
+        max_pairs = check_positive_int(max_pairs, "max_pairs")
+        min_cluster_size = check_positive_int(min_cluster_size, "min_cluster_size")
+        self._check_meta((yield RoundTrip([("GET", self.layout.meta)]))[0])
+        candidates, cursor = _CandidatePairs(max_pairs), 0
+        while True:
+            buckets, cursor = yield from self._shared_buckets_steps(cursor, SCAN_PAGE_KEYS)
+            if buckets:
+                yield Compute(candidates.add, (buckets,))
+            if cursor == 0:
+                break
+        pairs = yield Compute(candidates.result)
+        verified = _VerifiedPairs()
+        for start in range(0, pairs.shape[0], VERIFY_BLOCK_PAIRS):
+            block = pairs[start:start + VERIFY_BLOCK_PAIRS]
+            numbers = np.unique(block)
+            records = yield from self._records_steps(numbers)
+            yield Compute(self._verify_block, (block, numbers, records, threshold, verified))
+        self._check_meta((yield RoundTrip([("GET", self.layout.meta)]))[0])  # not deleted or replaced meanwhile
+        clusters, found = yield Compute(_clusters, (verified, mode, min_cluster_size))
+        return Duplicates(clusters, float(threshold), mode, "codes" if self.codec is None else "exact",
+                          self.config.bands, self.config.rows,
+                          float(collision_probability(threshold, self.config.bands, self.config.rows)),
+                          int(pairs.shape[0]), found)
+
+    def _verify_block(self, block: np.ndarray, numbers: np.ndarray, records: list, threshold: float,
+                      verified: _VerifiedPairs) -> None:
+        live = np.array([record is not None for record in records], dtype=bool)
+        if not live.any():
+            return
+        fingerprints, ids, vectors = unpack_records_and_vectors([r for r in records if r is not None],
+                                                                self.config.n_codes, self.codec)
+        numbers = numbers[live]
+        lo, hi = np.searchsorted(numbers, block[:, 0]), np.searchsorted(numbers, block[:, 1])
+        inside = (lo < numbers.size) & (hi < numbers.size)
+        lo, hi = lo[inside], hi[inside]
+        present = (numbers[lo] == block[inside, 0]) & (numbers[hi] == block[inside, 1])
+        lo, hi = lo[present], hi[present]
+        if vectors is None:
+            similarity = (fingerprints[lo] == fingerprints[hi]).mean(axis=1)
+        else:
+            similarity = pair_similarities(self.config.map_spec["method"], self.config.map_spec["params"],
+                                           vectors[lo], vectors[hi])
+        keep = similarity >= threshold
+        lo, hi = lo[keep], hi[keep]
+        verified.lo.append(numbers[lo])
+        verified.hi.append(numbers[hi])
+        for row in np.unique(np.concatenate([lo, hi])):
+            verified.ids[int(numbers[row])] = ids[row]
+
+
+def pair_similarities(method: str, params: dict, A, B) -> np.ndarray:
+    """The kernel of each pair of rows (A[t], B[t]) (dense or CSR): featurehash.maps.lsh.exact_similarities
+    (its formulas: pGMM = (S - D) / (S + D) over signed powers for gcws, exp(-gamma D) for binning)
+    for pairs rather than one query; the common scale is the block's largest magnitude."""
+    if method == "binning":
+        return np.exp(-params["gamma"] * _row_l1(A - B))
+    if method != "gcws":
+        raise ValueError(f"no exact similarity for '{method}' codes")
+    power = params.get("power", 1.0)
+    if power != 1.0:
+        peak = max(float(abs(A).max()) if A.shape[0] else 0.0, float(abs(B).max()) if B.shape[0] else 0.0)
+        A, B = _signed_power(A, peak, power), _signed_power(B, peak, power)
+    total, distance = _row_l1(A) + _row_l1(B), _row_l1(A - B)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total + distance > 0, (total - distance) / (total + distance), 1.0)
+
+
+def _row_l1(X) -> np.ndarray:
+    return np.asarray(abs(X).sum(axis=1)).ravel()
+
+
+def _signed_power(X, peak: float, power: float):
+    scale = 1.0 / peak if peak > 0 else 1.0
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, copy=True)
+        X.data = np.sign(X.data) * np.abs(X.data * scale) ** power
+        return X
+    return np.sign(X) * np.abs(X * scale) ** power
+
+
+def _clusters(verified: _VerifiedPairs, mode: str, min_cluster_size: int) -> tuple[list[DuplicateCluster], int]:
+    """The clusters of the verified pairs (see the module doc) and the number of pairs."""
+    lo = np.concatenate(verified.lo) if verified.lo else np.empty(0, np.int64)
+    hi = np.concatenate(verified.hi) if verified.hi else np.empty(0, np.int64)
+    numbers = np.unique(np.concatenate([lo, hi]))
+    n = numbers.size
+    if n == 0:
+        return [], 0
+    ordered = sorted(range(n), key=lambda node: verified.ids[int(numbers[node])])
+    rank = np.empty(n, np.int64)
+    rank[ordered] = np.arange(n)
+    ids = [verified.ids[int(numbers[node])] for node in ordered]
+    a, b = rank[np.searchsorted(numbers, lo)], rank[np.searchsorted(numbers, hi)]
+    i, j = np.minimum(a, b), np.maximum(a, b)
+    if mode == "components":
+        graph = sp.coo_matrix((np.ones(i.size, np.int8), (i, j)), shape=(n, n)).tocsr()
+        _, labels = connected_components(graph, directed=False)
+        first = np.full(labels.max(initial=-1) + 1, n, np.int64)
+        np.minimum.at(first, labels, np.arange(n))
+        representative = first[labels]
+    else:
+        representative = _greedy_representatives(i, j, n)
+    order = np.lexsort((np.arange(n), representative))
+    bounds = np.flatnonzero(np.diff(representative[order])) + 1
+    clusters = [DuplicateCluster(ids[int(group[0])], [ids[int(member)] for member in group])
+                for group in np.split(order, bounds) if group.size >= min_cluster_size]
+    return clusters, int(lo.size)
+
+
+def _greedy_representatives(i: np.ndarray, j: np.ndarray, n: int) -> np.ndarray:
+    """In rank order, each node's first earlier neighbour that is a representative, else itself (i < j)."""
+    order = np.lexsort((i, j))
+    earlier, starts = i[order], np.concatenate(([0], np.cumsum(np.bincount(j, minlength=n))))
+    representative = np.arange(n)
+    for node in range(n):  # one pass over the pairs (bounded by max_pairs)
+        for neighbour in earlier[starts[node]:starts[node + 1]]:
+            if representative[neighbour] == neighbour:
+                representative[node] = neighbour
+                break
+    return representative
