@@ -20,13 +20,14 @@ from .fourier.rff import RFFMap
 from .fourier.skewed_chi2 import SkewedChi2Map
 from .spec import DERIVED_KEYS, FORMAT_VERSION, MapSpec
 from .fourier.srf import SRFMap
+from .text.hashing import HashingMap
 from .fourier.ssf import SSFMap
 from .polynomial.tensorsketch import TensorSketchMap
 
 METHODS: dict[str, type[FeatureMap]] = {cls.method: cls for cls in (RFFMap, NRFFMap, GCWSMap, SSFMap,
                                                                   SRFMap, RandomMaclaurinMap, TensorSketchMap,
                                                                   QuadratureMap, BinningMap, NystroemMap,
-                                                                  AdditiveChi2Map, SkewedChi2Map)}
+                                                                  AdditiveChi2Map, SkewedChi2Map, HashingMap)}
 
 
 def _field_name(error: Mapping[str, Any], prefix: str = "") -> str:
@@ -64,6 +65,8 @@ def _requested(raw, max_nbytes: int | None, max_work_seconds: float | None, opti
     if method not in METHODS:
         raise SpecError("method", f"unknown method {method!r}; known: {', '.join(sorted(METHODS))}")
     cls = METHODS[method]
+    if getattr(cls, "text_input", False):
+        document.setdefault("input_dim", 1)   # a row is one document: there is no dimension to choose
     params = document.get("params") or {}
     if not isinstance(params, Mapping):
         raise SpecError("params", "expected an object")
