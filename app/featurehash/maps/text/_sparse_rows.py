@@ -1,6 +1,7 @@
-"""Row normalisation of CSR data in place, summing each row left to right in the data's own type: the order
-and precision of scikit-learn's `inplace_csr_row_normalize_l1` / `_l2` (its `normalize` on sparse input), so the
-compatibility mode's values are bit for bit theirs, and the same on every CPU (no pairwise or SIMD sums)."""
+"""Row normalisation of CSR data in place, as scikit-learn's `inplace_csr_row_normalize_l1` / `_l2` (its
+`normalize` on sparse input) computes it: each term in the data's type (a float32 square stays float32), summed
+left to right in float64, each value divided in float64 and rounded back. So the compatibility mode's values are
+bit for bit theirs, and the same on every CPU (no pairwise or SIMD sums)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import numpy as np
 
 
 @nb.njit(nogil=True, cache=True)
-def _normalize_l2(data, indptr, zero):
+def _normalize_l2(data, indptr):
     for row in range(indptr.size - 1):
-        total = zero
+        total = 0.0
         for at in range(indptr[row], indptr[row + 1]):
             total += data[at] * data[at]
         if total == 0.0:
@@ -22,9 +23,9 @@ def _normalize_l2(data, indptr, zero):
 
 
 @nb.njit(nogil=True, cache=True)
-def _normalize_l1(data, indptr, zero):
+def _normalize_l1(data, indptr):
     for row in range(indptr.size - 1):
-        total = zero
+        total = 0.0
         for at in range(indptr[row], indptr[row + 1]):
             total += abs(data[at])
         if total == 0.0:
@@ -37,5 +38,4 @@ def normalize_rows(data: np.ndarray, indptr: np.ndarray, norm: str) -> None:
     """Divide each row of a CSR (data, indptr) by its l1 or l2 norm ("none": nothing); all-zero rows stay."""
     if norm == "none" or data.size == 0:
         return
-    zero = data.dtype.type(0)
-    (_normalize_l2 if norm == "l2" else _normalize_l1)(data, indptr.astype(np.int64, copy=False), zero)
+    (_normalize_l2 if norm == "l2" else _normalize_l1)(data, indptr.astype(np.int64, copy=False))

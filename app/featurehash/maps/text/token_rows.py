@@ -76,6 +76,11 @@ def _document(row, index: int, field: str) -> str:
             return row.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InputError(field, f"row {index}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    if not row.isascii():
+        try:
+            row.encode("utf-8")
+        except UnicodeEncodeError as exc:   # a lone surrogate, e.g. from a bad JSON escape
+            raise InputError(field, f"row {index}: text with no UTF-8 form (character {exc.start})") from None
     return row
 
 
