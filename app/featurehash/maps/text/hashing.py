@@ -49,7 +49,7 @@ from ..spec import MapSpec
 from ._murmur import murmur3_32_many, token_bytes
 from ._sparse_rows import normalize_rows
 from .analyzers import ANALYZERS, DEFAULT_TOKEN_PATTERN, Analyzer
-from .token_rows import TokenRows, token_rows
+from .token_rows import TokenRows, is_text_batch, token_rows
 
 _INT32_MIN = -(2**31)
 
@@ -114,6 +114,10 @@ class HashingMap(FeatureMap):
     @property
     def planned_nbytes(self) -> int:
         return 0
+
+    def accepts(self, X) -> bool:
+        """Whether X is text this map reads (a front stage leaves numeric input to the map after it)."""
+        return isinstance(X, TokenRows) or is_text_batch(X)
 
     def check(self, X, field: str = "documents") -> TokenRows:
         return X if isinstance(X, TokenRows) else token_rows(X, self.analyzer, field)
