@@ -109,3 +109,17 @@ def test_numeric_input_is_unchanged():
     feature_map = create_map({"method": "gcws", "input_dim": 2**30, "n_components": 16, "input": {"hashing": {}}})
     X = sp.csr_matrix(([1.0, 2.0], ([0, 0], [5, 2**29])), shape=(1, 2**30))
     assert feature_map.hash(X).shape == (1, 16)
+
+
+def test_empty_documents_get_the_empty_code_when_the_spec_asks():
+    from featurehash.maps.minhash.gcws import EMPTY_TEXT_CODE
+    spec = {"method": "gcws", "n_components": 16, "params": {"sampler": "dart"},
+            "input": {"hashing": {}, "empty": "code"}}
+    feature_map = create_map(spec)
+    codes = feature_map.hash(["some words here", "!", ""])
+    assert (codes[1:] == EMPTY_TEXT_CODE).all() and (codes[0] != EMPTY_TEXT_CODE).all()
+    np.testing.assert_array_equal(codes[0], create_map({**spec, "input": {"hashing": {}}}).hash(["some words here"])[0])
+    assert (feature_map.hash(["", ""]) == EMPTY_TEXT_CODE).all()
+    assert create_map({**spec, "input": {"hashing": {}}}).spec.input == {"hashing": feature_map.spec.input["hashing"]}
+    with pytest.raises(SpecError, match="gcws"):
+        create_map({"method": "binning", "n_components": 8, "input": {"hashing": {}, "empty": "code"}})

@@ -92,6 +92,7 @@ class HashingMap(FeatureMap):
     method = "hashing"
     Params = HashingParams
     text_input = True
+    empty_code = False   # as a front stage of gcws: whether empty documents get EMPTY_TEXT_CODE (stage.py)
 
     def __init__(self, spec: MapSpec):
         super().__init__(spec)

@@ -21,6 +21,7 @@ from ..spec import MAX_INPUT_DIM, MapSpec
 from .hashing import HashingMap, HashingParams
 
 STAGES = ("hashing",)
+EMPTY_CHOICES = ("error", "code")
 CODE_MAP_DEFAULTS = {"alternate_sign": False, "norm": "none"}
 
 
@@ -30,8 +31,15 @@ def resolve_input(document: dict[str, Any], cls) -> dict[str, Any]:
     stage = document["input"]
     if getattr(cls, "text_input", False):
         raise SpecError("input", f"a '{cls.method}' map takes text itself; it has no front stage")
-    if not isinstance(stage, dict) or set(stage) != {"hashing"}:
-        raise SpecError("input", f"expected {{\"hashing\": {{...}}}} (front stages: {', '.join(STAGES)})")
+    if not isinstance(stage, dict) or "hashing" not in stage or set(stage) - {"hashing", "empty"}:
+        raise SpecError("input", f"expected {{\"hashing\": {{...}}, \"empty\"?: ...}} (front stages: "
+                                 f"{', '.join(STAGES)})")
+    empty = stage.get("empty", "error")
+    if empty not in EMPTY_CHOICES:
+        raise SpecError("input.empty", f"one of {', '.join(EMPTY_CHOICES)}")
+    if empty == "code" and cls.method != "gcws":
+        raise SpecError("input.empty", "'code' is for gcws, whose codes need a nonzero row; other maps take an "
+                                       "empty document as the zero vector")
     params = stage["hashing"] if stage["hashing"] is not None else {}
     if not isinstance(params, dict):
         raise SpecError("input.hashing", "expected an object")
@@ -49,7 +57,10 @@ def resolve_input(document: dict[str, Any], cls) -> dict[str, Any]:
             raise SpecError("input_dim", "give the number of columns the text is hashed into (e.g. 262144): "
                                          f"a '{cls.method}' map's parameters grow with it")
         document["input_dim"] = MAX_INPUT_DIM
-    return {"hashing": resolved.model_dump(mode="json")}
+    resolved_stage = {"hashing": resolved.model_dump(mode="json")}
+    if empty != "error":   # written only when chosen: the default adds nothing to the id
+        resolved_stage["empty"] = empty
+    return resolved_stage
 
 
 def build(spec: MapSpec) -> HashingMap:
@@ -59,4 +70,6 @@ def build(spec: MapSpec) -> HashingMap:
     # fine as a map's input; as returned features it would be hard for most consumers).
     stage = MapSpec.model_construct(method="hashing", input_dim=1, n_components=spec.input_dim, seed=spec.seed,
                                     params=spec.input["hashing"], input=None)
-    return HashingMap(stage)
+    front = HashingMap(stage)
+    front.empty_code = spec.input.get("empty", "error") == "code"
+    return front
