@@ -39,6 +39,7 @@ class Units:
     nystroem_fit: float = 4.0     # one unit of rows * m * (d + m) of the Nystroem fit (gaussian, polynomial,
     nystroem_fit_portable: float = 20.0  # laplacian); arc-cosine, gmm and chi2 columns cost ~5-10x more
     portable_kernel: float = 12.0  # one (coordinate, landmark) step of a portable (non-BLAS) kernel column
+    text_character: float = 100.0  # one character of a document: analyzer (regular expressions), hash, CSR
 
 
 U = Units()
@@ -320,9 +321,17 @@ class SSF(Formula):
         return Estimate((project + spec.n_components * U.trig + spec.input_dim * U.element) * NS, size_field(spec))
 
 
+class Hashing(Formula):
+    """hashing: no parameters. creation = the fixed cost; row = z text_character, z = the row's characters
+    (a document's length, or the summed lengths of its tokens)."""
+
+    def row(self, spec: MapSpec, z: float, sparse: bool = False, **options) -> Estimate:
+        return Estimate(z * U.text_character * NS, "documents")
+
+
 FORMULAS: dict[str, Formula] = {
     "rff": Fourier(), "nrff": Fourier(), "srf": Fourier(), "skewed_chi2": SkewedChi2(),
     "random_maclaurin": Polynomial(), "tensorsketch": TensorSketch(),
     "gcws": Sampled(2), "binning": Sampled(1), "quadrature": Quadrature(), "nystroem": Nystroem(),
-    "additive_chi2": AdditiveChi2(), "ssf": SSF(),
+    "additive_chi2": AdditiveChi2(), "ssf": SSF(), "hashing": Hashing(),
 }

@@ -56,6 +56,9 @@ class FeatureMap(ABC):
     Params: ClassVar[type[BaseModel]]
     has_hash: ClassVar[bool] = False
     one_hot: ClassVar[bool] = False  # transform returns OneHotFeatures
+    # The spec's text front stage (`spec.input`), set by `create_map`: it turns documents, token lists or
+    # weighted tokens into the sparse rows `check` validates (featurehash.maps.text.stage).
+    text_stage = None
 
     def __init__(self, spec: MapSpec):
         self.spec = spec
@@ -121,6 +124,8 @@ class FeatureMap(ABC):
         return cls(spec, **options).planned_nbytes
 
     def check(self, X, field: str = "vectors"):
+        if self.text_stage is not None and self.text_stage.accepts(X):
+            X = self.text_stage.transform(X, dtype=np.float64)
         return check_input(X, self.spec.input_dim, field=field, zero_rows_refused=self.zero_rows_refused)
 
     @property

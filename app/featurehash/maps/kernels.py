@@ -19,8 +19,25 @@ def _dense64(X) -> np.ndarray:
     return np.ascontiguousarray(X, dtype=np.float64)
 
 
+def _dense_pair(X, Y) -> tuple[np.ndarray, np.ndarray]:
+    """X and Y dense, float64. Sparse rows far wider than their nonzeros (text hashed into 2^30 columns) keep
+    only the columns where X or Y has an entry: every kernel using this sums per-coordinate terms that are 0
+    where both entries are 0, so the value is unchanged and the width is at most nnz(X) + nnz(Y)."""
+    if (sp.issparse(X) or sp.issparse(Y)) and X.shape[1] > 2 * (_nnz(X) + _nnz(Y)) + 64:
+        X, Y = sp.csr_matrix(X), sp.csr_matrix(Y)
+        columns = np.union1d(X.indices, Y.indices)
+        # Remapped by hand: scipy's column indexing allocates a table as wide as the matrix (2^30 entries).
+        X, Y = (sp.csr_matrix((M.data, np.searchsorted(columns, M.indices), M.indptr),
+                              shape=(M.shape[0], max(1, columns.size))) for M in (X, Y))
+    return _dense64(X), _dense64(Y)
+
+
+def _nnz(X) -> int:
+    return X.nnz if sp.issparse(X) else int(np.prod(np.shape(X)))
+
+
 def squared_distances(X, Y) -> np.ndarray:
-    X, Y = _dense64(X), _dense64(Y)
+    X, Y = _dense_pair(X, Y)
     return np.maximum(cdist(X, Y, "sqeuclidean"), 0.0)
 
 
@@ -31,7 +48,7 @@ def gaussian(X, Y, gamma: float) -> np.ndarray:
 
 def laplacian(X, Y, gamma: float) -> np.ndarray:
     """exp(-gamma * ||x - y||_1)."""
-    return np.exp(-gamma * cdist(_dense64(X), _dense64(Y), "cityblock"))
+    return np.exp(-gamma * cdist(*_dense_pair(X, Y), "cityblock"))
 
 
 def gaussian_anova(X, Y, gamma: float, subsets) -> np.ndarray:
@@ -52,7 +69,8 @@ def _unit(X: np.ndarray) -> np.ndarray:
 
 
 def cosine_similarity(X, Y) -> np.ndarray:
-    return np.clip(_unit(_dense64(X)) @ _unit(_dense64(Y)).T, -1.0, 1.0)
+    X, Y = _dense_pair(X, Y)
+    return np.clip(_unit(X) @ _unit(Y).T, -1.0, 1.0)
 
 
 def normalized_rbf(X, Y, gamma: float) -> np.ndarray:
@@ -105,8 +123,9 @@ def arccos(X, Y, order: int) -> np.ndarray:
     """
     if order not in (0, 1, 2):
         raise ValueError(f"arc-cosine kernels of order 0, 1, 2 only, not {order}")
-    x_norms, x_directions = _norms_and_directions(_dense64(X))
-    y_norms, y_directions = _norms_and_directions(_dense64(Y))
+    X, Y = _dense_pair(X, Y)
+    x_norms, x_directions = _norms_and_directions(X)
+    y_norms, y_directions = _norms_and_directions(Y)
     difference = np.minimum(cdist(x_directions, y_directions, "sqeuclidean"), 4.0)
     theta = 2.0 * np.arctan2(np.sqrt(difference), np.sqrt(4.0 - difference))
     theta[(x_norms == 0)[:, None] | (y_norms == 0)[None, :]] = np.pi / 2
@@ -129,7 +148,7 @@ def gmm(X, Y, power: float = 1.0) -> np.ndarray:
     magnitude before the power is taken: no overflow, however large `power` or the data.
     Two all-zero vectors have GMM 1 by convention.
     """
-    X, Y = _dense64(X), _dense64(Y)
+    X, Y = _dense_pair(X, Y)
     x_peak, y_peak = np.abs(X).max(axis=1), np.abs(Y).max(axis=1)
     n, m, d = X.shape[0], Y.shape[0], X.shape[1]
     block = max(1, _GMM_BLOCK_ELEMENTS // max(1, m * d))
@@ -154,7 +173,7 @@ def gmm(X, Y, power: float = 1.0) -> np.ndarray:
 
 def _pairwise_sum(X, Y, term) -> np.ndarray:
     """sum_i term(x_i, y_i) for every pair, in row blocks so the n x m x d intermediate stays bounded."""
-    X, Y = _dense64(X), _dense64(Y)
+    X, Y = _dense_pair(X, Y)
     n, m, d = X.shape[0], Y.shape[0], X.shape[1]
     block = max(1, _GMM_BLOCK_ELEMENTS // max(1, m * d))
     out = np.empty((n, m))

@@ -20,13 +20,15 @@ from .fourier.rff import RFFMap
 from .fourier.skewed_chi2 import SkewedChi2Map
 from .spec import DERIVED_KEYS, FORMAT_VERSION, MapSpec
 from .fourier.srf import SRFMap
+from .text import stage as text_stage
+from .text.hashing import HashingMap
 from .fourier.ssf import SSFMap
 from .polynomial.tensorsketch import TensorSketchMap
 
 METHODS: dict[str, type[FeatureMap]] = {cls.method: cls for cls in (RFFMap, NRFFMap, GCWSMap, SSFMap,
                                                                   SRFMap, RandomMaclaurinMap, TensorSketchMap,
                                                                   QuadratureMap, BinningMap, NystroemMap,
-                                                                  AdditiveChi2Map, SkewedChi2Map)}
+                                                                  AdditiveChi2Map, SkewedChi2Map, HashingMap)}
 
 
 def _field_name(error: Mapping[str, Any], prefix: str = "") -> str:
@@ -64,6 +66,10 @@ def _requested(raw, max_nbytes: int | None, max_work_seconds: float | None, opti
     if method not in METHODS:
         raise SpecError("method", f"unknown method {method!r}; known: {', '.join(sorted(METHODS))}")
     cls = METHODS[method]
+    if getattr(cls, "text_input", False):
+        document.setdefault("input_dim", 1)   # a row is one document: there is no dimension to choose
+    if document.get("input") is not None:
+        document["input"] = text_stage.resolve_input(document, cls)
     params = document.get("params") or {}
     if not isinstance(params, Mapping):
         raise SpecError("params", "expected an object")
@@ -133,6 +139,8 @@ def create_map(spec: Mapping[str, Any] | MapSpec, *, max_nbytes: int | None = No
     `cost`), a spec over them raises SpecError before any work that grows with its size (`resolve_spec`)."""
     resolved = resolve_spec(spec, max_nbytes=max_nbytes, max_work_seconds=max_work_seconds, **options)
     feature_map = METHODS[resolved.method](resolved, **options)
+    if resolved.input is not None:
+        feature_map.text_stage = text_stage.build(resolved)
     if max_nbytes is not None:
         check_size(feature_map.planned_nbytes, resolved, max_nbytes)
     return feature_map

@@ -1,7 +1,10 @@
 """The map spec: everything a replica needs to rebuild a feature map bit for bit.
 
 A spec is `{method, input_dim, n_components, seed, params}` with every default
-resolved (see `featurehash.maps.registry.resolve_spec`). Its id hashes the canonical JSON of
+resolved (see `featurehash.maps.registry.resolve_spec`), and optionally `input`, a front stage that turns
+text into the map's input vectors (`{"hashing": {...}}`: documents, token lists or weighted tokens hashed
+into `input_dim` columns by featurehash.maps.text.hashing). A spec without `input` has the id it always had:
+the key is left out of the canonical JSON when it is absent. Its id hashes the canonical JSON of
 the spec together with FORMAT_VERSION, so the same spec always gets the same id and
 a change of the numeric format can never silently reuse an old id.
 """
@@ -36,6 +39,7 @@ class MapSpec(BaseModel):
     n_components: int = Field(ge=1, le=MAX_COMPONENTS, strict=True)
     seed: int = Field(default=0, ge=0, le=MAX_SEED, strict=True)
     params: dict[str, Any] = Field(default_factory=dict)
+    input: dict[str, Any] | None = None
 
     def canonical_json(self) -> bytes:
         """Sorted-key JSON of the spec and the format version: the input of the id."""
@@ -47,6 +51,8 @@ class MapSpec(BaseModel):
             "seed": self.seed,
             "params": self.params,
         }
+        if self.input is not None:
+            document["input"] = self.input
         return orjson.dumps(document, option=orjson.OPT_SORT_KEYS)
 
     @computed_field  # type: ignore[prop-decorator]
@@ -57,4 +63,7 @@ class MapSpec(BaseModel):
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as stored and returned: the resolved fields plus id and format version."""
-        return {**self.model_dump(), "format_version": FORMAT_VERSION}
+        document = self.model_dump()
+        if document["input"] is None:
+            del document["input"]
+        return {**document, "format_version": FORMAT_VERSION}

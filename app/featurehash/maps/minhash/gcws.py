@@ -65,6 +65,9 @@ _PARALLEL_KERNEL_LOCK = threading.Lock()
 # Below this many rows the kernel runs on the calling thread: waking numba's pool costs
 # more than it saves, and concurrent small requests then hash in parallel instead.
 PARALLEL_MIN_ROWS = 8
+# The codes of an empty document when a text spec asks for them (`"input": {..., "empty": "code"}`,
+# featurehash.maps.text.stage); no sampled code takes this value (dart codes are < 2^62).
+EMPTY_TEXT_CODE = 2**63 - 1
 
 
 class GCWSParams(BaseModel):
@@ -179,6 +182,15 @@ class GCWSMap(DiscreteCodeMap):
         return i_star, t_star
 
     def hash(self, X) -> np.ndarray:
+        stage = self.text_stage
+        if stage is not None and stage.empty_code and stage.accepts(X):
+            X = stage.transform(X, dtype=np.float64)
+            empty = np.diff(X.indptr) == 0
+            if empty.any():   # the spec chose a code for empty documents (featurehash.maps.text.stage)
+                codes = np.full((X.shape[0], self.spec.n_components), EMPTY_TEXT_CODE, dtype=np.int64)
+                if not empty.all():
+                    codes[~empty] = self._codes(*self.samples(X[~empty]))
+                return codes
         return self._codes(*self.samples(X))
 
     def _codes(self, i_star: np.ndarray, t_star: np.ndarray) -> np.ndarray:

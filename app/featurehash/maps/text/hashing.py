@@ -1,0 +1,232 @@
+"""The hashing trick: tokens hashed into `n_components` columns, with no vocabulary to store (Weinberger,
+Dasgupta, Langford, Smola & Attenberg, "Feature Hashing for Large Scale Multitask Learning", ICML 2009;
+Shi et al., JMLR 2009; scikit-learn's FeatureHasher and HashingVectorizer).
+
+Kernel: the linear kernel <x, y> of the rows' token vectors x (x_t = the weight of token t: its count,
+1 if present, or 1 + ln(count)), each divided by its l2 or l1 norm when `norm` says so. The map is
+phi(x)_j = sum_{t : h(t) = j} xi(t) x_t, with h a hash into [0, n_components) and xi(t) in {-1, +1} a second
+hash (`alternate_sign`); then E[<phi(x), phi(y)>] = <x, y> (Weinberger et al., Lemma 2: unbiased, with
+variance O(1 / n_components) for bounded ||x||_inf / ||x||_2), before normalisation. With a norm the hashed
+vector is normalised (its norm is hashed too, as scikit-learn does), which makes the estimate of the cosine
+slightly biased, O(1 / n_components). Without signs, colliding tokens only add: <phi(x), phi(y)> >= <x, y>.
+`exact_kernel` computes <x, y> on the tokens themselves.
+
+Hashes (`params.hash`):
+- "murmur3" (default): MurmurHash3 x86 32-bit of the token's UTF-8 bytes, keyed by a 32-bit key drawn from the
+  spec's seed, so that two seeds give independent maps; column = floor(h n / 2^32) (Lemire's multiply-shift:
+  every column gets 2^32 / n hashes to within one, at any n, where h mod n favours the low columns when n is
+  not a power of two), sign = the lowest bit of h (independent of the column's high bits). Tokens are
+  weighted per row before hashing (binary: a token present counts 1, whatever columns collide).
+- "sklearn": scikit-learn's rules bit for bit: seed 0 whatever the spec's seed, h read as a signed 32-bit
+  integer, column = |h| mod n (h = -2^31: (2^31 - n) mod n), sign = + for h >= 0; tokens of weight 0 are
+  skipped; the matrix is summed per column (explicit zeros from cancelling signs kept); "binary" then sets
+  every stored value to 1 (after hashing, as HashingVectorizer(binary=True)), and the norm divides each row by
+  its norm summed in order (sklearn.preprocessing.normalize). HashingVectorizer(n_features=n, ...) is
+  `{"method": "hashing", "n_components": n, "params": {"hash": "sklearn", ...}}` with the same analyzer
+  settings, on documents; FeatureHasher(input_type="string") takes token lists and FeatureHasher() weighted
+  tokens, both with `"norm": "none"`.
+
+Inputs (featurehash.maps.text.token_rows): documents (analysed by the spec's analyzer,
+featurehash.maps.text.analyzers), token lists, or weighted tokens. Output: a scipy CSR matrix (n,
+n_components), float32 unless float64 is asked for; `input_dim` is 1 (a row is one document).
+Cost: O(total characters) for the analyzer (Python's regular expressions, as scikit-learn's) plus one compiled
+hash pass over the tokens' bytes; memory O(tokens), never O(n_components) per row.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import scipy.sparse as sp
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..base import FeatureMap, require
+from ..errors import InputError
+from ..inputs import output_dtype
+from ..randomness import counter_key
+from ..spec import MapSpec
+from ._murmur import murmur3_32_many, token_bytes
+from ._sparse_rows import normalize_rows
+from .analyzers import ANALYZERS, DEFAULT_TOKEN_PATTERN, Analyzer
+from .token_rows import TokenRows, is_text_batch, token_rows
+
+_INT32_MIN = -(2**31)
+
+
+class HashingParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    analyzer: Literal[ANALYZERS] = "word"  # type: ignore[valid-type]
+    ngram_range: tuple[int, int] = (1, 1)
+    lowercase: bool = True
+    strip_accents: Literal["unicode", "ascii"] | None = None
+    token_pattern: str = Field(default=DEFAULT_TOKEN_PATTERN, max_length=1000)
+    weighting: Literal["count", "binary", "sublinear"] = "count"
+    norm: Literal["l2", "l1", "none"] = "l2"
+    alternate_sign: bool = True
+    hash: Literal["murmur3", "sklearn"] = "murmur3"
+
+    @field_validator("ngram_range")
+    @classmethod
+    def _ngram_range(cls, value: tuple[int, int]) -> tuple[int, int]:
+        low, high = value
+        if not 1 <= low <= high <= 64:
+            raise ValueError("needs 1 <= low <= high <= 64")
+        return value
+
+    @field_validator("token_pattern")
+    @classmethod
+    def _token_pattern(cls, value: str) -> str:
+        import re
+        try:
+            groups = re.compile(value).groups
+        except re.error as exc:
+            raise ValueError(f"not a regular expression ({exc})") from None
+        if groups > 1:
+            raise ValueError("at most one capturing group (its match is the token)")
+        return value
+
+
+class HashingMap(FeatureMap):
+    method = "hashing"
+    Params = HashingParams
+    text_input = True
+    empty_code = False   # as a front stage of gcws: whether empty documents get EMPTY_TEXT_CODE (stage.py)
+
+    def __init__(self, spec: MapSpec):
+        super().__init__(spec)
+        p = self.params
+        self.analyzer = Analyzer(p.analyzer, tuple(p.ngram_range), p.lowercase, p.strip_accents, p.token_pattern)
+        self._key = np.uint32(0 if p.hash == "sklearn" else int(counter_key(spec.seed, "hashing")) & 0xFFFFFFFF)
+
+    @classmethod
+    def check_spec(cls, spec: MapSpec) -> None:
+        require(spec.input_dim == 1, "input_dim", "a hashing map takes one document (or token list) per row: "
+                                                  "input_dim is 1")
+
+    def describe(self) -> dict:
+        return {**super().describe(), "features": "sparse"}
+
+    @property
+    def nbytes(self) -> int:
+        return 0
+
+    @property
+    def planned_nbytes(self) -> int:
+        return 0
+
+    def accepts(self, X) -> bool:
+        """Whether X is text this map reads (a front stage leaves numeric input to the map after it)."""
+        return isinstance(X, TokenRows) or is_text_batch(X)
+
+    def check(self, X, field: str = "documents") -> TokenRows:
+        return X if isinstance(X, TokenRows) else token_rows(X, self.analyzer, field)
+
+    def hashes(self, rows: TokenRows) -> np.ndarray:
+        """uint32 hash of every token; InputError naming the row of a token with no UTF-8 form."""
+        try:
+            data, starts = token_bytes(rows.tokens)
+        except UnicodeEncodeError:
+            bad = next(i for i, token in enumerate(rows.tokens) if not _encodes(token))
+            row = int(np.searchsorted(rows.starts, bad, side="right") - 1)
+            raise InputError("documents", f"row {row}: text with no UTF-8 form (a lone surrogate)") from None
+        return murmur3_32_many(data, starts, self._key)
+
+    def transform(self, X, *, dtype=None) -> sp.csr_matrix:
+        rows = self.check(X)
+        dtype = output_dtype(dtype)
+        hashed = self.hashes(rows)
+        if self.params.hash == "sklearn":
+            return self._sklearn_features(rows, hashed, dtype)
+        return self._features(rows, hashed, dtype)
+
+    def _sklearn_features(self, rows: TokenRows, hashed: np.ndarray, dtype) -> sp.csr_matrix:
+        n = self.spec.n_components
+        signed = hashed.view(np.int32).astype(np.int64)
+        columns = np.where(signed == _INT32_MIN, (2**31 - n) % n, np.abs(signed) % n)
+        values = np.ones(hashed.size) if rows.weights is None else rows.weights.copy()
+        if self.params.alternate_sign:
+            values[signed < 0] *= -1.0
+        kept = values != 0.0
+        indptr = np.zeros(rows.n_rows + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows.rows[kept], minlength=rows.n_rows), out=indptr[1:])
+        features = sp.csr_matrix((values[kept].astype(dtype), columns[kept].astype(np.int32), indptr),
+                                 shape=(rows.n_rows, n))
+        features.sum_duplicates()
+        if self.params.weighting == "binary":
+            features.data.fill(1)
+        elif self.params.weighting == "sublinear":
+            # sklearn has no sublinear option on the hasher: weigh the tokens first, as the default mode does.
+            raise InputError("params.weighting", "'sublinear' is not a scikit-learn hashing option; "
+                                                 "use hash 'murmur3'")
+        normalize_rows(features.data, features.indptr, self.params.norm)
+        return features
+
+    def _features(self, rows: TokenRows, hashed: np.ndarray, dtype) -> sp.csr_matrix:
+        n = self.spec.n_components
+        row_of, hashes, weights = _weighted_tokens(rows.rows, hashed.astype(np.int64), rows.weights,
+                                                   self.params.weighting)
+        columns = ((hashes.astype(np.uint64) * np.uint64(n)) >> np.uint64(32)).astype(np.int32)
+        if self.params.alternate_sign:
+            weights = np.where(hashes & 1, weights, -weights)
+        indptr = np.zeros(rows.n_rows + 1, dtype=np.int64)
+        np.cumsum(np.bincount(row_of, minlength=rows.n_rows), out=indptr[1:])
+        features = sp.csr_matrix((weights.astype(dtype), columns, indptr), shape=(rows.n_rows, n))
+        features.sum_duplicates()
+        features.eliminate_zeros()
+        normalize_rows(features.data, features.indptr, self.params.norm)
+        return features
+
+    def kernel(self, X, Y=None) -> np.ndarray:
+        ZX = self.transform(X, dtype=np.float64)
+        ZY = ZX if Y is None else self.transform(Y, dtype=np.float64)
+        return (ZX @ ZY.T).toarray()
+
+    def exact_kernel(self, X, Y=None) -> np.ndarray:
+        """<x, y> of the weighted, normalised token vectors, each distinct token its own coordinate."""
+        rows_x = self.check(X, "x")
+        rows_y = rows_x if Y is None else self.check(Y, "y")
+        vocabulary: dict[str, int] = {}
+        ids_x = np.fromiter((vocabulary.setdefault(t, len(vocabulary)) for t in rows_x.tokens), np.int64)
+        ids_y = ids_x if Y is None else np.fromiter((vocabulary.setdefault(t, len(vocabulary))
+                                                     for t in rows_y.tokens), np.int64)
+        vectors = [self._exact_vectors(rows, ids, len(vocabulary)) for rows, ids in ((rows_x, ids_x), (rows_y, ids_y))]
+        return (vectors[0] @ vectors[1].T).toarray()
+
+    def _exact_vectors(self, rows: TokenRows, ids: np.ndarray, width: int) -> sp.csr_matrix:
+        row_of, token, weights = _weighted_tokens(rows.rows, ids, rows.weights, self.params.weighting)
+        indptr = np.zeros(rows.n_rows + 1, dtype=np.int64)
+        np.cumsum(np.bincount(row_of, minlength=rows.n_rows), out=indptr[1:])
+        vectors = sp.csr_matrix((weights, token, indptr), shape=(rows.n_rows, max(width, 1)))
+        normalize_rows(vectors.data, vectors.indptr, self.params.norm)
+        return vectors
+
+
+def _weighted_tokens(row_of: np.ndarray, token: np.ndarray, weights: np.ndarray | None, weighting: str):
+    """Per distinct (row, token) in sorted order: (row, token, weight) with the weighting applied; tokens whose
+    weight ends up 0 are dropped (a weight summing to <= 0 under "sublinear" too)."""
+    keys = (row_of << 32) | token if token.max(initial=0) < 2**32 else None
+    if keys is None:   # a vocabulary past 2^32 tokens: group by the pair
+        pairs, inverse = np.unique(np.stack([row_of, token], axis=1), axis=0, return_inverse=True)
+        distinct_row, distinct_token = pairs[:, 0], pairs[:, 1]
+    else:
+        distinct, inverse = np.unique(keys, return_inverse=True)
+        distinct_row, distinct_token = distinct >> 32, distinct & 0xFFFFFFFF
+    inverse = inverse.ravel()
+    total = np.bincount(inverse, weights=weights, minlength=distinct_row.size).astype(np.float64, copy=False)
+    if weighting == "binary":
+        total = (total != 0).astype(np.float64)
+    elif weighting == "sublinear":
+        positive = total > 0
+        total = np.where(positive, 1.0 + np.log(np.where(positive, total, 1.0)), 0.0)
+    kept = total != 0
+    return distinct_row[kept], distinct_token[kept], total[kept]
+
+
+def _encodes(token: str) -> bool:
+    try:
+        token.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
