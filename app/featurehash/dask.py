@@ -23,6 +23,7 @@ DataFrame's text column), for a spec that reads text (method "hashing", or any m
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, Mapping
 
@@ -93,8 +94,8 @@ def _text_blocks(X, feature_map: FeatureMap, block_function, arguments: tuple, m
         raise InputError("documents", f"this '{feature_map.method}' spec reads vectors, not text: give it a "
                          "front stage, input: {\"hashing\": {...}}, or use method 'hashing'")
     compute = delayed(block_function, pure=True)
-    blocks = [da.from_delayed(compute(partition, *arguments), shape=(np.nan, width), dtype=meta.dtype, meta=meta)
-              for partition in X.to_delayed()]
+    blocks = [da.from_delayed(compute(partition, index, *arguments), shape=(np.nan, width), dtype=meta.dtype,
+                              meta=meta) for index, partition in enumerate(X.to_delayed())]
     return da.concatenate(blocks, axis=0)
 
 
@@ -139,18 +140,29 @@ def _rows_of(partition) -> list:
     return partition.tolist() if hasattr(partition, "tolist") else list(partition)
 
 
-def _transform_text_block(partition, document: bytes, dtype_name: str):
+@contextmanager
+def _in_partition(index: int):
+    """The map's error about row r of a partition, naming the partition too (rows are numbered within it)."""
+    try:
+        yield
+    except InputError as exc:
+        raise InputError(exc.field, f"partition {index}, {exc.message}") from None
+
+
+def _transform_text_block(partition, index: int, document: bytes, dtype_name: str):
     feature_map, dtype, rows = _worker_map(document), np.dtype(dtype_name), _rows_of(partition)
     sparse = feature_map.one_hot or feature_map.describe()["features"] == "sparse"
     if not rows:
         empty = np.empty((0, feature_map.output_dim), dtype=dtype)
         return sp.csr_matrix(empty) if sparse else empty
-    features = feature_map.transform(rows, dtype=dtype)
+    with _in_partition(index):
+        features = feature_map.transform(rows, dtype=dtype)
     return features.to_csr(dtype) if isinstance(features, OneHotFeatures) else features
 
 
-def _hash_text_block(partition, document: bytes) -> np.ndarray:
+def _hash_text_block(partition, index: int, document: bytes) -> np.ndarray:
     feature_map, rows = _worker_map(document), _rows_of(partition)
     if not rows:
         return np.empty((0, feature_map.spec.n_components), dtype=np.int64)
-    return feature_map.hash(rows)
+    with _in_partition(index):
+        return feature_map.hash(rows)

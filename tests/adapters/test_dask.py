@@ -129,7 +129,10 @@ def test_a_text_column_gives_the_codes(client):
     assert fhd.transform(frame["text"], HASHING).compute().shape == (300, 2**12)
 
 
-def test_text_needs_a_spec_that_reads_text():
+def test_text_needs_a_spec_that_reads_text_and_bad_rows_name_their_partition():
     db = pytest.importorskip("dask.bag")
     with pytest.raises(ValueError, match="reads vectors, not text"):
         fhd.hash(db.from_sequence(DOCUMENTS[:4]), GCWS)
+    bag = db.from_sequence([*DOCUMENTS[:5], 7.5], npartitions=2)   # the number: row 2 of partition 1
+    with pytest.raises(ValueError, match=r"partition 1, row 2"):
+        fhd.hash(bag, TEXT_GCWS).compute(scheduler="sync")
