@@ -572,10 +572,9 @@ class HashingFeatures(_FeatureMapTransformer):
             self._feature_map, self._built_from = self._create(request), request
         return self._feature_map
 
-    def fit(self, X=None, y=None):
-        """Check the parameters (nothing is learned); `spec_` is the resolved spec."""
-        if X is not None:
-            _text_rows(X)
+    def fit(self, X, y=None):
+        """Check the parameters and X (nothing is learned); `spec_` is the resolved spec."""
+        _text_rows(X)
         self._output_dtype()
         self.spec_ = self.feature_map_.describe()
         self._n_features_out = self.spec_["output_dim"]
