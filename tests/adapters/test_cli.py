@@ -240,6 +240,10 @@ def test_sparse_features_of_a_txt_file_go_to_an_npz(tmp_path, capsys):
     assert main(["transform", "--spec", spec, "--input", str(tmp_path / "in.txt"), "--output",
                  str(tmp_path / "features.npy")]) == 2
     assert "name the output .npz" in capsys.readouterr().err
+    dense = {"method": "rff", "input_dim": 1024, "n_components": 16, "seed": 1, "input": {"hashing": {}}}
+    assert main(["transform", "--spec", _write_spec(tmp_path, dense), "--input", str(tmp_path / "in.txt"),
+                 "--output", str(tmp_path / "dense"), "--quiet"]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "dense.npy"), create_map(dense).transform(LINES))
 
 
 @pytest.mark.parametrize("lines, spec, expected", [
