@@ -15,6 +15,10 @@ one-hot indices (int64, n x k) and prints `dim` and `scale` as JSON on stdout.
 Inputs may be a 2-D .npy array (memory-mapped: it may be larger than memory) or a scipy sparse
 .npz matrix; the output is written chunk by chunk (`--chunk-rows`), with a progress bar on a
 terminal (`--quiet`: none), in memory bounded by the chunk (`featurehash.npy.stream`).
+Text, for a spec that reads it (method "hashing", or `input: {"hashing": ...}`): a .jsonl file (each line a
+JSON string, a list of tokens or an object {token: weight}) or a .txt file (one document per line); a bad
+line is one error naming its line number. The hashing map's features are sparse: written as a scipy CSR .npz
+(`featurehash.npy.text_stream`).
 """
 
 from __future__ import annotations
@@ -67,9 +71,9 @@ def _naming(path: str):
         raise type(exc)(f"{path}: {exc.field}", exc.message) from None
 
 
-def _npy_name(path: str) -> str:
-    """Where the output goes: like numpy.save, a name without the .npy suffix gets it."""
-    return path if path.endswith(".npy") else f"{path}.npy"
+def _npy_name(path: str, suffix: str = ".npy") -> str:
+    """Where the output goes: like numpy.save, a name without the suffix (.npy; .npz for sparse) gets it."""
+    return path if path.endswith(suffix) else f"{path}{suffix}"
 
 
 def _print_json(document) -> None:
@@ -91,12 +95,19 @@ def _stream(args, *, codes: bool):
     if codes and not feature_map.has_hash:
         raise UnsupportedOperation(f"{args.spec}: method", f"'{feature_map.method}' maps have no discrete codes; "
                                    "use transform")
-    args.output = _npy_name(args.output)
+    from .npy.text_stream import is_text_file, stream_text, writes_sparse
+
+    text = is_text_file(args.input)
+    sparse = text and writes_sparse(feature_map, codes)
+    if sparse and args.output.endswith(".npy"):
+        raise InputError(args.output, f"'{feature_map.method}' features are sparse: they are written as a scipy "
+                                      "CSR .npz; name the output .npz")
+    args.output = _npy_name(args.output, ".npz" if sparse else ".npy")
     if not Path(args.output).parent.is_dir():
         raise InputError(args.output, "cannot be written: its directory does not exist")
     with _naming(args.input):
-        result = stream(feature_map, args.input, args.output, codes=codes, dtype=dtype, chunk_rows=args.chunk_rows,
-                        progress=False if args.quiet else None)
+        result = (stream_text if text else stream)(feature_map, args.input, args.output, codes=codes, dtype=dtype,
+                                                   chunk_rows=args.chunk_rows, progress=False if args.quiet else None)
     return feature_map, result
 
 
@@ -105,6 +116,9 @@ def _cmd_transform(args) -> None:
     if result.one_hot is not None:
         _print_json({"id": feature_map.spec.id, "indices": args.output, "dim": result.one_hot.dim,
                      "scale": result.one_hot.scale})
+    elif args.output.endswith(".npz"):
+        _print_json({"id": feature_map.spec.id, "sparse_features": args.output, "shape": list(result.shape),
+                     "dtype": result.dtype})
     else:
         _print_json({"id": feature_map.spec.id, "features": args.output, "shape": list(result.shape),
                      "dtype": result.dtype})
@@ -169,12 +183,15 @@ def build_parser() -> argparse.ArgumentParser:
     spec.set_defaults(run=_cmd_spec)
 
     for name, run, what in (("transform", _cmd_transform, "features"), ("hash", _cmd_hash, "discrete codes")):
-        command = commands.add_parser(name, help=f"write the {what} of the vectors in a .npy/.npz file")
+        command = commands.add_parser(name, help=f"write the {what} of the vectors (.npy/.npz) or the text "
+                                                 "(.jsonl/.txt) in a file")
         command.add_argument("--spec", required=True, help="spec JSON file")
-        command.add_argument("--input", required=True, help="2-D .npy array or sparse .npz matrix")
-        command.add_argument("--output", required=True, help=".npy file to write (.npy is added when missing)")
+        command.add_argument("--input", required=True, help="2-D .npy array, sparse .npz matrix, .jsonl (a "
+                             "document, token list or {token: weight} per line) or .txt (a document per line)")
+        command.add_argument("--output", required=True, help=".npy file to write (.npy is added when missing); "
+                             ".npz for the sparse features of a hashing map")
         command.add_argument("--chunk-rows", dest="chunk_rows", type=int, default=None,
-                             help="rows per chunk (default: about 32 MiB of input and output)")
+                             help="rows per chunk (default: about 32 MiB of input and output; 4096 lines of text)")
         command.add_argument("--quiet", action="store_true", help="no progress bar")
         if name == "transform":
             command.add_argument("--float64", action="store_true", help="compute features in float64")

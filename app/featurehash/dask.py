@@ -14,10 +14,16 @@ on the same rows: codes bit for bit, dense features to float32 rounding (bit for
 Row blocks stay as they are; columns are gathered into one block. Dense features come as float32
 unless `dtype=np.float64`; one-hot maps (GCWS, binning) give blocks of scipy CSR matrices. A dask
 DataFrame is read as its numeric columns in order (`to_dask_array()`). Needs `featurehash[dask]`.
+
+Text: X may also be a dask.bag of documents (token lists, weighted tokens) or a dask Series of str (a
+DataFrame's text column), for a spec that reads text (method "hashing", or any map with `input: {"hashing":
+...}`). Each partition becomes one row block: the result's row chunks are unknown (nan) until computed
+(`compute_chunk_sizes()`), as dask's own bag-to-array conversions. The hashing map gives CSR blocks.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, Mapping
 
@@ -27,6 +33,8 @@ import scipy.sparse as sp
 
 try:
     import dask.array as da
+    import dask.bag as db
+    from dask import delayed
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("featurehash.dask needs dask: pip install 'featurehash[dask]'") from exc
 
@@ -40,9 +48,14 @@ WORKER_MAP_CACHE = 8
 
 
 def transform(X, spec: Mapping[str, Any] | MapSpec, *, dtype=None) -> da.Array:
-    """Features of the rows of X, a lazy dask array (CSR blocks for one-hot maps)."""
+    """Features of the rows of X, a lazy dask array (CSR blocks for one-hot and hashing maps)."""
     feature_map, document = _resolve(spec)
     dtype = output_dtype(dtype)
+    if _is_text(X):
+        sparse = feature_map.one_hot or feature_map.describe()["features"] == "sparse"
+        meta = sp.csr_matrix((0, 0), dtype=dtype) if sparse else np.empty((0, 0), dtype=dtype)
+        return _text_blocks(X, feature_map, _transform_text_block, (document, dtype.name), meta,
+                            feature_map.output_dim)
     X = _row_blocks(X, feature_map)
     meta = sp.csr_matrix((0, 0), dtype=dtype) if feature_map.one_hot else np.empty((0, 0), dtype=dtype)
     return X.map_blocks(_transform_block, document, dtype.name, dtype=dtype, meta=meta,
@@ -54,6 +67,9 @@ def hash(X, spec: Mapping[str, Any] | MapSpec) -> da.Array:  # noqa: A001 - mirr
     feature_map, document = _resolve(spec)
     if not feature_map.has_hash:
         raise UnsupportedOperation("method", f"'{feature_map.method}' maps have no discrete codes")
+    if _is_text(X):
+        return _text_blocks(X, feature_map, _hash_text_block, (document,), np.empty((0, 0), dtype=np.int64),
+                            feature_map.spec.n_components)
     X = _row_blocks(X, feature_map)
     return X.map_blocks(_hash_block, document, dtype=np.int64, meta=np.empty((0, 0), dtype=np.int64),
                         chunks=(X.chunks[0], (feature_map.spec.n_components,)))
@@ -62,6 +78,25 @@ def hash(X, spec: Mapping[str, Any] | MapSpec) -> da.Array:  # noqa: A001 - mirr
 def _resolve(spec) -> tuple[FeatureMap, bytes]:
     feature_map = create_map(spec)
     return feature_map, orjson.dumps(feature_map.spec.to_dict(), option=orjson.OPT_SORT_KEYS)
+
+
+def _is_text(X) -> bool:
+    """A dask.bag, or a dask Series of text (object or string dtype): rows of text, not of numbers."""
+    if isinstance(X, db.Bag):
+        return True
+    dtype = getattr(X, "dtype", None) if getattr(X, "ndim", None) == 1 and hasattr(X, "to_delayed") else None
+    return dtype is not None and (dtype == object or getattr(dtype, "kind", None) in ("O", "U", "T")
+                                  or str(dtype).startswith("string"))
+
+
+def _text_blocks(X, feature_map: FeatureMap, block_function, arguments: tuple, meta, width: int) -> da.Array:
+    if feature_map.text_stage is None and not getattr(feature_map, "text_input", False):
+        raise InputError("documents", f"this '{feature_map.method}' spec reads vectors, not text: give it a "
+                         "front stage, input: {\"hashing\": {...}}, or use method 'hashing'")
+    compute = delayed(block_function, pure=True)
+    blocks = [da.from_delayed(compute(partition, index, *arguments), shape=(np.nan, width), dtype=meta.dtype,
+                              meta=meta) for index, partition in enumerate(X.to_delayed())]
+    return da.concatenate(blocks, axis=0)
 
 
 def _row_blocks(X, feature_map: FeatureMap) -> da.Array:
@@ -97,3 +132,37 @@ def _hash_block(block, document: bytes) -> np.ndarray:
     if block.shape[0] == 0:
         return np.empty((0, feature_map.spec.n_components), dtype=np.int64)
     return feature_map.hash(block)
+
+
+def _rows_of(partition) -> list:
+    """A partition's rows as the list the maps read (a bag's partition is a list or an iterator; a Series'
+    a pandas Series)."""
+    return partition.tolist() if hasattr(partition, "tolist") else list(partition)
+
+
+@contextmanager
+def _in_partition(index: int):
+    """The map's error about row r of a partition, naming the partition too (rows are numbered within it)."""
+    try:
+        yield
+    except InputError as exc:
+        raise InputError(exc.field, f"partition {index}, {exc.message}") from None
+
+
+def _transform_text_block(partition, index: int, document: bytes, dtype_name: str):
+    feature_map, dtype, rows = _worker_map(document), np.dtype(dtype_name), _rows_of(partition)
+    sparse = feature_map.one_hot or feature_map.describe()["features"] == "sparse"
+    if not rows:
+        empty = np.empty((0, feature_map.output_dim), dtype=dtype)
+        return sp.csr_matrix(empty) if sparse else empty
+    with _in_partition(index):
+        features = feature_map.transform(rows, dtype=dtype)
+    return features.to_csr(dtype) if isinstance(features, OneHotFeatures) else features
+
+
+def _hash_text_block(partition, index: int, document: bytes) -> np.ndarray:
+    feature_map, rows = _worker_map(document), _rows_of(partition)
+    if not rows:
+        return np.empty((0, feature_map.spec.n_components), dtype=np.int64)
+    with _in_partition(index):
+        return feature_map.hash(rows)

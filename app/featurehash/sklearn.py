@@ -24,6 +24,13 @@ Conventions, as RBFSampler / PolynomialCountSketch / Nystroem:
 - one-hot maps (GCWS, binning) return a scipy CSR matrix and also offer `hash(X)` (int64 codes);
 - `get_feature_names_out` gives `<classname><i>`, and `set_output(transform="pandas")` works
   for the dense maps.
+
+Text (featurehash.maps.text): `HashingFeatures` is the hashing trick as a stateless transformer, like
+HashingVectorizer (`hash="sklearn"` equals it bit for bit), taking documents, token lists or weighted tokens
+({token: weight}) and returning CSR; `GCWSFeatures(text={...})` and `RandomBinningFeatures(text={...})` take
+the same text, hashed by the spec's front stage (`input: {"hashing": {...}}`, its params in `text`), so
+`make_pipeline(GCWSFeatures(text={"ngram_range": (3, 3)}), LinearSVC())` fits on raw documents. Their tags
+say string input (scikit-learn then skips its numeric-array checks).
 """
 
 from __future__ import annotations
@@ -36,9 +43,10 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
 
 from .maps import OneHotFeatures, SpecError, create_map
+from .maps.text.analyzers import DEFAULT_TOKEN_PATTERN
 
-__all__ = ["ESTIMATORS", "AdditiveChi2Features", "GCWSFeatures", "NormalizedRandomFourierFeatures", "NystroemFeatures",
-           "QuadratureFeatures", "RandomBinningFeatures", "RandomFourierFeatures", "RandomMaclaurinFeatures",
+__all__ = ["ESTIMATORS", "AdditiveChi2Features", "GCWSFeatures", "HashingFeatures", "NormalizedRandomFourierFeatures",
+           "NystroemFeatures", "QuadratureFeatures", "RandomBinningFeatures", "RandomFourierFeatures", "RandomMaclaurinFeatures",
            "SkewedChi2Features", "SphericalRandomFeatures", "SphericalStructuredFeatures", "TensorSketchFeatures"]
 
 FLOAT_DTYPES = (np.float64, np.float32)
@@ -76,6 +84,7 @@ class _FeatureMapTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
             return create_map(request)
         except SpecError as exc:  # name the estimator's parameter, not the spec's field
             name = {"seed": "random_state", "input_dim": "n_features_in_"}.get(exc.field, exc.field)
+            name = "text" + name.removeprefix("input").removeprefix(".hashing") if name.startswith("input") else name
             raise SpecError(name.removeprefix("params."), f"{exc.message} ({type(self).__name__})") from None
 
     # -- scikit-learn API ----------------------------------------------------------
@@ -129,14 +138,66 @@ class _FeatureMapTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         return tags
 
 
+def _text_rows(X) -> list:
+    """A batch of documents (token lists, weighted tokens) as the list the maps read: a list or tuple as is,
+    a 1-D array or pandas Series as its items; a single string is refused, as HashingVectorizer does."""
+    if isinstance(X, (str, bytes)):
+        raise ValueError("Iterable over raw text documents expected, string object received.")
+    if isinstance(X, (list, tuple)):
+        return X
+    if getattr(X, "ndim", 1) != 1:
+        raise ValueError(f"expected a 1-D batch of documents, got an array of shape {X.shape}")
+    return X.tolist() if hasattr(X, "tolist") else list(X)
+
+
 class _OneHotTransformer(_FeatureMapTransformer):
-    """A map with discrete codes: CSR one-hot features, and `hash`."""
+    """A map with discrete codes: CSR one-hot features, and `hash`.
+
+    `text`: None (X numeric) or the params of the spec's text front stage (`{}` for its defaults: word
+    unigrams, counts, unsigned, no norm; see featurehash.maps.text.stage): X is then a batch of documents,
+    token lists or weighted tokens, hashed into 2^30 columns before the map (no n_features_in_).
+    """
+
+    def _text_request(self) -> dict[str, Any]:
+        if not isinstance(self.text, dict):
+            raise SpecError("text", f"None (numeric X) or a dict of hashing params, got {type(self.text).__name__} "
+                                    f"({type(self).__name__})")
+        params = {key: _plain(value) for key, value in self.text.items()}
+        return {"method": self._method, "n_components": _plain(self.n_components), "seed": self._seed(),
+                "params": self._params(None), "input": {"hashing": params}}
+
+    def fit(self, X, y=None):
+        """Build the map: for X's number of features, or (with `text`) for text input."""
+        if self.text is None:
+            return super().fit(X, y)
+        _text_rows(X)
+        feature_map = self._create(self._text_request())
+        self.spec_ = feature_map.describe()
+        self._feature_map = feature_map
+        self._n_features_out = feature_map.output_dim
+        return self
+
+    def transform(self, X):
+        """CSR one-hot features; with `text`, of the documents in X (float64)."""
+        if self.text is None:
+            return super().transform(X)
+        check_is_fitted(self)
+        return self.feature_map_.transform(_text_rows(X), dtype=np.float64).to_csr(dtype=np.float64)
 
     def hash(self, X) -> np.ndarray:
         """int64 codes (n_samples, n_components): equal code <=> equal sample."""
         check_is_fitted(self)
+        if self.text is not None:
+            return self.feature_map_.hash(_text_rows(X))
         X = validate_data(self, X, accept_sparse="csr", dtype=FLOAT_DTYPES, reset=False)
         return self.feature_map_.hash(X)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        if getattr(self, "text", None) is not None:
+            tags.input_tags.string, tags.input_tags.two_d_array, tags.input_tags.sparse = True, False, False
+            tags.transformer_tags.preserves_dtype = ["float64"]
+        return tags
 
 
 class RandomFourierFeatures(_FeatureMapTransformer):
@@ -189,15 +250,18 @@ class GCWSFeatures(_OneHotTransformer):
     (`zero_bit`: of i* only). `sampler` "icws" (O(nnz k)) or "dart" (DartMinHash, O(k log k + nnz),
     the same collision law). `bit_source` "mixed_code": the b bits are seeded uniform bits of each
     sample's code (b-bit match probability GMM + (1 - GMM) 2^-b); "index": the lowest bits of i*, as
-    specs made before the parameter. All-zero rows are refused. See `featurehash.maps.minhash.gcws`.
+    specs made before the parameter. All-zero rows are refused. `text`: see `_OneHotTransformer` (with
+    `{"ngram_range": (3, 3), "weighting": "binary"}` and sampler "dart", codes of word 3-shingle sets colliding
+    at their Jaccard similarity). See `featurehash.maps.minhash.gcws`.
     """
 
     _method = "gcws"
     _spec_params = ("power", "bits", "zero_bit", "sampler", "bit_source")
 
     def __init__(self, *, n_components=100, power=1.0, bits=8, zero_bit=False, sampler="icws",
-                 bit_source="mixed_code", random_state=None):
+                 bit_source="mixed_code", text=None, random_state=None):
         self.n_components = n_components
+        self.text = text
         self.power = power
         self.bits = bits
         self.zero_bit = zero_bit
@@ -303,16 +367,18 @@ class RandomBinningFeatures(_OneHotTransformer):
 
     Kernel: Laplacian exp(-gamma ||x - y||_1). `n_components` random grids; `transform` gives
     the one-hot features of the lowest `bits` bits of each grid's bin code as CSR
-    (n_components << bits columns), `hash` the codes. See `featurehash.maps.minhash.binning`.
+    (n_components << bits columns), `hash` the codes. `text`: see `_OneHotTransformer`. See
+    `featurehash.maps.minhash.binning`.
     """
 
     _method = "binning"
     _spec_params = ("gamma", "bits")
 
-    def __init__(self, *, n_components=100, gamma=1.0, bits=8, random_state=None):
+    def __init__(self, *, n_components=100, gamma=1.0, bits=8, text=None, random_state=None):
         self.n_components = n_components
         self.gamma = gamma
         self.bits = bits
+        self.text = text
         self.random_state = random_state
 
 
@@ -441,7 +507,102 @@ class SkewedChi2Features(_FeatureMapTransformer):
         self.random_state = random_state
 
 
+class HashingFeatures(_FeatureMapTransformer):
+    """The hashing trick (method "hashing"; Weinberger et al., ICML 2009), a stateless transformer like
+    HashingVectorizer: documents (str), token lists or weighted tokens ({token: weight}) -> CSR
+    (n_samples, n_components).
+
+    Kernel: <x, y> of the rows' weighted (`weighting` "count", "binary", "sublinear") and normalised (`norm`
+    "l2", "l1", None) token vectors, estimated without bias with `alternate_sign`. The analyzer parameters are
+    HashingVectorizer's. `hash="sklearn"` gives HashingVectorizer(n_features=n_components, ...)'s matrix bit for
+    bit (seed ignored); "murmur3" (default) a seeded hash with even columns at any n_components. No fit is
+    needed: the spec follows from the parameters (random_state must be an int, default 0, so that two
+    instances with equal parameters agree). `dtype`: of the output (float64 as HashingVectorizer, or float32).
+    Cost O(characters) per document, no vocabulary. See `featurehash.maps.text.hashing`.
+    """
+
+    _method = "hashing"
+    _spec_params = ("analyzer", "ngram_range", "lowercase", "strip_accents", "token_pattern", "weighting", "norm",
+                    "alternate_sign", "hash")
+
+    def __init__(self, *, n_components=2**20, analyzer="word", ngram_range=(1, 1), lowercase=True,
+                 strip_accents=None, token_pattern=DEFAULT_TOKEN_PATTERN, weighting="count", norm="l2",
+                 alternate_sign=True, hash="murmur3", dtype=np.float64, random_state=0):  # noqa: A002 - the spec's name
+        self.n_components = n_components
+        self.analyzer = analyzer
+        self.ngram_range = ngram_range
+        self.lowercase = lowercase
+        self.strip_accents = strip_accents
+        self.token_pattern = token_pattern
+        self.weighting = weighting
+        self.norm = norm
+        self.alternate_sign = alternate_sign
+        self.hash = hash
+        self.dtype = dtype
+        self.random_state = random_state
+
+    def _seed(self) -> Any:
+        seed = _plain(self.random_state)
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise SpecError("random_state", f"an int: a stateless transformer draws no seed, got {seed!r} "
+                                            f"({type(self).__name__})")
+        return seed
+
+    def _params(self, X) -> dict[str, Any]:
+        params = super()._params(X)
+        params["norm"] = "none" if self.norm is None else params["norm"]   # HashingVectorizer's norm=None
+        return params
+
+    def _spec_request(self, X=None) -> dict[str, Any]:
+        return {"method": self._method, "input_dim": 1, "n_components": _plain(self.n_components),
+                "seed": self._seed(), "params": self._params(X)}
+
+    def _output_dtype(self) -> np.dtype:
+        dtype = np.dtype(self.dtype)
+        if dtype not in FLOAT_DTYPES:
+            raise SpecError("dtype", f"float64 or float32, got {dtype} ({type(self).__name__})")
+        return dtype
+
+    @property
+    def feature_map_(self):
+        """The map of the current parameters (stateless: built on first use, rebuilt when they change)."""
+        request = self._spec_request()
+        cached = getattr(self, "_feature_map", None)
+        if cached is None or self._built_from != request:
+            self._feature_map, self._built_from = self._create(request), request
+        return self._feature_map
+
+    def fit(self, X, y=None):
+        """Check the parameters and X (nothing is learned); `spec_` is the resolved spec."""
+        _text_rows(X)
+        self._output_dtype()
+        self.spec_ = self.feature_map_.describe()
+        self._n_features_out = self.spec_["output_dim"]
+        return self
+
+    def transform(self, X):
+        """The hashed features of the documents (token lists, weighted tokens) in X: CSR."""
+        return self.feature_map_.transform(_text_rows(X), dtype=self._output_dtype())
+
+    def get_feature_names_out(self, input_features=None):
+        """`hashingfeatures<i>` for the n_components columns."""
+        self._n_features_out = _plain(self.n_components)
+        return super().get_feature_names_out(input_features)
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_built_from", None)
+        return state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.string, tags.input_tags.two_d_array, tags.input_tags.sparse = True, False, False
+        tags.requires_fit = False
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
+
+
 ESTIMATORS: dict[str, type[_FeatureMapTransformer]] = {cls._method: cls for cls in (
     RandomFourierFeatures, NormalizedRandomFourierFeatures, GCWSFeatures, SphericalRandomFeatures,
     SphericalStructuredFeatures, QuadratureFeatures, RandomBinningFeatures, RandomMaclaurinFeatures,
-    TensorSketchFeatures, NystroemFeatures, AdditiveChi2Features, SkewedChi2Features)}
+    TensorSketchFeatures, NystroemFeatures, AdditiveChi2Features, SkewedChi2Features, HashingFeatures)}

@@ -201,3 +201,73 @@ def test_warm_cache_runs_every_method(capsys):
         assert {("float32", False), ("float64", False)} <= read_only, kernel
     assert main(["warm-cache"]) == 0
     assert json.loads(capsys.readouterr().out)["maps"] == len(labels)
+
+
+# -- text files --------------------------------------------------------------------------------
+
+TEXT_GCWS = {"method": "gcws", "n_components": 32, "seed": 3, "params": {"sampler": "dart"},
+             "input": {"hashing": {"ngram_range": [1, 2]}}}
+HASHING = {"method": "hashing", "input_dim": 1, "n_components": 512, "seed": 2, "params": {"hash": "sklearn"}}
+LINES = ["the quick brown fox", "jumps over the lazy dog", "Crème brûlée, naïve façade", "a fourth document here",
+         "and a fifth"]
+
+
+def _write_spec(tmp_path, spec) -> str:
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    return str(tmp_path / "spec.json")
+
+
+def test_codes_of_jsonl_documents_tokens_and_weights_in_chunks(tmp_path, capsys):
+    spec = _write_spec(tmp_path, TEXT_GCWS)
+    tokens = [line.split() for line in LINES]
+    weighted = [{token: 1.5 for token in row} for row in tokens]
+    for rows in (LINES, tokens, weighted):
+        (tmp_path / "in.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+        assert main(["hash", "--spec", spec, "--input", str(tmp_path / "in.jsonl"), "--output",
+                     str(tmp_path / "codes"), "--chunk-rows", "2", "--quiet"]) == 0
+        np.testing.assert_array_equal(np.load(tmp_path / "codes.npy"), create_map(TEXT_GCWS).hash(rows))
+    assert json.loads(capsys.readouterr().out.split("}\n")[-2] + "}")["shape"] == [5, 32]
+
+
+def test_sparse_features_of_a_txt_file_go_to_an_npz(tmp_path, capsys):
+    spec = _write_spec(tmp_path, HASHING)
+    (tmp_path / "in.txt").write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    assert main(["transform", "--spec", spec, "--input", str(tmp_path / "in.txt"), "--output",
+                 str(tmp_path / "features"), "--chunk-rows", "3", "--float64", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["sparse_features"] == str(tmp_path / "features.npz")
+    written = sp.load_npz(tmp_path / "features.npz")
+    assert written.dtype == np.float64 and (written != create_map(HASHING).transform(LINES, dtype=np.float64)).nnz == 0
+    assert main(["transform", "--spec", spec, "--input", str(tmp_path / "in.txt"), "--output",
+                 str(tmp_path / "features.npy")]) == 2
+    assert "name the output .npz" in capsys.readouterr().err
+    dense = {"method": "rff", "input_dim": 1024, "n_components": 16, "seed": 1, "input": {"hashing": {}}}
+    assert main(["transform", "--spec", _write_spec(tmp_path, dense), "--input", str(tmp_path / "in.txt"),
+                 "--output", str(tmp_path / "dense"), "--quiet"]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "dense.npy"), create_map(dense).transform(LINES))
+
+
+@pytest.mark.parametrize("lines, spec, expected", [
+    (['"one"', '"two"', '{"broken": ', '"four"'], TEXT_GCWS, "in.jsonl: line 3: not JSON"),
+    (['"one"', '42', '"three"'], TEXT_GCWS, "line 2: expected a JSON string"),
+    (['"one"', '"two"', '"three"', '"!"', '"five"'], TEXT_GCWS, "all-zero vector at line(s) 4"),
+    (['["a", "b"]', '["c"]', '["d"]', '["e"]', '["f", 7]'], TEXT_GCWS, "line 5: a token list holds strings only"),
+    (['"one"', '["two"]'], HASHING, "line 2: every row must be of one kind"),
+])
+def test_a_bad_line_is_one_error_naming_it(tmp_path, capsys, lines, spec, expected):
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code = main(["transform" if spec is HASHING else "hash", "--spec", _write_spec(tmp_path, spec), "--input",
+                 str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "out.npz" if spec is HASHING else "out"),
+                 "--chunk-rows", "2", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.jsonl", "spec.json"]   # no partial output
+
+
+def test_text_needs_a_spec_that_reads_it(tmp_path, capsys):
+    (tmp_path / "in.txt").write_bytes(b"one\n\xff\n")
+    assert main(["hash", "--spec", str(EXAMPLES / "gcws_spec.json"), "--input", str(tmp_path / "in.txt"),
+                 "--output", str(tmp_path / "out")]) == 2
+    assert "reads vectors, not text" in capsys.readouterr().err
+    assert main(["hash", "--spec", _write_spec(tmp_path, TEXT_GCWS), "--input", str(tmp_path / "in.txt"),
+                 "--output", str(tmp_path / "out"), "--quiet"]) == 2
+    assert "line 2: not UTF-8" in capsys.readouterr().err

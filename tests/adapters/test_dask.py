@@ -96,3 +96,43 @@ def test_bad_input_is_refused_before_anything_runs(data):
         fhd.transform(dX[:, :10], RFF)
     with pytest.raises(UnsupportedOperation):
         fhd.hash(dX, RFF)
+
+
+# -- text ------------------------------------------------------------------------------------
+
+DOCUMENTS = [f"report {i}: the {['cat', 'dog', 'fox'][i % 3]} sat by door {i % 11} near the old mill" for i in range(300)]
+HASHING = {"method": "hashing", "input_dim": 1, "n_components": 2**12, "seed": 6, "params": {"ngram_range": [1, 2]}}
+TEXT_GCWS = {"method": "gcws", "n_components": 64, "seed": 7, "params": {"sampler": "dart"},
+             "input": {"hashing": {"ngram_range": [3, 3], "weighting": "binary"}}}
+
+
+def test_a_bag_of_documents_or_tokens_gives_the_in_process_features_and_codes(client):
+    db = pytest.importorskip("dask.bag")
+    bag = db.from_sequence(DOCUMENTS, npartitions=4)
+    Z = fhd.transform(bag, HASHING)
+    assert Z.shape[1] == 2**12 and len(Z.chunks[0]) == 4   # row counts known once computed
+    assert (Z.compute() != create_map(HASHING).transform(DOCUMENTS)).nnz == 0
+    np.testing.assert_array_equal(fhd.hash(bag, TEXT_GCWS).compute(), _in_process(TEXT_GCWS, DOCUMENTS, "hash"))
+    tokens = [document.split() for document in DOCUMENTS]
+    one_hot = fhd.transform(db.from_sequence(tokens, npartitions=3), TEXT_GCWS).compute()
+    assert (one_hot != create_map(TEXT_GCWS).transform(tokens).to_csr()).nnz == 0
+    graph_bytes = len(pickle.dumps(dict(fhd.hash(bag, TEXT_GCWS).__dask_graph__())))
+    assert graph_bytes < 40_000, graph_bytes   # the documents and the spec's JSON, no map parameters
+
+
+def test_a_text_column_gives_the_codes(client):
+    dd = pytest.importorskip("dask.dataframe", exc_type=ImportError)
+    pd = pytest.importorskip("pandas")
+    frame = dd.from_pandas(pd.DataFrame({"text": DOCUMENTS, "n": np.arange(300)}), npartitions=3)
+    np.testing.assert_array_equal(fhd.hash(frame["text"], TEXT_GCWS).compute(),
+                                  _in_process(TEXT_GCWS, DOCUMENTS, "hash"))
+    assert fhd.transform(frame["text"], HASHING).compute().shape == (300, 2**12)
+
+
+def test_text_needs_a_spec_that_reads_text_and_bad_rows_name_their_partition():
+    db = pytest.importorskip("dask.bag")
+    with pytest.raises(ValueError, match="reads vectors, not text"):
+        fhd.hash(db.from_sequence(DOCUMENTS[:4]), GCWS)
+    bag = db.from_sequence([*DOCUMENTS[:5], 7.5], npartitions=2)   # the number: row 2 of partition 1
+    with pytest.raises(ValueError, match=r"partition 1, row 2"):
+        fhd.hash(bag, TEXT_GCWS).compute(scheduler="sync")

@@ -95,6 +95,13 @@ def warm() -> list[str]:
                            "params": {"gamma": 0.1, "fit_sample": dense.tolist()}})
     _exercise(nystroem, (dense,))
     done.append("nystroem")
+    documents = ["Warm the text kernels: documents, token lists", "and weighted tokens, in both hash modes."]
+    for params in ({}, {"hash": "sklearn", "analyzer": "char_wb", "ngram_range": [2, 4]}):
+        hashing = create_map({"method": "hashing", "input_dim": 1, "n_components": 1024, "seed": 1, "params": params})
+        hashing.transform(documents)
+        hashing.transform([document.split() for document in documents])
+        hashing.transform([{"weighted": 2.0, "tokens": 0.5}])
+        done.append(f"hashing {params}")
     return done
 
 
