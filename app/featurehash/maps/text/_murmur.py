@@ -69,7 +69,13 @@ def murmur3_32_many(data: np.ndarray, starts: np.ndarray, seed: np.uint32) -> np
 
 
 def token_bytes(tokens: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(data uint8, starts int64) of the UTF-8 bytes of `tokens`, concatenated."""
+    """(data uint8, starts int64) of the UTF-8 bytes of `tokens`, concatenated. ASCII text (most tokens) is
+    encoded in one call and its offsets are the characters' (one byte each); other text token by token."""
+    joined = "".join(tokens)
+    if joined.isascii():
+        starts = np.zeros(len(tokens) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens)), out=starts[1:])
+        return np.frombuffer(joined.encode("ascii"), dtype=np.uint8), starts
     encoded = [token.encode("utf-8") for token in tokens]
     starts = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=starts[1:])
