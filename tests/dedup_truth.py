@@ -79,10 +79,10 @@ def dense_set(n_groups: int = 400, n_background: int = 300, seed: int = 1) -> np
     return dense_planted(n_groups, 4, n_background, dim=32, seed=seed, max_noise=0.5)
 
 
-def sparse_set(n_groups: int = 300, n_background: int = 300, dim: int = 3000, seed: int = 2):
-    """Planted sparse rows, 40 nonzeros of `dim`: groups of 6 (a base and 5 copies moving a fraction
+def sparse_set(n_groups: int = 300, n_background: int = 300, dim: int = 3000, nnz: int = 40, seed: int = 2):
+    """Planted sparse rows, `nnz` nonzeros of `dim`: groups of 6 (a base and 5 copies moving a fraction
     ~ U(0, 0.15) of its coordinates, values jittered by exp(0.1 z)) among unrelated rows."""
-    return sparse_planted(n_groups, 6, n_background, dim, 40, seed=seed, max_change=0.15)
+    return sparse_planted(n_groups, 6, n_background, dim, nnz, seed=seed, max_change=0.15)
 
 
 def digits_set(n_copies: int = 400, seed: int = 29) -> np.ndarray:
