@@ -1,6 +1,8 @@
 """The contenders of bench/bench_dedup.py's comparison, each run in its own child process so that its peak RSS
-is its own: the child reports getrusage(RUSAGE_SELF).ru_maxrss when ready (rows loaded, imports and warm-up
-done: `ready_rss`) and at the end (`peak_rss`); peak - ready is what the run itself added.
+is its own: the child reports its peak RSS (VmHWM of /proc/self/status) when ready (rows loaded, imports and
+warm-up done: `ready_rss`) and at the end (`peak_rss`); peak - ready is what the run itself added. Not
+getrusage's ru_maxrss: Linux carries into it the parent's RSS at fork (kept across exec), which here holds the
+collections and their truth.
 
     python bench/dedup_contenders.py {featurehash,datasketch} ROWS THRESHOLD K SAMPLER PAIRS_OUT
 
@@ -38,6 +40,18 @@ import scipy.sparse as sp
 WMH_CHUNK_ROWS = 1000
 
 
+def peak_rss() -> int:
+    """Bytes: the high-water RSS of this process's own address space (VmHWM); ru_maxrss where there is none."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def load_rows(path: str):
     return sp.load_npz(path).tocsr() if path.endswith(".npz") else np.load(path)
 
@@ -60,7 +74,7 @@ def run_featurehash(X, threshold: float, k: int, sampler: str):
 
     m = gcws_map(X.shape[1], k, sampler)
     m.hash(X[:16])   # compile / load the kernels and build the tables outside the timing
-    ready = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    ready = peak_rss()
     result, wall, cpu = timed(lambda: similarity_join(X, m, threshold, target_recall=0.95, verify="exact"))
     info = {"wall": wall, "cpu": cpu, "bands": result.bands, "rows": result.rows,
             "candidates": result.candidates}
@@ -110,12 +124,12 @@ def run_datasketch(X, threshold: float, k: int, sampler: str):
     score = ExactPairs(gcws_map(X.shape[1], k, sampler), X)
     datasketch_minhashes(X[:4], k)   # imports and first-call costs outside the timing
     score(np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int64))
-    ready = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    ready = peak_rss()
     hashes, hash_wall, hash_cpu = timed(lambda: datasketch_minhashes(X, k))
     infos, pairs = {}, {}
     for variant, params in (("default", None), ("matched", choose_bands(k, threshold, 0.95))):
         (i, j, (bands, rows, candidates)), wall, cpu = timed(
-            lambda: datasketch_pairs(hashes, threshold, k, params, score))
+            lambda params=params: datasketch_pairs(hashes, threshold, k, params, score))
         infos[f"datasketch {variant}"] = {"wall": hash_wall + wall, "cpu": hash_cpu + cpu, "bands": bands,
                                           "rows": rows, "candidates": candidates}
         pairs[f"datasketch {variant}"] = (i, j)
@@ -130,7 +144,7 @@ def child_main(argv: list[str]) -> None:
     np.savez(out, **{f"{name}_{axis}": array for name, (i, j) in pairs.items()
                      for axis, array in (("i", i), ("j", j))})
     print(json.dumps({"variants": infos, "ready_rss": ready,
-                      "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+                      "peak_rss": peak_rss()}))
 
 
 def run_child(contender: str, path: str, threshold: float, k: int, sampler: str) -> tuple[dict, dict]:
