@@ -37,7 +37,7 @@ from featurehash.dedup import similarity_join
 RESULTS = Path(__file__).resolve().parent / "results" / "dedup.txt"
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from dedup_compare import compare, seeds  # noqa: E402  (needs the tests folder on the path)
+from dedup_compare import compare, seeds  # after the tests folder is on the path (dedup_truth)
 
 
 def planted_truth(X, groups):

@@ -35,12 +35,12 @@ def collections(args):
     n_groups = args.compare_rows // 20   # 6 rows per group: 30% of the rows have near-duplicates
     sparse = sparse_set(n_groups, args.compare_rows - 6 * n_groups, dim=args.compare_dim, nnz=args.nnz, seed=29)
     dense = dense_set(args.dense_rows // 8, args.dense_rows - 4 * (args.dense_rows // 8), seed=29)
-    return [("sparse", f"planted sparse, dim {args.compare_dim:,}, {args.nnz} nonzeros (datasketch: MinHash.bulk "
-                       f"of the nonzero coordinates' set)", sparse, sparse_gmm_pairs),
+    return [("sparse", (f"planted sparse, dim {args.compare_dim:,}, {args.nnz} nonzeros (datasketch: MinHash.bulk "
+                        f"of the nonzero coordinates' set)"), sparse, sparse_gmm_pairs),
             ("dense", "planted dense, dim 32 (datasketch: WeightedMinHashGenerator.minhash_many)", dense,
              dense_gmm_pairs),
-            ("digits", "sklearn digits + 400 noisy copies, dim 64 (datasketch: WeightedMinHashGenerator."
-                       "minhash_many)", digits_set(), dense_gmm_pairs)]
+            ("digits", ("sklearn digits + 400 noisy copies, dim 64 (datasketch: WeightedMinHashGenerator."
+                        "minhash_many)"), digits_set(), dense_gmm_pairs)]
 
 
 def scores(pairs, truth, threshold: float, n: int) -> tuple[float, float]:
@@ -151,11 +151,11 @@ def seeds(args) -> list[str]:
              ("sparse", sparse_set(), "gcws", sparse_gmm_pairs, (0.5, 0.7, 0.9)),
              ("digits", digits_set(), "gcws", dense_gmm_pairs, (0.5, 0.7, 0.9)),
              ("laplacian", laplacian_set(), "binning", lambda X, t: laplacian_pairs(X, 1.0, t), (0.7,))]
-    lines = [f"Recall of similarity_join (k = {args.k}, target_recall 0.95) over {args.seeds} map seeds on the "
-             f"test collections; E = mean S-curve over the true pairs, indep sd = sqrt(sum p (1 - p)) / m, "
-             f"row sd = the row-correlation bound of tests/dedup/test_recall.py", "",
-             f"{'set':<10s} {'t':>4s} {'pairs':>7s} {'E':>7s} {'indep sd':>8s} {'row sd':>7s} {'mean':>7s} "
-             f"{'sd':>7s} {'min':>7s} {'sd/indep':>8s}"]
+    lines = [(f"Recall of similarity_join (k = {args.k}, target_recall 0.95) over {args.seeds} map seeds on the "
+              f"test collections; E = mean S-curve over the true pairs, indep sd = sqrt(sum p (1 - p)) / m, "
+              f"row sd = the row-correlation bound of tests/dedup/test_recall.py"), "",
+             (f"{'set':<10s} {'t':>4s} {'pairs':>7s} {'E':>7s} {'indep sd':>8s} {'row sd':>7s} {'mean':>7s} "
+              f"{'sd':>7s} {'min':>7s} {'sd/indep':>8s}")]
     print("\n".join(lines), flush=True)
     for name, X, method, truth_of, thresholds in cases:
         ti, tj, ts = truth_of(X, min(thresholds))

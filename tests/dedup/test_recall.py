@@ -15,7 +15,7 @@ Were the m pairs independent its sd would be sqrt(sum p (1 - p)) / m (<= sqrt(0.
 that share a row, or join near-identical rows, succeed or fail together. `row_sd` bounds the sd for pairs
 correlated through a shared row: Cov(a, b) <= sd_a sd_b when they share a row, so Var <= sum over rows of
 (sum of sd_a over the row's pairs)^2. Measured over 20 map seeds (python bench/bench_dedup.py --seeds 20)
-the sd of the recall is 1.0-2.2 x the independent-pairs value on the planted sets and below `row_sd`, and
+the sd of the recall is 0.9-2.2 x the independent-pairs value on the planted sets and below `row_sd`, and
 on the digits (~500 true pairs per row at 0.5, among look-alike images) 0.0071 / 0.0073 at 0.5 / 0.7,
 42 x / 9 x the independent value and 1.4 x / 1.1 x `row_sd`. The test requires E - 0.95 >= 3 row_sd:
 with the measured sds that is >= 4.4 sd on every set (the lowest recall over the 20 seeds was 0.966).
