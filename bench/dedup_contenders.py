@@ -15,7 +15,9 @@ datasketch (2.0), the pipeline its users write: a MinHash per row, insert all in
 then verify each candidate exactly with the same kernel (featurehash.dedup.verify.ExactPairs, GMM), so both
 sides return pairs with precision 1.0 and only the candidate stage differs.
 - sparse rows: `MinHash.bulk` over each row's set of nonzero coordinates (bytes), num_perm = k: Jaccard of the
-  supports, the set view users take of sparse data (the weights are ignored until verification);
+  supports, the set view users take of sparse data (the weights are ignored until verification). A planted
+  copy keeps most of its base's coordinates with jittered values, so its supports' Jaccard exceeds its GMM
+  and the default banding finds more of the GMM pairs than its S-curve at the threshold says;
 - dense rows: `WeightedMinHashGenerator(d, k).minhash_many` (Ioffe's ICWS, which estimates the weighted
   Jaccard = GMM) in chunks of rows; it holds k x d float32 tables and k x nnz work arrays, so it is used at
   small d only (its per-row `minhash` is ~10x slower still).
