@@ -28,7 +28,7 @@ class SimilarPairs:
     `similarity` (float64: the exact kernel, or the code estimate with verify="codes"), sorted by
     (i, j). `bands` x `rows` is the banding used, `recall_at_threshold` = 1 - (1 - t^r)^L the chance a
     pair exactly at the threshold became a candidate, `candidates` the number of distinct candidate
-    pairs verified.
+    pairs verified, `shape` (rows of X, rows of Y or of X again).
 
     With `output` the pairs live in that file, in the order found: `path` names it and `count` (len) counts
     them; for .npz, `i`, `j`, `similarity` are read-only memory maps into it (nothing is read until used);
@@ -46,6 +46,7 @@ class SimilarPairs:
     self_join: bool = field(default=True)
     path: str | None = None
     count: int | None = None
+    shape: tuple[int, int] | None = None
 
     def __len__(self) -> int:
         return int(self.count if self.count is not None else self.i.size)
@@ -164,7 +165,7 @@ def similarity_join(X, feature_map, threshold: float, *, Y=None, target_recall: 
     return SimilarPairs(i=i, j=j, similarity=s, threshold=float(threshold), bands=bands, rows=rows,
                         recall_at_threshold=float(collision_probability(threshold, bands, rows)),
                         candidates=n_candidates, verify=verify, self_join=self_join, path=output,
-                        count=count)
+                        count=count, shape=(sizes["x"], sizes["x" if self_join else "y"]))
 
 
 def _keys(feature_map, collections: dict, sizes: dict[str, int], bands: int, rows: int, keep_prints: bool,
