@@ -18,6 +18,7 @@ import scipy.sparse as sp
 from dedup_support import dense_planted, sparse_planted
 from featurehash import create_map
 from featurehash.dedup import duplicate_clusters, similarity_join
+from featurehash.dedup.sources import open_rows
 from featurehash.dedup.spill import RECORD_WORK, plan_spill
 from featurehash.maps import InputError
 
@@ -59,6 +60,20 @@ def inputs(X, tmp_path):
             "npz-array": str(tmp_path / "one.npz"),
             "iterable": (X[start:start + 64] for start in range(0, X.shape[0], 64)),
             "dense-chunks": [X[start:start + 100].toarray() for start in range(0, X.shape[0], 100)]}
+
+
+def mapped(array) -> bool:
+    while array is not None and not isinstance(array, np.memmap):
+        array = array.base
+    return array is not None
+
+
+def test_files_are_memory_mapped(sparse_case, tmp_path):
+    X, _, _ = sparse_case
+    found = inputs(X, tmp_path)
+    rows = open_rows(found["npz"], "x")
+    assert mapped(rows.data) and mapped(rows.indices) and (rows != X).nnz == 0
+    assert mapped(open_rows(found["npy"], "x")) and not mapped(open_rows(found["npz-compressed"], "x").data)
 
 
 def test_every_input_spilled_gives_the_in_memory_result(sparse_case, tmp_path):

@@ -56,6 +56,8 @@ class SimilarPairs:
         if self.path is not None:
             yield from pair_output.read_blocks(self.path, block_pairs)
             return
+        if self.i is None:
+            raise ValueError("these pairs were not kept (they went through a temporary file); pass output=")
         for start in range(0, len(self), block_pairs):
             yield (self.i[start:start + block_pairs], self.j[start:start + block_pairs],
                    self.similarity[start:start + block_pairs])

@@ -78,7 +78,8 @@ def _open_npz(path: str):
             if not stored:
                 return sp.csr_matrix(sp.load_npz(path))
             with np.load(path, allow_pickle=False) as small:
-                shape, kind = tuple(int(v) for v in small["shape"]), str(small["format"])
+                shape, kind = tuple(int(v) for v in small["shape"]), small["format"].item()
+            kind = kind.decode() if isinstance(kind, bytes) else str(kind)   # scipy saves b"csr"
             if kind != "csr":
                 return sp.csr_matrix(sp.load_npz(path))
             data, indices, indptr = (mapped_member(path, f"{name}.npy") for name in ("data", "indices", "indptr"))
