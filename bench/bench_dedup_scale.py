@@ -81,7 +81,9 @@ def child(args) -> None:
     n = result.shape[0]
     found = np.concatenate([np.asarray(i, dtype=np.int64) * n + j for i, j, _ in result.blocks()] or [np.empty(0)])
     truth = np.load(args.truth_file)
-    from featurehash.dedup.spill import plan_spill   # the join's rule: keys spill past half the budget
+    from featurehash.dedup.spill import (
+        plan_spill,  # the join's rule: keys spill past half the budget
+    )
 
     spilled = budget is not None and n * 8 * result.bands > budget / 2
     files = plan_spill(n, result.bands, budget).files if spilled else 0
@@ -123,15 +125,16 @@ def main() -> None:
         command = [sys.executable, __file__, "--child", "--rows-file", str(rows), "--truth-file", str(truth),
                    "--budget", budget, "--workdir", str(folder)] + [f"--{name}={getattr(args, name)}" for name in
                                                                      ("rows", "dim", "nnz", "k", "threshold", "sampler")]
-        done = subprocess.run(command, capture_output=True, text=True, env=os.environ)
+        done = subprocess.run(command, capture_output=True, text=True, env=os.environ, check=False)
         if done.returncode:
             sys.exit(f"child failed ({budget}):\n{done.stderr}")
         runs[budget] = json.loads(done.stdout.strip().splitlines()[-1])
-    lines = [f"similarity_join at scale: {args.rows:,} sparse rows, dim {args.dim:,}, {args.nnz} nonzeros, "
-             f"gcws k = {args.k} ({args.sampler}), threshold {args.threshold}, target_recall 0.95, verify='exact'; rows memory-mapped "
-             f"from an uncompressed .npz; {os.cpu_count()} CPUs; one child process per run", "",
-             f"{'budget':>8s} {'wall s':>8s} {'cpu s':>8s} {'peak RSS':>10s} {'L x r':>7s} {'candidates':>11s} "
-             f"{'pairs':>9s} {'true':>8s} {'recall':>7s} {'spill files':>11s}", "-" * 98]
+    title = (f"similarity_join at scale: {args.rows:,} sparse rows, dim {args.dim:,}, {args.nnz} nonzeros, "
+             f"gcws k = {args.k} ({args.sampler}), threshold {args.threshold}, target_recall 0.95, verify='exact'; "
+             f"rows memory-mapped from an uncompressed .npz; {os.cpu_count()} CPUs; one child process per run")
+    header = (f"{'budget':>8s} {'wall s':>8s} {'cpu s':>8s} {'peak RSS':>10s} {'L x r':>7s} {'candidates':>11s} "
+              f"{'pairs':>9s} {'true':>8s} {'recall':>7s} {'spill files':>11s}")
+    lines = [title, "", header, "-" * 98]
     for budget, run in runs.items():
         lines.append(f"{budget:>8s} {run['wall']:8.1f} {run['cpu']:8.1f} {run['peak_rss'] / 2**20:8.0f}MB "
                      f"{run['bands']:>3d} x {run['r']:<2d} {run['candidates']:11,d} {run['pairs']:9,d} "

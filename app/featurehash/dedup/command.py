@@ -43,8 +43,8 @@ def run(feature_map, args) -> dict:
     if not args.input.endswith((".npy", ".npz")):
         raise InputError(args.input, "expected an .npy or .npz file")
     progress = sys.stderr.isatty() if args.progress is None else args.progress
-    options = dict(target_recall=args.target_recall, verify=args.verify, memory_budget=budget, output=args.pairs,
-                   progress=progress)
+    options = {"target_recall": args.target_recall, "verify": args.verify, "memory_budget": budget,
+               "output": args.pairs, "progress": progress}
     try:
         if args.clusters is None:
             pairs, clusters = similarity_join(args.input, feature_map, args.threshold, **options), None

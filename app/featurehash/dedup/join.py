@@ -12,9 +12,10 @@ import numpy as np
 
 from ..maps.errors import InputError
 from ..maps.lsh import choose_bands, collision_probability
-from . import candidates, output as pair_output, sources
+from . import candidates, sources
+from . import output as pair_output
 from .spill import BandKeySpill, plan_spill
-from .verify import CodePairs, ExactPairs, SUPPORTED_METHODS
+from .verify import SUPPORTED_METHODS, CodePairs, ExactPairs
 
 DEFAULT_CHUNK_ROWS = 8192
 DEFAULT_BLOCK_PAIRS = 1 << 20

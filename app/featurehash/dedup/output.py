@@ -76,7 +76,8 @@ class NpzSink:
     def __init__(self, path: str, workdir: Path):
         self.path, self.count = path, 0
         self.raw = {name: workdir / f"pairs-{name}.raw" for name, _ in COLUMNS}
-        self.files = {name: open(raw, "wb") for name, raw in self.raw.items()}
+        # open for the whole join (closed by finish / abort), appended to block by block
+        self.files = {name: open(raw, "wb") for name, raw in self.raw.items()}  # noqa: SIM115
 
     def add(self, i: np.ndarray, j: np.ndarray, similarity: np.ndarray) -> None:
         for (name, dtype), values in zip(COLUMNS, (i, j, similarity)):
