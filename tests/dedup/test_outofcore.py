@@ -93,8 +93,10 @@ def test_dense_rows_and_codes_verification_spilled(sparse_case):
     m = create_map({"method": "gcws", "input_dim": 16, "n_components": 128, "seed": 1, "params": {"power": 0.7}})
     assert_same(similarity_join(X, m, 0.7), similarity_join(X, m, 0.7, memory_budget=TINY))
     X, m, _ = sparse_case
-    assert_same(similarity_join(X, m, THRESHOLD, verify="codes"),
-                similarity_join(X, m, THRESHOLD, verify="codes", memory_budget=TINY))
+    codes = similarity_join(X, m, THRESHOLD, verify="codes")
+    assert_same(codes, similarity_join(X, m, THRESHOLD, verify="codes", memory_budget=TINY))
+    chunks = (X[start:start + 64] for start in range(0, X.shape[0], 64))   # hashed, never kept
+    assert_same(codes, similarity_join(chunks, m, THRESHOLD, verify="codes", memory_budget=TINY))
 
 
 def test_two_collections_spilled(sparse_case):

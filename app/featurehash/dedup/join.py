@@ -14,6 +14,7 @@ from ..maps.errors import InputError
 from ..maps.lsh import choose_bands, collision_probability
 from . import candidates, sources
 from . import output as pair_output
+from .keys import hash_collection, row_chunks
 from .spill import BandKeySpill, plan_spill
 from .verify import SUPPORTED_METHODS, CodePairs, ExactPairs
 
@@ -100,16 +101,18 @@ def similarity_join(X, feature_map, threshold: float, *, Y=None, target_recall: 
 
     Inputs (`featurehash.dedup.sources`): X and Y may be arrays, sparse matrices, .npy paths (memory-mapped),
     .npz paths (scipy sparse, memory-mapped when saved uncompressed, or one numpy array) or iterables of row
-    chunks (read once; kept in memory up to memory_budget / 4 bytes, else spilled to disk).
+    chunks, read once: with verify="exact" their rows are kept (in memory up to memory_budget / 4 bytes,
+    else in files on disk, memory-mapped), with verify="codes" they are only hashed.
 
-    `memory_budget` (bytes, None: no limit): when the band keys (8 L bytes per row, plus 4 k with
-    verify="codes") would take more than half of it, they are spilled as hash partitions
-    (`featurehash.dedup.spill`: planned up front from n, L and the budget, grouped one file at a time, the
-    first-shared-band rule read from a memory-mapped row -> keys file), and pair blocks are capped at
-    memory_budget / 256 pairs. The result is the same as without a budget (same pairs, same similarities,
-    same candidate count). The budget bounds the join's own memory: rows given in memory count on top, rows
-    from files are memory-mapped (their pages are the kernel's to reclaim). Temporary files go in
-    `tempfile.mkdtemp(dir=spill_dir)`, removed at the end, also on error.
+    `memory_budget` (bytes, None: no limit): when a collection's band keys (8 L bytes per row, plus 4 k with
+    verify="codes") pass a quarter of it (an eighth each for two collections), they go to a memory-mapped
+    file (`featurehash.dedup.keys`) and are then spilled as hash partitions (`featurehash.dedup.spill`:
+    planned from n, L and the budget before any is written, grouped one file at a time, the first-shared-band
+    rule read from the memory-mapped keys), and pair blocks are capped at memory_budget / 256 pairs. The
+    result is the same as without a budget (same pairs, same similarities, same candidate count). The budget
+    bounds the join's own memory: rows given in memory count on top, rows from files are memory-mapped (their
+    pages are the kernel's to reclaim); with power != 1 a gcws map's exact verification holds t(x) of all
+    rows. Temporary files go in `tempfile.mkdtemp(dir=spill_dir)`, removed at the end, also on error.
 
     `output` (a path ending in .npz or .parquet): the verified pairs are written there block by block as
     found, and the result holds no pairs in memory (`SimilarPairs.path`, `.count`, `.blocks()`).
@@ -134,16 +137,27 @@ def similarity_join(X, feature_map, threshold: float, *, Y=None, target_recall: 
     sink = None
     try:
         keep = math.inf if memory_budget is None else memory_budget / 4
-        X = feature_map.check(sources.open_rows(X, "x", keep_bytes=keep, workdir=workdir), "x")
-        Y = X if self_join else feature_map.check(sources.open_rows(Y, "y", keep_bytes=keep, workdir=workdir), "y")
-        sizes = {"x": X.shape[0]} if self_join else {"x": X.shape[0], "y": Y.shape[0]}
-        keys, prints, spill = _keys(feature_map, {"x": X, "y": Y}, sizes, bands, rows, verify == "codes",
-                                    memory_budget, workdir, chunk_rows, progress)
+        need_rows = verify == "exact"   # codes need no rows: an iterable is then hashed and forgotten
+        collections = {"x": X} if self_join else {"x": X, "y": Y}
+        hashed = {}
+        for side, source in collections.items():
+            source = sources.open_rows(source, side, keep_bytes=keep, workdir=workdir, need_rows=need_rows)
+            if hasattr(source, "shape"):
+                source = feature_map.check(source, side)
+            collections[side] = source
+            hashed[side] = hash_collection(feature_map, _bar(row_chunks(source, chunk_rows), progress, f"hash {side}"),
+                                           side, bands, rows, verify == "codes", keep / len(collections), workdir)
+        spill = None
+        if any(h.spilled for h in hashed.values()):
+            spill = BandKeySpill(workdir(), plan_spill(sum(h.n for h in hashed.values()), bands, memory_budget), bands)
+            for side, h in hashed.items():
+                spill.add_all(side, h.keys, chunk_rows)
         if memory_budget is not None:
             block_pairs = max(1, min(block_pairs, int(memory_budget // _PAIR_WORK)))
-        keys_x, keys_y = keys["x"], keys["x" if self_join else "y"]
-        score = (ExactPairs(feature_map, X, None if self_join else Y) if verify == "exact"
-                 else CodePairs(prints["x"], None if self_join else prints["y"]))
+        hx, hy = hashed["x"], hashed["x" if self_join else "y"]
+        keys_x, keys_y = hx.keys, hy.keys
+        score = (ExactPairs(feature_map, collections["x"], None if self_join else collections["y"])
+                 if verify == "exact" else CodePairs(hx.prints, None if self_join else hy.prints))
         if spill is not None:
             blocks = spill.candidate_blocks(self_join, block_pairs, lambda units: _bar(units, progress, "partitions"))
         else:
@@ -168,36 +182,7 @@ def similarity_join(X, feature_map, threshold: float, *, Y=None, target_recall: 
     return SimilarPairs(i=i, j=j, similarity=s, threshold=float(threshold), bands=bands, rows=rows,
                         recall_at_threshold=float(collision_probability(threshold, bands, rows)),
                         candidates=n_candidates, verify=verify, self_join=self_join, path=output,
-                        count=count, shape=(sizes["x"], sizes["x" if self_join else "y"]))
-
-
-def _keys(feature_map, collections: dict, sizes: dict[str, int], bands: int, rows: int, keep_prints: bool,
-          memory_budget, workdir, chunk_rows: int, progress: bool):
-    """Band keys (L, n) per collection (in memory, or the spill's memory-mapped row -> keys files),
-    fingerprints (n, k) with verify="codes", and the spill (None in memory)."""
-    k, total = feature_map.spec.n_components, sum(sizes.values())
-    need = total * (8 * bands + (4 * k if keep_prints else 0))
-    spill = None
-    if memory_budget is not None and need > memory_budget / 2:
-        spill = BandKeySpill(workdir(), plan_spill(total, bands, memory_budget), bands, sizes)
-    keys, prints = {}, {}
-    for side, n in sizes.items():
-        keys[side] = spill.keys[side] if spill is not None else np.empty((bands, n), dtype=np.uint64)
-        prints[side] = None
-        if keep_prints:
-            prints[side] = (np.empty((n, k), dtype=np.uint32) if spill is None else
-                            np.memmap(workdir() / f"prints-{side}.u4", dtype=np.uint32, mode="w+", shape=(max(1, n), k))[:n])
-        X = collections[side]
-        for start in _bar(range(0, n, chunk_rows), progress, f"hash {side}"):
-            stop = min(n, start + chunk_rows)
-            chunk_keys, chunk_prints = candidates.band_keys(feature_map.hash(X[start:stop]), bands, rows)
-            if spill is not None:
-                spill.add(side, start, chunk_keys)
-            else:
-                keys[side][:, start:stop] = chunk_keys
-            if keep_prints:
-                prints[side][start:stop] = chunk_prints
-    return keys, prints, spill
+                        count=count, shape=(hx.n, hy.n))
 
 
 def _in_memory_blocks(keys_x, keys_y, self_join: bool, block_pairs: int, progress: bool):

@@ -6,7 +6,8 @@
 - an `.npz` path: a `scipy.sparse.save_npz` matrix as CSR, memory-mapped when it was saved uncompressed
   (`compressed=False`: its members are stored as is in the zip, so their bytes are mapped in place), else
   loaded; or a numpy `.npz` holding exactly one 2-D array (loaded);
-- any other iterable of row chunks (2-D arrays or sparse matrices, all with the same width): read once.
+- any other iterable of row chunks (2-D arrays or sparse matrices, all with the same width): read once;
+  when the rows are not needed afterwards (verify="codes"), its chunks are only passed on to be hashed.
   The chunks are kept in memory while their bytes stay under `keep_bytes` (then stacked); past it they
   are appended to files in `workdir` (dense rows to one raw array, sparse rows to the data / indices /
   indptr of a CSR matrix) and memory-mapped back, so memory stays one chunk whatever the collection's size.
@@ -28,8 +29,9 @@ from ..maps.errors import InputError
 _LOCAL_HEADER = struct.Struct("<4s5H3I2H")   # a zip member's local file header (APPNOTE 4.3.7)
 
 
-def open_rows(X, field: str, *, keep_bytes: float = float("inf"), workdir=None):
-    """X as a 2-D ndarray (maybe memory-mapped) or a CSR matrix (maybe over memory-mapped arrays).
+def open_rows(X, field: str, *, keep_bytes: float = float("inf"), workdir=None, need_rows: bool = True):
+    """X as a 2-D ndarray (maybe memory-mapped) or a CSR matrix (maybe over memory-mapped arrays); an
+    iterable of chunks without `need_rows` as a generator of its canonical chunks (nothing kept).
     `workdir` (a callable returning a directory) is asked for only when an iterable must be spilled."""
     if isinstance(X, (str, os.PathLike)):
         return _open_path(os.fspath(X))
@@ -42,6 +44,8 @@ def open_rows(X, field: str, *, keep_bytes: float = float("inf"), workdir=None):
     except TypeError:
         raise InputError(field, f"expected an array, a sparse matrix, an .npy/.npz path or an iterable of row "
                                 f"chunks, got {type(X).__name__}") from None
+    if not need_rows:
+        return _checked(chunks, field)
     return _gather(chunks, field, keep_bytes, workdir)
 
 
@@ -113,6 +117,16 @@ def mapped_member(path: str, name: str) -> np.ndarray:
     if 0 in shape:
         return np.empty(shape, dtype=dtype)
     return np.memmap(path, dtype=dtype, mode="r", offset=start, shape=shape)
+
+
+def _checked(chunks, field: str):
+    first = None
+    for chunk in chunks:
+        chunk = _canonical(chunk, field, first)
+        first = chunk if first is None else first
+        yield chunk
+    if first is None:
+        raise InputError(field, "empty iterable: no row chunks")
 
 
 def _gather(chunks, field: str, keep_bytes: float, workdir):

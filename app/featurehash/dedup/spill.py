@@ -1,20 +1,22 @@
 """Band keys past memory: hash partitions on disk, grouped one partition at a time.
 
-Each row's L band keys go to two places as its chunk is hashed:
-- a row -> keys map, a (L, n) uint64 memory-mapped file: what the "first shared band" rule reads (a pair
+Each row's L band keys are in two places:
+- a row -> keys map (`keys.hash_collection`: in memory, or an (n, L) uint64 memory-mapped file when the
+  keys pass their share of the budget): what the "first shared band" rule reads (a pair
   found in band b is kept only if its rows share no band b' < b, `candidates.first_shared_band`), so each
   candidate is still verified once, exactly as in memory, and the rule needs no set of pairs: it is a
   function of the pair and the band alone, whatever order the partitions come in;
-- records (key, row * L + band), 16 bytes, appended to one file per (band range, partition), the
+- records (key, row * L + band), 16 bytes, written from the keys (read by blocks of rows once the
+  collection is hashed, as its size is then known) to one file per (band range, partition), the
   partition being the key's top `log2(partitions)` bits. Equal keys of a band land in the same file, so
   grouping a file alone finds every bucket of its bands in that key range.
 A file is then loaded, sorted by (band, row), and each band's keys grouped by `candidates.self_pairs` /
 `cross_pairs` (rows ascending, so i < j holds as in memory): the same candidates, band by band.
 
-The partitions are planned before any work from n, L and the budget (`plan_spill`): a record costs about
+The partitions are planned before any record is written, from n, L and the budget (`plan_spill`): a record costs about
 `RECORD_WORK` bytes while its file is grouped (the record, the sort order, the gathered keys and rows), and
 the files are made small enough that one of them takes at most half the budget. Time: one write and one
-read of 16 L (n_x + n_y) bytes plus an n-record sort per file; the keys map adds 8 L n bytes of disk.
+read of 16 L (n_x + n_y) bytes plus a sort per file; the keys map adds 8 L n bytes of disk.
 """
 
 from __future__ import annotations
@@ -54,16 +56,18 @@ def plan_spill(n_rows: int, bands: int, budget: float) -> SpillPlan:
 class BandKeySpill:
     """The band keys of one or two collections ("x", "y"), spilled as planned, in `directory`."""
 
-    def __init__(self, directory: Path, plan: SpillPlan, bands: int, sizes: dict[str, int]):
+    def __init__(self, directory: Path, plan: SpillPlan, bands: int):
         self.directory, self.plan, self.bands = Path(directory), plan, bands
         self.shift = np.uint64(64 - (plan.partitions.bit_length() - 1))
-        self.keys = {side: np.memmap(self.directory / f"keys-{side}.u8", dtype=np.uint64, mode="w+",
-                                     shape=(bands, max(1, n)))[:, :n] for side, n in sizes.items()}
+
+    def add_all(self, side: str, keys: np.ndarray, chunk_rows: int) -> None:
+        """All keys (L, n) of a collection (in memory or memory-mapped), read by blocks of rows."""
+        for start in range(0, keys.shape[1], chunk_rows):
+            self.add(side, start, np.ascontiguousarray(keys[:, start:start + chunk_rows]))
 
     def add(self, side: str, start: int, chunk_keys: np.ndarray) -> None:
         """Chunk keys (L, c) of rows start .. start + c - 1."""
         count = chunk_keys.shape[1]
-        self.keys[side][:, start:start + count] = chunk_keys
         rows = np.arange(start, start + count, dtype=np.int64)
         for number, (first, stop) in enumerate(self.plan.band_ranges):
             records = np.empty((stop - first, count), dtype=RECORD)
