@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..maps.errors import InputError
 from ..maps.lsh import choose_bands, collision_probability
@@ -140,13 +141,15 @@ def similarity_join(X, feature_map, threshold: float, *, Y=None, target_recall: 
         need_rows = verify == "exact"   # codes need no rows: an iterable is then hashed and forgotten
         collections = {"x": X} if self_join else {"x": X, "y": Y}
         hashed = {}
-        for side, source in collections.items():
-            source = sources.open_rows(source, side, keep_bytes=keep, workdir=workdir, need_rows=need_rows)
-            if hasattr(source, "shape"):
+        for side, given in collections.items():
+            source = sources.open_rows(given, side, keep_bytes=keep, workdir=workdir, need_rows=need_rows)
+            in_memory = isinstance(given, np.ndarray) and not isinstance(given, np.memmap) or sp.issparse(given)
+            if in_memory:   # checked whole, as always; files and iterables chunk by chunk, never copied whole
                 source = feature_map.check(source, side)
             collections[side] = source
-            hashed[side] = hash_collection(feature_map, _bar(row_chunks(source, chunk_rows), progress, f"hash {side}"),
-                                           side, bands, rows, verify == "codes", keep / len(collections), workdir)
+            chunks = row_chunks(source, chunk_rows) if in_memory else _checked(feature_map, source, side, chunk_rows)
+            hashed[side] = hash_collection(feature_map, _bar(chunks, progress, f"hash {side}"), side, bands, rows,
+                                           verify == "codes", keep / len(collections), workdir)
         spill = None
         if any(h.spilled for h in hashed.values()):
             spill = BandKeySpill(workdir(), plan_spill(sum(h.n for h in hashed.values()), bands, memory_budget), bands)
@@ -183,6 +186,18 @@ def similarity_join(X, feature_map, threshold: float, *, Y=None, target_recall: 
                         recall_at_threshold=float(collision_probability(threshold, bands, rows)),
                         candidates=n_candidates, verify=verify, self_join=self_join, path=output,
                         count=count, shape=(hx.n, hy.n))
+
+
+def _checked(feature_map, source, side: str, chunk_rows: int):
+    """Row blocks checked one by one (`feature_map.check`), a problem told with the rows of its block."""
+    start = 0
+    for chunk in row_chunks(source, chunk_rows):
+        try:
+            chunk = feature_map.check(chunk, side)
+        except InputError as exc:
+            raise InputError(side, f"{exc.message} (in the block of rows {start} to {start + chunk.shape[0] - 1})") from None
+        start += chunk.shape[0]
+        yield chunk
 
 
 def _in_memory_blocks(keys_x, keys_y, self_join: bool, block_pairs: int, progress: bool):
