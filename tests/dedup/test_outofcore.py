@@ -19,11 +19,11 @@ from dedup_support import dense_planted, sparse_planted
 from featurehash import create_map
 from featurehash.dedup import duplicate_clusters, similarity_join
 from featurehash.dedup.sources import open_rows
-from featurehash.dedup.spill import RECORD_WORK, plan_spill
+from featurehash.dedup.spill import RECORD_WORK, BandKeySpill, plan_spill
 from featurehash.maps import InputError
 
 THRESHOLD = 0.6
-TINY = 50_000   # bytes: forces spilling of keys and iterables here
+TINY = 100_000   # bytes: forces spilling of keys and iterables here
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +76,11 @@ def test_files_are_memory_mapped(sparse_case, tmp_path):
     assert mapped(open_rows(found["npy"], "x")) and not mapped(open_rows(found["npz-compressed"], "x").data)
 
 
-def test_every_input_spilled_gives_the_in_memory_result(sparse_case, tmp_path):
+def test_every_input_spilled_gives_the_in_memory_result(sparse_case, tmp_path, monkeypatch):
     X, m, expected = sparse_case
+    spilled = []
+    original = BandKeySpill.add_all
+    monkeypatch.setattr(BandKeySpill, "add_all", lambda self, *args: spilled.append(self.plan) or original(self, *args))
     dense = similarity_join(X.toarray(), m, THRESHOLD)   # dense rows sum |x - y| in another order
     np.testing.assert_allclose(dense.similarity, expected.similarity, rtol=1e-12)
     for name, source in inputs(X, tmp_path).items():
@@ -86,6 +89,7 @@ def test_every_input_spilled_gives_the_in_memory_result(sparse_case, tmp_path):
         found = similarity_join(source, m, THRESHOLD, memory_budget=TINY, spill_dir=spill_dir)
         assert_same(dense if name in ("dense", "npy", "npz-array", "dense-chunks") else expected, found)
         assert os.listdir(spill_dir) == [], name   # temporary files removed
+        assert spilled.pop().files > 1, name
 
 
 def test_dense_rows_and_codes_verification_spilled(sparse_case):
@@ -164,3 +168,7 @@ def test_bad_parameters_refused(sparse_case, tmp_path):
         similarity_join(tmp_path / "missing.npy", m, THRESHOLD)
     with pytest.raises(InputError, match="different widths"):
         similarity_join([X[:10], X[10:20, :500]], m, THRESHOLD)
+    bad = X[:40].toarray()
+    bad[25, 3] = np.nan
+    with pytest.raises(InputError, match=r"x: contains NaN or infinity \(in the block of rows 20 to 39\)"):
+        similarity_join([X[:20].toarray(), bad[20:]], m, THRESHOLD, verify="codes")
