@@ -6,6 +6,9 @@
     featurehash spec SPEC.json                      # print the resolved spec with its id
     featurehash transform --spec SPEC.json --input X.npy --output Z.npy [--float64] [--chunk-rows N] [--quiet]
     featurehash hash --spec SPEC.json --input X.npy --output codes.npy [--chunk-rows N] [--quiet]
+    featurehash dedup X.npy|X.npz --spec SPEC.json --threshold T [--target-recall R] [--verify exact|codes]
+        [--memory-budget 2GB] --pairs OUT.npz|OUT.parquet [--clusters OUT.npy]
+        [--mode components|representatives] [--progress/--no-progress]   # featurehash.dedup.command
 
 Outputs are .npy files: a name without the suffix gets it (as with numpy.save), and the name written is
 reported. Bad input (a missing or unreadable file, text, pickled objects, a dense .npz, a wrong
@@ -129,6 +132,12 @@ def _cmd_hash(args) -> None:
     _print_json({"id": feature_map.spec.id, "codes": args.output, "shape": list(result.shape)})
 
 
+def _cmd_dedup(args) -> None:
+    from .dedup.command import run
+
+    _print_json(run(_map_from(args.spec), args))
+
+
 def _cmd_warm_cache(args) -> None:
     from .service.compile_cache import main as warm
 
@@ -196,6 +205,22 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "transform":
             command.add_argument("--float64", action="store_true", help="compute features in float64")
         command.set_defaults(run=run)
+
+    dedup = commands.add_parser("dedup", help="write every pair of near-duplicate rows of a .npy/.npz file "
+                                "(and their clusters)")
+    dedup.add_argument("input", help="2-D .npy array (memory-mapped) or sparse .npz matrix")
+    dedup.add_argument("--spec", required=True, help="spec JSON file of a gcws or binning map")
+    dedup.add_argument("--threshold", required=True, type=float, help="least similarity of a pair, in (0, 1]")
+    dedup.add_argument("--target-recall", dest="target_recall", type=float, default=0.95,
+                       help="chance a pair at the threshold is found (default 0.95)")
+    dedup.add_argument("--verify", choices=("exact", "codes"), default="exact")
+    dedup.add_argument("--memory-budget", dest="memory_budget", help="e.g. 2GB: past it, band keys spill to disk")
+    dedup.add_argument("--pairs", required=True, help="pairs file to write (.npz, or .parquet with pyarrow)")
+    dedup.add_argument("--clusters", help="also write each row's cluster label (.npy)")
+    dedup.add_argument("--mode", choices=("components", "representatives"), default="components")
+    dedup.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                       help="progress bars (default: on a terminal)")
+    dedup.set_defaults(run=_cmd_dedup)
     return parser
 
 

@@ -1,13 +1,15 @@
-"""Near-duplicate clusters from the verified pairs of a similarity join."""
+"""Near-duplicate clusters from the verified pairs of a similarity join, streamed in blocks."""
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import numba as nb
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
 from ..maps.errors import InputError
 from .join import DEFAULT_BLOCK_PAIRS, DEFAULT_CHUNK_ROWS, SimilarPairs, similarity_join
@@ -17,7 +19,9 @@ from .join import DEFAULT_BLOCK_PAIRS, DEFAULT_CHUNK_ROWS, SimilarPairs, similar
 class DuplicateClusters:
     """`labels` (n,) int64: the cluster of each row, numbered by their representatives' order;
     `representatives` (n_clusters,) int64: the row kept for each cluster (the lowest index of its
-    members in both modes); `pairs`: the verified pairs the clusters were built from."""
+    members in both modes); `pairs`: the verified pairs the clusters were built from (with a
+    memory_budget and no `output`, they went through a temporary file: only their count is kept, with
+    `i`, `j`, `similarity` None)."""
 
     labels: np.ndarray
     representatives: np.ndarray
@@ -34,55 +38,119 @@ class DuplicateClusters:
 
 
 def duplicate_clusters(X, feature_map, threshold: float, *, mode: str = "components",
-                       target_recall: float = 0.95, verify: str = "exact",
-                       chunk_rows: int = DEFAULT_CHUNK_ROWS, block_pairs: int = DEFAULT_BLOCK_PAIRS,
-                       progress: bool = False) -> DuplicateClusters:
+                       target_recall: float = 0.95, verify: str = "exact", memory_budget: float | None = None,
+                       spill_dir=None, output=None, chunk_rows: int = DEFAULT_CHUNK_ROWS,
+                       block_pairs: int = DEFAULT_BLOCK_PAIRS, progress: bool = False) -> DuplicateClusters:
     """Group the rows of X into near-duplicate clusters (deterministic for a given map and X).
 
     The pairs are those of `similarity_join(X, feature_map, threshold, ...)` (kernel: GMM / pGMM for
     gcws, Laplacian for binning; candidates from LSH bands with the S-curve 1 - (1 - s^r)^L, Broder /
-    "Mining of Massive Datasets" ch. 3; see there for the recall and cost).
+    "Mining of Massive Datasets" ch. 3; see there for the recall, the cost, the inputs, `memory_budget` and
+    `output`). With a memory_budget and no output, the pairs are written to a temporary .npz in
+    `tempfile.mkdtemp(dir=spill_dir)`; the clusters are built from the pairs streamed in blocks, so memory
+    is O(n) (a few int64 per row) plus one block, never all pairs.
 
-    mode="components": the connected components of the graph of verified pairs
-    (scipy.sparse.csgraph.connected_components). Transitive: a chain of similar rows becomes one
-    cluster even if its ends are not similar. Representative: the lowest row index.
+    mode="components": the connected components of the graph of verified pairs, by union-find over the
+    streamed pairs (union by the lower root, with path compression: each root is its component's lowest
+    row). Transitive: a chain of similar rows becomes one cluster even if its ends are not similar.
+    Representative: the lowest row index.
     mode="representatives": no chaining. Rows are taken in index order; a row joins the earliest
     (lowest-index) representative it is similar to (a verified pair >= threshold), else it becomes a
     representative itself. Every member is then similar to its representative, and the representative
-    is the lowest index of its cluster. Linear in the number of pairs (one compiled pass).
-    Clusters are numbered by their representatives' order; a row with no pair is its own cluster.
+    is the lowest index of its cluster. Two passes over the pairs group each row's earlier neighbours
+    (int64 per pair, in memory, or memory-mapped in the temporary directory with a budget), then one
+    compiled pass. Clusters are numbered by their representatives' order; a row with no pair is its own
+    cluster.
     """
     if mode not in ("components", "representatives"):
         raise InputError("mode", "must be 'components' or 'representatives'")
-    pairs = similarity_join(X, feature_map, threshold, target_recall=target_recall, verify=verify,
-                            chunk_rows=chunk_rows, block_pairs=block_pairs, progress=progress)
-    n = X.shape[0] if hasattr(X, "shape") else len(X)
-    if mode == "components":
-        graph = sp.coo_matrix((np.ones(len(pairs), dtype=np.int8), (pairs.i, pairs.j)), shape=(n, n)).tocsr()
-        _, components = connected_components(graph, directed=False)
-        representative = np.full(components.max(initial=-1) + 1, n, dtype=np.int64)
-        np.minimum.at(representative, components, np.arange(n, dtype=np.int64))
-        row_representative = representative[components]
-    else:
-        order = np.lexsort((pairs.i, pairs.j))   # earlier neighbours of each row, ascending
-        starts = np.concatenate(([0], np.cumsum(np.bincount(pairs.j, minlength=n)))).astype(np.int64)
-        row_representative = _greedy_representatives(starts, pairs.i[order])
+    workdir = None
+    try:
+        if memory_budget is not None:
+            workdir = Path(tempfile.mkdtemp(prefix="featurehash-clusters-", dir=spill_dir))
+        pairs = similarity_join(X, feature_map, threshold, target_recall=target_recall, verify=verify,
+                                memory_budget=memory_budget, spill_dir=spill_dir,
+                                output=output if output is not None or workdir is None else workdir / "pairs.npz",
+                                chunk_rows=chunk_rows, block_pairs=block_pairs, progress=progress)
+        n = pairs.shape[0]
+        if mode == "components":
+            parent = np.arange(n, dtype=np.int64)
+            for i, j, _ in pairs.blocks(block_pairs):
+                _union(parent, np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64))
+            row_representative = _roots(parent)
+        else:
+            row_representative = _representatives(pairs, n, block_pairs, workdir)
+        if workdir is not None and output is None:
+            pairs = dataclasses.replace(pairs, i=None, j=None, similarity=None, path=None)
+    finally:
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
     representatives, labels = np.unique(row_representative, return_inverse=True)
     return DuplicateClusters(labels=labels.astype(np.int64).ravel(), representatives=representatives.astype(np.int64),
                              mode=mode, pairs=pairs)
 
 
+def _representatives(pairs: SimilarPairs, n: int, block_pairs: int, workdir: Path | None) -> np.ndarray:
+    counts = np.zeros(n, dtype=np.int64)
+    for _, j, _ in pairs.blocks(block_pairs):
+        counts += np.bincount(np.asarray(j, dtype=np.int64), minlength=n)
+    starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    total = int(starts[-1])
+    earlier = (np.empty(total, dtype=np.int64) if workdir is None or total == 0 else
+               np.asarray(np.memmap(workdir / "earlier.i8", dtype=np.int64, mode="w+", shape=(total,))))
+    cursor = starts[:-1].copy()
+    for i, j, _ in pairs.blocks(block_pairs):
+        _scatter(cursor, earlier, np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64))
+    return _greedy_representatives(starts, earlier)
+
+
+@nb.njit(cache=True, nogil=True)
+def _find(parent: np.ndarray, row: int) -> int:
+    root = row
+    while parent[root] != root:
+        root = parent[root]
+    while parent[row] != root:   # path compression
+        parent[row], row = root, parent[row]
+    return root
+
+
+@nb.njit(cache=True, nogil=True)
+def _union(parent: np.ndarray, i: np.ndarray, j: np.ndarray) -> None:
+    for t in range(i.size):
+        a, b = _find(parent, i[t]), _find(parent, j[t])
+        if a < b:
+            parent[b] = a
+        elif b < a:
+            parent[a] = b
+
+
+@nb.njit(cache=True, nogil=True)
+def _roots(parent: np.ndarray) -> np.ndarray:
+    """Each row's root: parent[row] <= row always (roots are their components' lowest rows), so one
+    ascending pass finds every root from the already final roots below it."""
+    out = np.empty_like(parent)
+    for row in range(parent.size):
+        out[row] = out[parent[row]] if parent[row] != row else row
+    return out
+
+
+@nb.njit(cache=True, nogil=True)
+def _scatter(cursor: np.ndarray, earlier: np.ndarray, i: np.ndarray, j: np.ndarray) -> None:
+    for t in range(i.size):
+        earlier[cursor[j[t]]] = i[t]
+        cursor[j[t]] += 1
+
+
 @nb.njit(cache=True, nogil=True)
 def _greedy_representatives(starts: np.ndarray, earlier: np.ndarray) -> np.ndarray:
-    """For rows in index order: the first earlier neighbour that is a representative, else itself.
-    `earlier[starts[j]:starts[j + 1]]` are row j's earlier neighbours, ascending."""
+    """For rows in index order: the lowest earlier neighbour that is a representative, else itself.
+    `earlier[starts[j]:starts[j + 1]]` are row j's earlier neighbours, in any order."""
     n = starts.size - 1
     out = np.empty(n, dtype=np.int64)
     for row in range(n):
         out[row] = row
         for position in range(starts[row], starts[row + 1]):
             neighbour = earlier[position]
-            if out[neighbour] == neighbour:
+            if out[neighbour] == neighbour and neighbour < out[row]:
                 out[row] = neighbour
-                break
     return out

@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import math
+import shutil
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..maps.errors import InputError
 from ..maps.lsh import choose_bands, collision_probability
-from . import candidates
-from .verify import CodePairs, ExactPairs, SUPPORTED_METHODS
+from . import candidates, sources
+from . import output as pair_output
+from .keys import hash_collection, row_chunks
+from .spill import BandKeySpill, plan_spill
+from .verify import SUPPORTED_METHODS, CodePairs, ExactPairs
 
 DEFAULT_CHUNK_ROWS = 8192
 DEFAULT_BLOCK_PAIRS = 1 << 20
+# bytes of memory per pair of a block while it is verified (indices, gathered keys, similarities, masks)
+_PAIR_WORK = 256
 
 
 @dataclass(frozen=True)
@@ -21,7 +31,11 @@ class SimilarPairs:
     `similarity` (float64: the exact kernel, or the code estimate with verify="codes"), sorted by
     (i, j). `bands` x `rows` is the banding used, `recall_at_threshold` = 1 - (1 - t^r)^L the chance a
     pair exactly at the threshold became a candidate, `candidates` the number of distinct candidate
-    pairs verified."""
+    pairs verified, `shape` (rows of X, rows of Y or of X again).
+
+    With `output` the pairs live in that file, in the order found: `path` names it and `count` (len) counts
+    them; for .npz, `i`, `j`, `similarity` are read-only memory maps into it (nothing is read until used);
+    for .parquet they are None (read the file with pyarrow, or stream it with `blocks`)."""
 
     i: np.ndarray
     j: np.ndarray
@@ -33,14 +47,29 @@ class SimilarPairs:
     candidates: int
     verify: str
     self_join: bool = field(default=True)
+    path: str | None = None
+    count: int | None = None
+    shape: tuple[int, int] | None = None
 
     def __len__(self) -> int:
-        return int(self.i.size)
+        return int(self.count if self.count is not None else self.i.size)
+
+    def blocks(self, block_pairs: int = DEFAULT_BLOCK_PAIRS):
+        """(i, j, similarity) in blocks of at most `block_pairs`: from memory, or read from `path`."""
+        if self.path is not None:
+            yield from pair_output.read_blocks(self.path, block_pairs)
+            return
+        if self.i is None:
+            raise ValueError("these pairs were not kept (they went through a temporary file); pass output=")
+        for start in range(0, len(self), block_pairs):
+            yield (self.i[start:start + block_pairs], self.j[start:start + block_pairs],
+                   self.similarity[start:start + block_pairs])
 
 
 def similarity_join(X, feature_map, threshold: float, *, Y=None, target_recall: float = 0.95,
-                    verify: str = "exact", chunk_rows: int = DEFAULT_CHUNK_ROWS,
-                    block_pairs: int = DEFAULT_BLOCK_PAIRS, progress: bool = False) -> SimilarPairs:
+                    verify: str = "exact", memory_budget: float | None = None, spill_dir=None, output=None,
+                    chunk_rows: int = DEFAULT_CHUNK_ROWS, block_pairs: int = DEFAULT_BLOCK_PAIRS,
+                    progress: bool = False) -> SimilarPairs:
     """Every pair of rows whose similarity under the map's kernel is >= `threshold`.
 
     One collection (Y None): pairs (i, j) of rows of X with i < j. Two: pairs (i, j) of a row i of X
@@ -70,6 +99,24 @@ def similarity_join(X, feature_map, threshold: float, *, Y=None, target_recall: 
     With gcws `zero_bit` the codes keep i* only and agree with probability close to, not exactly, GMM, so
     the S-curve's recall is approximate there. Requires a map with discrete codes ("gcws" or "binning"). `progress` shows
     tqdm bars for the hashing and the bands.
+
+    Inputs (`featurehash.dedup.sources`): X and Y may be arrays, sparse matrices, .npy paths (memory-mapped),
+    .npz paths (scipy sparse, memory-mapped when saved uncompressed, or one numpy array) or iterables of row
+    chunks, read once: with verify="exact" their rows are kept (in memory up to memory_budget / 4 bytes,
+    else in files on disk, memory-mapped), with verify="codes" they are only hashed.
+
+    `memory_budget` (bytes, None: no limit): when a collection's band keys (8 L bytes per row, plus 4 k with
+    verify="codes") pass a quarter of it (an eighth each for two collections), they go to a memory-mapped
+    file (`featurehash.dedup.keys`) and are then spilled as hash partitions (`featurehash.dedup.spill`:
+    planned from n, L and the budget before any is written, grouped one file at a time, the first-shared-band
+    rule read from the memory-mapped keys), and pair blocks are capped at memory_budget / 256 pairs. The
+    result is the same as without a budget (same pairs, same similarities, same candidate count). The budget
+    bounds the join's own memory: rows given in memory count on top, rows from files are memory-mapped (their
+    pages are the kernel's to reclaim); with power != 1 a gcws map's exact verification holds t(x) of all
+    rows. Temporary files go in `tempfile.mkdtemp(dir=spill_dir)`, removed at the end, also on error.
+
+    `output` (a path ending in .npz or .parquet): the verified pairs are written there block by block as
+    found, and the result holds no pairs in memory (`SimilarPairs.path`, `.count`, `.blocks()`).
     """
     method = getattr(feature_map, "method", None)
     if not getattr(feature_map, "has_hash", False) or method not in SUPPORTED_METHODS:
@@ -81,54 +128,101 @@ def similarity_join(X, feature_map, threshold: float, *, Y=None, target_recall: 
         raise InputError("verify", "must be 'exact' or 'codes'")
     if chunk_rows < 1 or block_pairs < 1:
         raise InputError("chunk_rows", "chunk_rows and block_pairs must be positive")
+    if memory_budget is not None and not (isinstance(memory_budget, (int, float)) and memory_budget > 0):
+        raise InputError("memory_budget", "must be a positive number of bytes, or None")
+    output = pair_output.check_output(output)
     self_join = Y is None
-    X = feature_map.check(X, "x")
-    Y = X if self_join else feature_map.check(Y, "y")
     k = feature_map.spec.n_components
     bands, rows = choose_bands(k, threshold, target_recall)
-
-    keys_x, prints_x = _hash(feature_map, X, bands, rows, chunk_rows, verify == "codes", progress)
-    keys_y, prints_y = ((keys_x, prints_x) if self_join else
-                        _hash(feature_map, Y, bands, rows, chunk_rows, verify == "codes", progress))
-    score = (ExactPairs(feature_map, X, None if self_join else Y) if verify == "exact"
-             else CodePairs(prints_x, None if self_join else prints_y))
-
-    found_i, found_j, found_s = [], [], []
-    n_candidates = 0
-    for band in _bar(range(bands), progress, "bands"):
-        blocks = (candidates.self_pairs(keys_x[band], block_pairs) if self_join
-                  else candidates.cross_pairs(keys_x[band], keys_y[band], block_pairs))
-        for i, j in blocks:
+    workdir = _Workdir(spill_dir)
+    sink = None
+    try:
+        keep = math.inf if memory_budget is None else memory_budget / 4
+        need_rows = verify == "exact"   # codes need no rows: an iterable is then hashed and forgotten
+        collections = {"x": X} if self_join else {"x": X, "y": Y}
+        hashed = {}
+        for side, given in collections.items():
+            source = sources.open_rows(given, side, keep_bytes=keep, workdir=workdir, need_rows=need_rows)
+            in_memory = isinstance(given, np.ndarray) and not isinstance(given, np.memmap) or sp.issparse(given)
+            if in_memory:   # checked whole, as always; files and iterables chunk by chunk, never copied whole
+                source = feature_map.check(source, side)
+            collections[side] = source
+            chunks = row_chunks(source, chunk_rows) if in_memory else _checked(feature_map, source, side, chunk_rows)
+            hashed[side] = hash_collection(feature_map, _bar(chunks, progress, f"hash {side}"), side, bands, rows,
+                                           verify == "codes", keep / len(collections), workdir)
+        spill = None
+        if any(h.spilled for h in hashed.values()):
+            spill = BandKeySpill(workdir(), plan_spill(sum(h.n for h in hashed.values()), bands, memory_budget), bands)
+            for side, h in hashed.items():
+                spill.add_all(side, h.keys, chunk_rows)
+        if memory_budget is not None:
+            block_pairs = max(1, min(block_pairs, int(memory_budget // _PAIR_WORK)))
+        hx, hy = hashed["x"], hashed["x" if self_join else "y"]
+        keys_x, keys_y = hx.keys, hy.keys
+        score = (ExactPairs(feature_map, collections["x"], None if self_join else collections["y"])
+                 if verify == "exact" else CodePairs(hx.prints, None if self_join else hy.prints))
+        if spill is not None:
+            blocks = spill.candidate_blocks(self_join, block_pairs, lambda units: _bar(units, progress, "partitions"))
+        else:
+            blocks = _in_memory_blocks(keys_x, keys_y, self_join, block_pairs, progress)
+        sink = pair_output.open_sink(output, workdir)
+        n_candidates = 0
+        for band, i, j in blocks:
             if band:
                 first = candidates.first_shared_band(keys_x, keys_y, band, i, j)
                 i, j = i[first], j[first]
             n_candidates += i.size
             similarity = score(i, j)
             hit = similarity >= threshold
-            found_i.append(i[hit])
-            found_j.append(j[hit])
-            found_s.append(similarity[hit])
-    i = np.concatenate(found_i) if found_i else np.empty(0, dtype=np.int64)
-    j = np.concatenate(found_j) if found_j else np.empty(0, dtype=np.int64)
-    s = np.concatenate(found_s) if found_s else np.empty(0)
-    order = np.lexsort((j, i))
-    return SimilarPairs(i=i[order].astype(np.int64), j=j[order].astype(np.int64), similarity=s[order],
-                        threshold=float(threshold), bands=bands, rows=rows,
+            sink.add(i[hit], j[hit], similarity[hit])
+        count = sink.count
+        i, j, s = sink.finish()
+        sink = None
+    finally:
+        if sink is not None:
+            sink.abort()
+        workdir.remove()
+    return SimilarPairs(i=i, j=j, similarity=s, threshold=float(threshold), bands=bands, rows=rows,
                         recall_at_threshold=float(collision_probability(threshold, bands, rows)),
-                        candidates=n_candidates, verify=verify, self_join=self_join)
+                        candidates=n_candidates, verify=verify, self_join=self_join, path=output,
+                        count=count, shape=(hx.n, hy.n))
 
 
-def _hash(feature_map, X, bands: int, rows: int, chunk_rows: int, keep_prints: bool, progress: bool):
-    n, k = X.shape[0], feature_map.spec.n_components
-    keys = np.empty((bands, n), dtype=np.uint64)
-    prints = np.empty((n, k), dtype=np.uint32) if keep_prints else None
-    for start in _bar(range(0, n, chunk_rows), progress, "hash"):
-        stop = min(n, start + chunk_rows)
-        chunk_keys, chunk_prints = candidates.band_keys(feature_map.hash(X[start:stop]), bands, rows)
-        keys[:, start:stop] = chunk_keys
-        if keep_prints:
-            prints[start:stop] = chunk_prints
-    return keys, prints
+def _checked(feature_map, source, side: str, chunk_rows: int):
+    """Row blocks checked one by one (`feature_map.check`), a problem told with the rows of its block."""
+    start = 0
+    for chunk in row_chunks(source, chunk_rows):
+        try:
+            chunk = feature_map.check(chunk, side)
+        except InputError as exc:
+            raise InputError(side, f"{exc.message} (in the block of rows {start} to {start + chunk.shape[0] - 1})") from None
+        start += chunk.shape[0]
+        yield chunk
+
+
+def _in_memory_blocks(keys_x, keys_y, self_join: bool, block_pairs: int, progress: bool):
+    for band in _bar(range(keys_x.shape[0]), progress, "bands"):
+        blocks = (candidates.self_pairs(keys_x[band], block_pairs) if self_join
+                  else candidates.cross_pairs(keys_x[band], keys_y[band], block_pairs))
+        for i, j in blocks:
+            yield band, i, j
+
+
+class _Workdir:
+    """A temporary directory made on first use (`tempfile.mkdtemp(dir=spill_dir)`), removed by `remove`."""
+
+    def __init__(self, spill_dir):
+        self.spill_dir, self.path = spill_dir, None
+
+    def __call__(self) -> Path:
+        if self.path is None:
+            self.path = Path(tempfile.mkdtemp(prefix="featurehash-dedup-", dir=self.spill_dir))
+        return self.path
+
+    def remove(self) -> None:
+        if self.path is not None:
+            shutil.rmtree(self.path, ignore_errors=True)
+            self.path = None
 
 
 def _bar(iterable, progress: bool, what: str):

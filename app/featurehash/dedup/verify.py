@@ -11,7 +11,9 @@ as an n x m matrix):
   change), so no power overflows. Two zero vectors: 1.
 - binning: the Laplacian kernel exp(-gamma ||x - y||_1) (Rahimi & Recht's random binning).
 D is computed in blocks of pairs: dense rows by gathering both blocks and subtracting, sparse rows
-by CSR row indexing and a sparse difference (its cost is the nonzeros of the block's rows).
+by CSR row indexing and a sparse difference (its cost is the nonzeros of the block's rows). The rows are
+never copied whole (only with power != 1, whose t(x) is computed once): they may be memory-mapped, and
+are cast to float64 block by block.
 
 Code estimates: the fraction of the k codes (as 32-bit fingerprints) on which a pair agrees,
 Binomial(k, s) / k for GCWS and binning; see `similarity_join` for its noise and bias.
@@ -57,10 +59,11 @@ class ExactPairs:
         out = np.empty(i.size)
         for start in range(0, i.size, self.block):   # a loop over blocks of pairs
             a, b = i[start:start + self.block], j[start:start + self.block]
+            x, y = _float64(self.X[a]), _float64(self.Y[b])   # rows cast by block: X may be float32 or mapped
             if self.sparse:
-                out[start:start + a.size] = np.asarray(abs(self.X[a] - self.Y[b]).sum(axis=1)).ravel()
+                out[start:start + a.size] = np.asarray(abs(x - y).sum(axis=1)).ravel()
             else:
-                out[start:start + a.size] = np.abs(self.X[a] - self.Y[b]).sum(axis=1)
+                out[start:start + a.size] = np.abs(x - y).sum(axis=1)
         return out
 
     def __call__(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
@@ -89,9 +92,14 @@ class CodePairs:
 
 
 def _as(X, sparse: bool):
+    """X without copying its values (they may be memory-mapped, larger than memory): CSR, or a 2-D array."""
     if sparse:
-        return sp.csr_matrix(X, dtype=np.float64)
-    return np.ascontiguousarray(X, dtype=np.float64)
+        return X if sp.isspmatrix_csr(X) else sp.csr_matrix(X)
+    return X if isinstance(X, np.ndarray) else np.asarray(X)
+
+
+def _float64(rows):
+    return rows.astype(np.float64, copy=False)
 
 
 def _peak(X) -> float:
@@ -102,13 +110,18 @@ def _peak(X) -> float:
 
 def _signed_power(X, scale: float, power: float):
     if sp.issparse(X):
-        X = X.copy()
+        X = X.astype(np.float64)   # a copy, whatever the dtype
         X.data = np.sign(X.data) * np.abs(X.data * scale) ** power
         return X
+    X = np.asarray(X, dtype=np.float64)
     return np.sign(X) * np.abs(X * scale) ** power
 
 
 def _row_l1(X) -> np.ndarray:
-    if sp.issparse(X):
-        return np.asarray(abs(X).sum(axis=1)).ravel()
-    return np.abs(X).sum(axis=1)
+    """Row sums of |X| in float64, by blocks of rows (X may be memory-mapped)."""
+    out = np.empty(X.shape[0])
+    step = max(1, _BLOCK_ELEMENTS // max(1, (X.nnz // max(1, X.shape[0])) if sp.issparse(X) else X.shape[1]))
+    for start in range(0, X.shape[0], step):
+        rows = _float64(X[start:start + step])
+        out[start:start + step] = np.asarray(abs(rows).sum(axis=1)).ravel() if sp.issparse(X) else np.abs(rows).sum(axis=1)
+    return out

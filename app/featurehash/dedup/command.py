@@ -1,0 +1,66 @@
+"""The body of `featurehash dedup`: a join (and clusters) of one .npy / .npz file, pairs written to a file.
+
+    featurehash dedup INPUT --spec SPEC --threshold T [--target-recall R] [--verify exact|codes]
+        [--memory-budget 2GB] --pairs OUT.npz|OUT.parquet [--clusters OUT.npy]
+        [--mode components|representatives] [--progress/--no-progress]
+
+The pairs go to --pairs as found (`similarity_join(output=...)`); --clusters writes each row's cluster
+label (int64, n) as .npy. A summary is printed as JSON on stdout. Bad input raises InputError, which the
+command line prints as one line.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import numpy as np
+
+from ..maps.errors import InputError
+from .clusters import duplicate_clusters
+from .join import similarity_join
+
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def parse_bytes(text: str | None) -> int | None:
+    """'2GB' -> 2 * 10^9, '512MiB' -> 512 * 2^20, '1e9' -> 10^9 (None stays None)."""
+    if text is None:
+        return None
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([A-Za-z]*)\s*", text)
+    if not match or match.group(2).upper() not in _UNITS or float(match.group(1)) <= 0:
+        raise InputError("--memory-budget", f"{text!r}: expected a positive size such as 2GB, 512MiB or 1e9")
+    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+
+
+def run(feature_map, args) -> dict:
+    """Run the command for parsed arguments (input, threshold, target_recall, verify, memory_budget,
+    pairs, clusters, mode, progress); the summary to print."""
+    budget = parse_bytes(args.memory_budget)
+    if args.clusters is not None and not args.clusters.endswith(".npy"):
+        args.clusters = f"{args.clusters}.npy"   # as numpy.save names it
+    if not args.input.endswith((".npy", ".npz")):
+        raise InputError(args.input, "expected an .npy or .npz file")
+    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    options = {"target_recall": args.target_recall, "verify": args.verify, "memory_budget": budget,
+               "output": args.pairs, "progress": progress}
+    try:
+        if args.clusters is None:
+            pairs, clusters = similarity_join(args.input, feature_map, args.threshold, **options), None
+        else:
+            clusters = duplicate_clusters(args.input, feature_map, args.threshold, mode=args.mode, **options)
+            pairs = clusters.pairs
+    except InputError as exc:   # the library's field names, told as the command line's
+        names = {"x": args.input, "output": "--pairs", "feature_map": "--spec", "threshold": "--threshold",
+                 "target_recall": "--target-recall", "memory_budget": "--memory-budget"}
+        field = names.get(exc.field, exc.field)
+        raise InputError(field, exc.message) from None
+    if clusters is not None:
+        np.save(args.clusters, clusters.labels)
+    summary = {"id": feature_map.spec.id, "pairs": pairs.path, "count": len(pairs), "candidates": pairs.candidates,
+               "rows": pairs.shape[0], "bands": pairs.bands, "rows_per_band": pairs.rows,
+               "recall_at_threshold": pairs.recall_at_threshold}
+    if clusters is not None:
+        summary.update(clusters=args.clusters, n_clusters=clusters.n_clusters, mode=clusters.mode)
+    return summary
