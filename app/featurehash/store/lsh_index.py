@@ -66,6 +66,9 @@ from ..maps import FeatureMap, InputError
 from ..maps.lsh import band_digests, code_fingerprints
 from .durability import check_durability
 from .lsh_layout import IndexConfig, IndexLayout, unpack_records_and_vectors
+from .lsh_compact import CompactLayout
+from .lsh_compact_queries import _CompactQuerySteps
+from .lsh_compact_steps import _CompactSteps
 from .lsh_queries import QueryResult, _QuerySteps
 from .lsh_vectors import VectorCodec
 from .lsh_writes import _WriteSteps
@@ -96,7 +99,7 @@ class IndexConflict(Exception):
 # -- one index: items and queries -------------------------------------------------------------
 
 
-class _IndexSteps(_WriteSteps, _QuerySteps):
+class _IndexSteps(_CompactSteps, _CompactQuerySteps, _WriteSteps, _QuerySteps):
     """The operations on one index as step generators (no I/O)."""
 
     def __init__(self, redis, config: IndexConfig, feature_map: FeatureMap, key_prefix: str,
@@ -109,6 +112,7 @@ class _IndexSteps(_WriteSteps, _QuerySteps):
         self.config = config
         self.feature_map = feature_map
         self.layout = IndexLayout(key_prefix, config.name, config.layout)
+        self.compact = CompactLayout(self.layout.prefix, config) if config.layout >= 3 else None
         self.codec = VectorCodec.for_storage(config.vectors, feature_map.input_dim)
         self.items_when_opened = items
         self.created = False

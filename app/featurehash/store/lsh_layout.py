@@ -122,20 +122,23 @@ def item_number(item_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(item_id.encode(), digest_size=8).digest(), "big") >> 1
 
 
-LATEST_LAYOUT = 2
+LATEST_LAYOUT = 3
+LAYOUTS = (1, 2, 3)
 
 
 class IndexLayout:
-    """The key names of one index (bytes, since bucket and record keys are binary).
-    `version` 2: hash-tagged keys (one cluster slot per index); 1: the keys of indexes created before."""
+    """The key names of one index (bytes, since bucket and record keys are binary). `version` 3:
+    compact records and partitioned buckets (featurehash.store.lsh_compact) under layout 2's hash-tagged
+    prefix (one cluster slot per index); 2: a key per record and per bucket; 1: the keys of indexes
+    created before hash tags."""
 
     def __init__(self, key_prefix: str, name: str, version: int = LATEST_LAYOUT):
-        if version not in (1, LATEST_LAYOUT):
+        if version not in LAYOUTS:
             raise ValueError(f"unknown index layout {version}")
         self.key_prefix = key_prefix
         self.name = name
         self.version = version
-        self.prefix = (f"{key_prefix}index:{{{name}}}:" if version == 2 else f"{key_prefix}index:{name}:").encode()
+        self.prefix = (f"{key_prefix}index:{{{name}}}:" if version >= 2 else f"{key_prefix}index:{name}:").encode()
         self.meta = self.prefix + b"meta"
         self.count = self.prefix + b"count"
         self.deleting_marker = self.prefix + b"deleting"
@@ -194,7 +197,7 @@ MAX_BANDS = 2**16 - 1  # the band number is 2 bytes of a bucket key
 @dataclass(frozen=True)
 class IndexConfig:
     """What `P meta` holds: the index's name, its map's resolved spec, its banding, the stored
-    vectors' encoding, the forest levels and the key layout. Fields added later have defaults
+    vectors' encoding, the forest levels, the key layout and (layout 3) the expected item count. Fields added later have defaults
     that describe the indexes created before them (codes only, no forest, layout 1)."""
 
     name: str
@@ -208,9 +211,13 @@ class IndexConfig:
     vectors: str = "none"  # featurehash.store.lsh_vectors.VECTOR_STORAGE
     forest_rows: tuple[int, ...] = ()  # shorter band prefixes also stored, descending
     layout: int = 1
+    expected_items: int = 0  # layout 3: sizes its partitions (featurehash.store.lsh_compact); 0 before
 
     def to_json(self) -> bytes:
-        return orjson.dumps(asdict(self), option=orjson.OPT_SORT_KEYS)
+        fields = asdict(self)
+        if not fields["expected_items"]:  # the meta of a layout-2 index stays what earlier releases read
+            del fields["expected_items"]
+        return orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
 
     @classmethod
     def from_json(cls, raw: bytes) -> "IndexConfig":

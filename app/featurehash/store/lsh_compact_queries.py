@@ -1,0 +1,64 @@
+"""Querying a layout-3 index (featurehash.store.lsh_compact): the hooks of featurehash.store.lsh_queries'
+query loop (the plan, the bucket probe, the record fetch, the pool, the code similarity) for compact
+records; indexes of layouts 1 and 2 go on to lsh_queries' own."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..maps.lsh import b_bit_match_fractions
+from . import lsh_compact_scripts as scripts
+from .lsh_compact import FINGERPRINT_BITS
+from .lsh_queries import _CandidatePool
+from .redis_steps import RoundTrip
+
+
+class _CompactPool(_CandidatePool):
+    """The candidates' b-bit fingerprints, ids and vectors, sorted by item number."""
+
+    def add(self, numbers: np.ndarray, records) -> None:
+        fingerprints, _, tails = records
+        self.fetched = np.union1d(self.fetched, numbers)
+        live = [row for row, tail in enumerate(tails) if tail]
+        if not live:
+            return
+        blobs, vectors = [tails[row] for row in live], None
+        if self.codec is not None:
+            vectors, blobs = self.codec.unpack(blobs)
+        self._merge(numbers[live], fingerprints[live], [blob.decode() for blob in blobs], vectors)
+
+
+class _CompactQuerySteps:
+    """Needs what _IndexSteps sets up (lsh_index.py) and _CompactSteps' _records_steps."""
+
+    def _query_plan(self, X):
+        """The checked vectors, their b-bit fingerprints and their bucket identities (all levels)."""
+        if self.config.layout < 3:
+            return super()._query_plan(X)
+        X = self.feature_map.check(X, "vectors")
+        fingerprints = self._fingerprints(X)
+        low = (fingerprints & np.uint32(2**FINGERPRINT_BITS - 1)).astype(np.uint8)
+        return X, low, self.compact.identities(fingerprints)
+
+    def _probe_steps(self, level_keys, active: list[int], level: list[int]):
+        if self.config.layout < 3:
+            return (yield from super()._probe_steps(level_keys, active, level))
+        addresses = b"".join(self.compact.probe_addresses(level_keys[q:q + 1], level[q]) for q in active)
+        (blobs,) = yield RoundTrip([("EVAL", scripts.PROBE, 1, self.layout.meta, addresses,
+                                     self.compact.address_stride, self.config.bands)])
+        return [np.unique(np.frombuffer(blob, "<u4")).astype(np.int64) for blob in blobs]
+
+    def _fetch_steps(self, wanted: np.ndarray):
+        if self.config.layout < 3:
+            return (yield from super()._fetch_steps(wanted))
+        if not wanted.size:
+            return None, None, []
+        return (yield from self._records_steps(wanted))
+
+    def _new_pool(self) -> _CandidatePool:
+        return _CompactPool(self.config, self.codec) if self.config.layout >= 3 else super()._new_pool()
+
+    def _code_similarities(self, query: np.ndarray, items: np.ndarray) -> np.ndarray:
+        if self.config.layout < 3:
+            return super()._code_similarities(query, items)
+        return b_bit_match_fractions(query, items, FINGERPRINT_BITS)
