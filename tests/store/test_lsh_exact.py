@@ -29,8 +29,9 @@ from featurehash.store.lsh_vectors import VectorCodec
 from test_lsh_index import GCWS, assert_layout_consistent, near_copies, planted_documents, positive_rows
 
 # the Redis fixtures of test_lsh_index.py (a server for this module, a unique key prefix)
-redis_url, key_prefix, client, indexes = (test_lsh_index.redis_url, test_lsh_index.key_prefix, test_lsh_index.client,
-                                          test_lsh_index.indexes)
+redis_url, layout, key_prefix, client, indexes = (test_lsh_index.redis_url, test_lsh_index.layout,
+                                                  test_lsh_index.key_prefix, test_lsh_index.client,
+                                                  test_lsh_index.indexes)
 
 
 def recall_at_k(results, exact: np.ndarray, k: int = 10) -> float:
@@ -170,7 +171,7 @@ def test_target_recall_widens_until_the_s_curve_promises_it(indexes):
 
 # -- key layouts ---------------------------------------------------------------------------------
 
-def test_an_index_created_before_hash_tags_keeps_working_in_its_keys(client, indexes, key_prefix):
+def test_an_index_created_before_hash_tags_keeps_working_in_its_keys(client, indexes, key_prefix, layout):
     """A layout-1 index (meta without the new fields, keys {prefix}index:<name>:*, as written by the
     previous release) is opened by name, written, queried, listed, recreated idempotently and deleted
     in its own keys; nothing is written under the new layout's keys."""
@@ -201,7 +202,7 @@ def test_an_index_created_before_hash_tags_keeps_working_in_its_keys(client, ind
     assert list(client.scan_iter(match=index.layout.scan_pattern())) == []
     with pytest.raises(IndexNotFound):
         indexes.open("legacy")
-    assert indexes.create(m, name="legacy", bands=8, rows=4).config.layout == 2
+    assert indexes.create(m, name="legacy", bands=8, rows=4).config.layout == layout
 
 
 def test_every_key_of_an_index_hashes_to_one_cluster_slot(client, indexes):

@@ -78,7 +78,7 @@ class _CompactSteps:
                 numbers_now[fresh] = np.frombuffer(given, "<u4")
             else:
                 numbers_now = numbers
-            command = yield Compute(self._add_command, (ids, numbers, numbers_now, old_records, fingerprints,
+            command = yield Compute(self._compact_add_command, (ids, numbers, numbers_now, old_records, fingerprints,
                                                         identities, tails), inline=len(ids) <= INLINE_ROWS)
             (reply,) = yield RoundTrip([command])
             if reply == _META_CHANGED:
@@ -87,7 +87,7 @@ class _CompactSteps:
                 return int(fresh.size), int(reply)
         raise TransactionConflict(f"{MAX_TRANSACTION_ATTEMPTS} attempts met concurrent changes to the same items")
 
-    def _add_command(self, ids, numbers, numbers_now, old_records, fingerprints, identities, tails) -> tuple:
+    def _compact_add_command(self, ids, numbers, numbers_now, old_records, fingerprints, identities, tails) -> tuple:
         compact = self.compact
         rows = np.arange(len(ids))
         stored = np.flatnonzero(numbers > 0)
@@ -96,11 +96,11 @@ class _CompactSteps:
         leaving = compact.bucket_keys(stored, old_identities)
         # only the buckets that change: re-adding an unchanged vector rewrites just its record
         joining, leaving = np.setdiff1d(joining, leaving, True), np.setdiff1d(leaving, joining, True)
-        return self._write_command("a", ids, numbers_now, numbers, old_records,
+        return self._compact_write_command("a", ids, numbers_now, numbers, old_records,
                                    compact.operations(leaving, joining, numbers_now),
                                    compact.pack_records(fingerprints, identities), tails, len(ids) - stored.size)
 
-    def _write_command(self, mode, ids, numbers, numbers_read, old_records, operations, records, tails,
+    def _compact_write_command(self, mode, ids, numbers, numbers_read, old_records, operations, records, tails,
                        count_change) -> tuple:
         compact = self.compact
         items = np.empty((len(ids), 12), np.uint8)
@@ -134,7 +134,7 @@ class _CompactSteps:
                 present = np.flatnonzero(numbers > 0)
                 if not present.size:
                     break
-                command = yield Compute(self._remove_command, ([batch[row].encode() for row in present],
+                command = yield Compute(self._compact_remove_command, ([batch[row].encode() for row in present],
                                                                numbers[present], old_records),
                                         inline=present.size <= INLINE_ROWS)
                 (reply,) = yield RoundTrip([command])
@@ -149,10 +149,10 @@ class _CompactSteps:
         yield from persisted(self.durability, self.layout.meta)
         return removed
 
-    def _remove_command(self, ids, numbers, old_records) -> tuple:
+    def _compact_remove_command(self, ids, numbers, old_records) -> tuple:
         _, identities = self.compact.unpack_records(old_records)
         leaving = self._stored_bucket_keys(identities)
-        return self._write_command("r", ids, numbers, numbers, old_records,
+        return self._compact_write_command("r", ids, numbers, numbers, old_records,
                                    self.compact.operations(leaving, np.empty(0, np.uint64), numbers), b"", [],
                                    -len(ids))
 
