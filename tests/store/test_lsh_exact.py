@@ -26,7 +26,7 @@ from featurehash.maps.lsh import collision_probability, exact_similarities
 from featurehash.store import AsyncLSHIndexes, IndexConflict, IndexNotFound, LSHIndexes, plan_index
 from featurehash.store.lsh_layout import IndexLayout, item_number
 from featurehash.store.lsh_vectors import VectorCodec
-from test_lsh_index import GCWS, assert_layout_consistent, near_copies, planted_documents, positive_rows
+from test_lsh_index import GCWS, assert_layout_consistent, near_copies, planted_with_exact, positive_rows
 
 # the Redis fixtures of test_lsh_index.py (a server for this module, a unique key prefix)
 redis_url, layout, key_prefix, client, indexes = (test_lsh_index.redis_url, test_lsh_index.layout,
@@ -130,10 +130,9 @@ def test_exact_reranking_recall_meets_the_s_curve(indexes):
     prediction, the mean of P(s) over each query's exact top-10, is well below 1. With exact re-ranking
     a neighbour is returned exactly when it is a candidate: recall >= 0.95 x the prediction (600 +
     top-10 memberships, sd of the recall ~0.015), while codes-only ranking loses some to its noise."""
-    X, Q = planted_documents(300, 10, 100, seed=7)
+    X, Q, exact = planted_with_exact(300, 10, 100, seed=7)
     m = create_map({"method": "gcws", "input_dim": 200, "n_components": 128, "seed": 8})
     ids = [str(i) for i in range(len(X))]
-    exact = gmm(Q, X)
     kth = np.sort(exact, axis=1)[:, -10]
     predicted = float(np.mean([collision_probability(exact[q][exact[q] >= kth[q]], 6, 4).mean()
                                for q in range(len(Q))]))
@@ -152,12 +151,11 @@ def test_target_recall_widens_until_the_s_curve_promises_it(indexes):
     the forest's prefixes of 6, 4 and 2 codes let a query with target_recall 0.9 widen until
     P(k-th similarity) >= 0.9. The estimate is a lower bound of the expected recall, and the
     measured recall meets the target."""
-    X, Q = planted_documents(300, 10, 60, seed=9)
+    X, Q, exact = planted_with_exact(300, 10, 60, seed=9)
     m = create_map({"method": "gcws", "input_dim": 200, "n_components": 128, "seed": 10})
     index = indexes.create(m, name="forest", bands=16, rows=8, vectors="sparse", forest_rows=[6, 4, 2])
     ids = [str(i) for i in range(len(X))]
     index.add(ids, X)
-    exact = gmm(Q, X)
     narrow = index.query(Q, top_k=10)
     wide = index.query(Q, top_k=10, target_recall=0.9)
     assert set(narrow.rows_probed) == {8} and min(wide.rows_probed) < 8

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import asyncio
+import functools
 import os
 import threading
 import uuid
@@ -445,6 +446,14 @@ def planted_documents(n_families: int, family_size: int, n_queries: int, seed: i
     return X, duplicate(base[:n_queries])
 
 
+@functools.lru_cache(maxsize=4)
+def planted_with_exact(n_families: int, family_size: int, n_queries: int, seed: int):
+    """planted_documents and the exact GMM of the queries to the documents, computed once for both
+    layouts (the exact GMM is most of these tests' time)."""
+    X, Q = planted_documents(n_families, family_size, n_queries, seed)
+    return X, Q, gmm(Q, X)
+
+
 def test_recall_at_10_against_exact_gmm_on_planted_near_duplicates(indexes):
     """3000 documents in 300 families of 10; 60 queries, each a new duplicate of a family's document.
     The exact GMM top-10 of a query is its family (GMM 0.64-0.85 here; no outsider above 0.27, most
@@ -452,13 +461,12 @@ def test_recall_at_10_against_exact_gmm_on_planted_near_duplicates(indexes):
     r = 4: a family member at GMM 0.64 becomes a candidate with probability 1 - (1 - 0.64^4)^17 = 0.96
     (0.998 at 0.75), an outsider at 0.27 with 0.09 and at 0.1 with 0.002, so nearly all of the top-10
     and well under 5% of the index get re-ranked. Deterministic (fixed seeds)."""
-    X, Q = planted_documents(300, 10, 60, seed=7)
+    X, Q, exact = planted_with_exact(300, 10, 60, seed=7)
     m = create_map({"method": "gcws", "input_dim": 200, "n_components": 128, "seed": 8})
     index = indexes.create(m, name="recall", threshold=0.6)
     assert (index.config.bands, index.config.rows) == (17, 4)
     ids = [str(i) for i in range(len(X))]
     index.add(ids, X)
-    exact = gmm(Q, X)
     truth = np.argsort(-exact, axis=1, kind="stable")[:, :10]
     result = index.query(Q, top_k=10)
     recall = np.mean([len({ids[j] for j in truth[q]} & {i for i, _ in found}) / 10
