@@ -58,7 +58,6 @@ class CompactLayout:
         self.width = self.n_codes * FINGERPRINT_BITS // 8 + 4 * self.bands * len(self.level_rows)
         self.chunk_items = max(1, CHUNK_BYTES // self.width)
         self.address_stride = 5 + self.field_bytes
-        self.op_stride = self.address_stride + 5
         self.next, self.free = prefix + b"next", prefix + b"free"
 
     # -- numbers, ids, records ---------------------------------------------------------------------
@@ -110,19 +109,29 @@ class CompactLayout:
         out[:, 5:] = field.astype(">u4").view(np.uint8).reshape(-1, 4)[:, 4 - self.field_bytes:]
         return out
 
-    def operations(self, leaving: np.ndarray, joining: np.ndarray, numbers: np.ndarray) -> bytes:
-        """The write script's bucket operations: per (row, level, identity) key, its address, the row's
-        item number and '-' (leave) or '+' (join), sorted by address so each hash is read and written once."""
+    def operations(self, leaving: np.ndarray, joining: np.ndarray, numbers: np.ndarray) -> tuple[bytes, ...]:
+        """The write script's bucket changes, from (row, level, identity) keys (bucket_keys) the rows'
+        items leave and join; `numbers` are the rows' item numbers. Grouped so Redis reads and writes
+        each partition hash once and touches each bucket once: (partition heads (level u8 + partition
+        u32 BE), buckets per head (u32), each bucket's field, its (leaving, joining) counts (u32 pairs),
+        the members: each bucket's leaving numbers then its joining ones, u32 LE)."""
         keys = np.concatenate([leaving, joining])
-        kinds = np.concatenate([np.full(leaving.size, ord("-"), np.uint8), np.full(joining.size, ord("+"), np.uint8)])
-        order = np.argsort(keys & np.uint64(0xFFFFFFFFFF), kind="stable")
-        keys, kinds = keys[order], kinds[order]
-        out = np.empty((keys.size, self.op_stride), np.uint8)
-        out[:, :self.address_stride] = self._addresses(keys)
-        members = numbers[(keys >> np.uint64(40)).astype(np.int64)]
-        out[:, self.address_stride:-1] = members.astype(_U32).view(np.uint8).reshape(-1, 4)
-        out[:, -1] = kinds
-        return out.tobytes()
+        joins = np.concatenate([np.zeros(leaving.size, bool), np.ones(joining.size, bool)])
+        order = np.lexsort((joins, keys & np.uint64(0xFFFFFFFFFF)))
+        keys, joins = keys[order], joins[order]
+        members = numbers[(keys >> np.uint64(40)).astype(np.int64)].astype(_U32)
+        bucket = keys & np.uint64(0xFFFFFFFFFF)
+        starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]]) if keys.size else np.empty(0, np.int64)
+        joined = np.add.reduceat(joins.astype(_U32), starts) if keys.size else np.empty(0, _U32)
+        sizes = np.diff(np.r_[starts, keys.size]).astype(_U32)
+        counts = np.column_stack([sizes - joined, joined]).astype(_U32)
+        addresses = self._addresses(keys[starts])
+        head = addresses[:, :5]
+        heads = np.flatnonzero(np.r_[True, (head[1:] != head[:-1]).any(axis=1)]) if starts.size \
+            else np.empty(0, np.int64)
+        per_head = np.diff(np.r_[heads, starts.size]).astype(_U32)
+        return (head[heads].tobytes(), per_head.tobytes(), addresses[:, 5:].tobytes(), counts.tobytes(),
+                members.tobytes())
 
     def probe_addresses(self, identities: np.ndarray, level: int) -> bytes:
         """Each row's L bucket addresses at a level, row after row (a query probes them)."""

@@ -97,13 +97,14 @@ return table.concat(out)
 # them: else -1 (meta changed) or -2 (an item changed), and nothing is written. KEYS: meta, count, free.
 # ARGV: 1 meta SHA-1, 2 mode, 3 per item 12 bytes (id partition u32 BE, number u32 LE, number read
 # u32 LE: 0 when the id was absent), 4 id lengths, 5 ids, 6 the SHA-1 (hex) of each record read,
-# 7 new records, 8 tail lengths, 9 tails, 10 bucket operations (CompactLayout.operations), 11 record
-# width, 12 chunk items, 13 field bytes, 14 count change. A removal's first write is an HDEL (Redis at
+# 7 new records, 8 tail lengths, 9 tails, 10-14 the bucket changes (CompactLayout.operations: partition
+# heads, buckets per head, fields, (leaving, joining) counts, members), 15 record width, 16 chunk items,
+# 17 field bytes, 18 count change. A removal's first write is an HDEL (Redis at
 # maxmemory refuses a script's first write only if it may grow memory; deleting must work then).
 WRITE = _PRELUDE + """
 if redis.sha1hex(redis.call('GET', KEYS[1]) or '') ~= ARGV[1] then return -1 end
 local adding, items, lens, ids, shas = ARGV[2] == 'a', ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local width, chunk, fw = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
+local width, chunk, fw = tonumber(ARGV[15]), tonumber(ARGV[16]), tonumber(ARGV[17])
 local plan, at, read = {}, 1, 0
 for i = 0, #items / 12 - 1 do
   local number, old = struct.unpack('<I4<I4', items, 12 * i + 5)
@@ -153,59 +154,52 @@ local function each_chunk(command, key, list, step)
   end
   return replies
 end
-local ops, stride = ARGV[10], 10 + fw
-local count, i = #ops / stride, 0
-while i < count do
-  local head = string.sub(ops, i * stride + 1, i * stride + 5)
-  local j, order, seen = i, {}, {}
-  while j < count and string.sub(ops, j * stride + 1, j * stride + 5) == head do
-    local field = string.sub(ops, j * stride + 6, j * stride + 5 + fw)
-    if not seen[field] then seen[field] = true; order[#order + 1] = field end
-    j = j + 1
-  end
-  local key = prefix .. 'b' .. head
+local heads, sizes, fields, counts, members = ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14]
+local af, am, bucket = 1, 1, 0
+for g = 0, #heads / 5 - 1 do
+  local head = string.sub(heads, 5 * g + 1, 5 * g + 5)
+  local key, order = prefix .. 'b' .. head, {}
+  for x = 1, struct.unpack('<I4', sizes, 4 * g + 1) do order[x] = string.sub(fields, af, af + fw - 1); af = af + fw end
   local before = each_chunk('HMGET', key, order, 1000)
-  local value = {}
-  for x, field in ipairs(order) do value[field] = before[x] end
-  for y = i, j - 1 do
-    local b = y * stride
-    local field = string.sub(ops, b + 6, b + 5 + fw)
-    local member = string.sub(ops, b + 6 + fw, b + 9 + fw)
-    local joins = string.byte(ops, b + 10 + fw) == 43
-    local v = value[field]
-    if v == '' then
-      local set = prefix .. 'o' .. head .. field
-      if joins then redis.call('SADD', set, (struct.unpack('<I4', member)))
-      else
-        redis.call('SREM', set, (struct.unpack('<I4', member)))
-        if redis.call('EXISTS', set) == 0 then value[field] = false end
-      end
-    elseif joins then
-      v = (v or '') .. member
-      if #v > 64 then  -- past hash-max-listpack-value: the bucket moves to a set of its own
-        local set = prefix .. 'o' .. head .. field
-        for p = 1, #v, 4 do redis.call('SADD', set, (struct.unpack('<I4', v, p))) end
-        v = ''
-      end
-      value[field] = v
-    elseif v then
-      for p = 1, #v, 4 do
-        if string.sub(v, p, p + 3) == member then v = string.sub(v, 1, p - 1) .. string.sub(v, p + 4); break end
-      end
-      if v == '' then v = false end
-      value[field] = v
-    end
-  end
   local sets, dels = {}, {}
   for x, field in ipairs(order) do
-    local v = value[field]
-    if v ~= before[x] then
-      if v then sets[#sets + 1] = field; sets[#sets + 1] = v else dels[#dels + 1] = field end
+    local leave, join = struct.unpack('<I4<I4', counts, 8 * bucket + 1)
+    bucket = bucket + 1
+    local v = before[x]
+    if v == '' then
+      local set = prefix .. 'o' .. head .. field
+      for p = am, am + 4 * leave - 1, 4 do redis.call('SREM', set, (struct.unpack('<I4', members, p))) end
+      am = am + 4 * leave
+      for p = am, am + 4 * join - 1, 4 do redis.call('SADD', set, (struct.unpack('<I4', members, p))) end
+      am = am + 4 * join
+      if leave > 0 and redis.call('EXISTS', set) == 0 then dels[#dels + 1] = field end
+    else
+      if v and leave > 0 then
+        for p = am, am + 4 * leave - 1, 4 do
+          local member = string.sub(members, p, p + 3)
+          for q = 1, #v, 4 do
+            if string.sub(v, q, q + 3) == member then v = string.sub(v, 1, q - 1) .. string.sub(v, q + 4); break end
+          end
+        end
+        if v == '' then v = false end
+      end
+      am = am + 4 * leave
+      if join > 0 then
+        v = (v or '') .. string.sub(members, am, am + 4 * join - 1)
+        if #v > 64 then  -- past hash-max-listpack-value: the bucket moves to a set of its own
+          local set = prefix .. 'o' .. head .. field
+          for p = 1, #v, 4 do redis.call('SADD', set, (struct.unpack('<I4', v, p))) end
+          v = ''
+        end
+        am = am + 4 * join
+      end
+      if v ~= before[x] then
+        if v then sets[#sets + 1] = field; sets[#sets + 1] = v else dels[#dels + 1] = field end
+      end
     end
   end
   each_chunk('HDEL', key, dels, 1000)
   each_chunk('HSET', key, sets, 1000)
-  i = j
 end
-return redis.call('INCRBY', KEYS[2], ARGV[14])
+return redis.call('INCRBY', KEYS[2], ARGV[18])
 """

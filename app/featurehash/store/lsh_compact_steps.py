@@ -112,7 +112,7 @@ class _CompactSteps:
                         for at in range(0, len(old_records), width))
         return ("EVAL", scripts.WRITE, 3, self.layout.meta, self.layout.count, compact.free,
                 hashlib.sha1(self._meta).hexdigest(), mode, items.tobytes(), *pack_strings(ids), shas, records,
-                *pack_strings(tails), operations, width, compact.chunk_items, compact.field_bytes, count_change)
+                *pack_strings(tails), *operations, width, compact.chunk_items, compact.field_bytes, count_change)
 
     def _meta_gone_steps(self):
         """Raises IndexNotFound or IndexConflict when the meta key is gone or another; returns when
