@@ -223,7 +223,8 @@ def cluster_nodes(tmp_path_factory):
     stop_cluster(nodes)
 
 
-def test_an_index_on_a_redis_cluster(cluster_nodes):
+@pytest.mark.parametrize("index_layout", [3, 2])
+def test_an_index_on_a_redis_cluster(cluster_nodes, index_layout):
     """Create, add, replace, remove, query (exact, widened), list and delete through a cluster client,
     sync and async, on three primaries: every script and transaction stays on the index's slot, and
     deleting leaves no key on any node."""
@@ -232,10 +233,11 @@ def test_an_index_on_a_redis_cluster(cluster_nodes):
     ids = [f"c{i}" for i in range(200)]
     cluster = redis.cluster.RedisCluster(host="127.0.0.1", port=cluster_nodes[0].port)
     try:
-        indexes = LSHIndexes(cluster, "fh-test:")
+        indexes = LSHIndexes(cluster, f"fh-test-{index_layout}:")
         names = [f"cl-{i}" for i in range(6)]  # several indexes: several slots, on more than one node
         for name in names:
-            index = indexes.create(m, name=name, bands=16, rows=4, vectors="float32", forest_rows=[3, 2])
+            index = indexes.create(m, name=name, bands=16, rows=4, vectors="float32", forest_rows=[3, 2],
+                                   layout=index_layout)
         assert len({cluster.get_node_from_key(IndexLayout("fh-test:", name).meta).name for name in names}) > 1
         assert index.add(ids, X) == {"added": 200, "replaced": 0, "items": 200}
         assert index.add(ids[:10], X[:10] * 1.5)["replaced"] == 10
@@ -249,7 +251,7 @@ def test_an_index_on_a_redis_cluster(cluster_nodes):
         async def run_async():
             connection = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=cluster_nodes[0].port)
             try:
-                async_index = await AsyncLSHIndexes(connection, "fh-test:").open(names[-1])
+                async_index = await AsyncLSHIndexes(connection, f"fh-test-{index_layout}:").open(names[-1])
                 return await async_index.query(Q, top_k=3, target_recall=0.99)
             finally:
                 await connection.aclose()
