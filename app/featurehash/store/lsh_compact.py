@@ -113,7 +113,7 @@ class CompactLayout:
         """The write script's bucket changes, from (row, level, identity) keys (bucket_keys) the rows'
         items leave and join; `numbers` are the rows' item numbers. Grouped so Redis reads and writes
         each partition hash once and touches each bucket once: (partition heads (level u8 + partition
-        u32 BE), buckets per head (u32), each bucket's field, its (leaving, joining) counts (u32 pairs),
+        u32 BE), buckets per head (u32), each bucket's field, its (leaving, joining) counts (u16 BE pairs),
         the members: each bucket's leaving numbers then its joining ones, u32 LE)."""
         keys = np.concatenate([leaving, joining])
         joins = np.concatenate([np.zeros(leaving.size, bool), np.ones(joining.size, bool)])
@@ -124,7 +124,7 @@ class CompactLayout:
         starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]]) if keys.size else np.empty(0, np.int64)
         joined = np.add.reduceat(joins.astype(_U32), starts) if keys.size else np.empty(0, _U32)
         sizes = np.diff(np.r_[starts, keys.size]).astype(_U32)
-        counts = np.column_stack([sizes - joined, joined]).astype(_U32)
+        counts = np.column_stack([sizes - joined, joined]).astype(">u2")  # a batch has < 2^16 items
         addresses = self._addresses(keys[starts])
         head = addresses[:, :5]
         heads = np.flatnonzero(np.r_[True, (head[1:] != head[:-1]).any(axis=1)]) if starts.size \

@@ -98,7 +98,7 @@ return table.concat(out)
 # ARGV: 1 meta SHA-1, 2 mode, 3 per item 12 bytes (id partition u32 BE, number u32 LE, number read
 # u32 LE: 0 when the id was absent), 4 id lengths, 5 ids, 6 the SHA-1 (hex) of each record read,
 # 7 new records, 8 tail lengths, 9 tails, 10-14 the bucket changes (CompactLayout.operations: partition
-# heads, buckets per head, fields, (leaving, joining) counts, members), 15 record width, 16 chunk items,
+# heads, buckets per head, fields, (leaving, joining) counts as u16 BE pairs, members), 15 record width, 16 chunk items,
 # 17 field bytes, 18 count change. A removal's first write is an HDEL (Redis at
 # maxmemory refuses a script's first write only if it may grow memory; deleting must work then).
 WRITE = _PRELUDE + """
@@ -155,40 +155,43 @@ local function each_chunk(command, key, list, step)
   return replies
 end
 local heads, sizes, fields, counts, members = ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14]
-local af, am, bucket = 1, 1, 0
+local sub, byte, call, unpack_u32 = string.sub, string.byte, redis.call, struct.unpack  -- locals: no global lookups
+local af, am, at = 1, 1, 1
 for g = 0, #heads / 5 - 1 do
-  local head = string.sub(heads, 5 * g + 1, 5 * g + 5)
+  local head = sub(heads, 5 * g + 1, 5 * g + 5)
   local key, order = prefix .. 'b' .. head, {}
-  for x = 1, struct.unpack('<I4', sizes, 4 * g + 1) do order[x] = string.sub(fields, af, af + fw - 1); af = af + fw end
+  for x = 1, unpack_u32('<I4', sizes, 4 * g + 1) do order[x] = sub(fields, af, af + fw - 1); af = af + fw end
   local before = each_chunk('HMGET', key, order, 1000)
   local sets, dels = {}, {}
   for x, field in ipairs(order) do
-    local leave, join = struct.unpack('<I4<I4', counts, 8 * bucket + 1)
-    bucket = bucket + 1
+    local l1, l2, j1, j2 = byte(counts, at, at + 3)
+    local leave, join = l1 * 256 + l2, j1 * 256 + j2
+    at = at + 4
     local v = before[x]
     if v == '' then
       local set = prefix .. 'o' .. head .. field
-      for p = am, am + 4 * leave - 1, 4 do redis.call('SREM', set, (struct.unpack('<I4', members, p))) end
+      for p = am, am + 4 * leave - 1, 4 do call('SREM', set, (unpack_u32('<I4', members, p))) end
       am = am + 4 * leave
-      for p = am, am + 4 * join - 1, 4 do redis.call('SADD', set, (struct.unpack('<I4', members, p))) end
+      for p = am, am + 4 * join - 1, 4 do call('SADD', set, (unpack_u32('<I4', members, p))) end
       am = am + 4 * join
-      if leave > 0 and redis.call('EXISTS', set) == 0 then dels[#dels + 1] = field end
+      if leave > 0 and call('EXISTS', set) == 0 then dels[#dels + 1] = field end
     else
       if v and leave > 0 then
         for p = am, am + 4 * leave - 1, 4 do
-          local member = string.sub(members, p, p + 3)
+          local member = sub(members, p, p + 3)
           for q = 1, #v, 4 do
-            if string.sub(v, q, q + 3) == member then v = string.sub(v, 1, q - 1) .. string.sub(v, q + 4); break end
+            if sub(v, q, q + 3) == member then v = sub(v, 1, q - 1) .. sub(v, q + 4); break end
           end
         end
         if v == '' then v = false end
       end
       am = am + 4 * leave
       if join > 0 then
-        v = (v or '') .. string.sub(members, am, am + 4 * join - 1)
+        local joining = sub(members, am, am + 4 * join - 1)
+        if v then v = v .. joining else v = joining end
         if #v > 64 then  -- past hash-max-listpack-value: the bucket moves to a set of its own
           local set = prefix .. 'o' .. head .. field
-          for p = 1, #v, 4 do redis.call('SADD', set, (struct.unpack('<I4', v, p))) end
+          for p = 1, #v, 4 do call('SADD', set, (unpack_u32('<I4', v, p))) end
           v = ''
         end
         am = am + 4 * join

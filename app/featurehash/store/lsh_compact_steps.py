@@ -31,7 +31,7 @@ class _CompactSteps:
     """Needs what _IndexSteps sets up (lsh_index.py): config, layout, compact, codec, feature_map."""
 
     def _compact_batch(self) -> int:
-        return max(1, COMPACT_BATCH_OPERATIONS // (self.config.bands * len(self.config.levels)))
+        return max(1, min(2**15, COMPACT_BATCH_OPERATIONS // (self.config.bands * len(self.config.levels))))
 
     def _compact_encode(self, X):
         """Fingerprints, bucket identities and packed vectors (None: codes only) of rows to add."""
