@@ -35,11 +35,16 @@ import numpy as np
 import redis
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_lsh import exact_top10, percentiles_ms, recall_at_10, running_server, used_memory  # noqa: E402
-
-from featurehash.client import FeatureHashClient  # noqa: E402
-from featurehash.maps import create_map  # noqa: E402
-from featurehash.store import LSHIndexes  # noqa: E402
+from bench_lsh import (
+    exact_top10,
+    percentiles_ms,
+    recall_at_10,
+    running_server,
+    used_memory,
+)
+from featurehash.client import FeatureHashClient
+from featurehash.maps import create_map
+from featurehash.store import LSHIndexes
 
 D, DENSITY, K, THRESHOLD, RECALL_AT_THRESHOLD = 64, 0.25, 256, 0.7, 0.95
 SHARD_BYTES = 25e9

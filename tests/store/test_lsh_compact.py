@@ -14,7 +14,6 @@ import uuid
 import numpy as np
 import pytest
 import redis
-
 import test_lsh_index
 from featurehash.maps import create_map
 from featurehash.maps.lsh import b_bit_match_fractions

@@ -21,7 +21,13 @@ from . import lsh_compact_scripts as scripts
 from .lsh_compact import members_of, pack_strings
 from .lsh_inline import INLINE_ROWS, _small_input
 from .lsh_layout import check_item_ids
-from .redis_steps import MAX_TRANSACTION_ATTEMPTS, Compute, RoundTrip, TransactionConflict, persisted
+from .redis_steps import (
+    MAX_TRANSACTION_ATTEMPTS,
+    Compute,
+    RoundTrip,
+    TransactionConflict,
+    persisted,
+)
 
 COMPACT_BATCH_OPERATIONS = 60_000  # bucket operations per script call: ~50 ms of Redis at a time
 _META_CHANGED, _ITEM_CHANGED = -1, -2
