@@ -271,6 +271,8 @@ def test_bad_configuration_and_bad_items_name_the_field(indexes):
         ({"bands": True, "rows": 2}, "bands"), ({"threshold": 1.5}, "threshold"),
         ({"recall_at_threshold": 1.0}, "recall_at_threshold"), ({"name": "no spaces"}, "name"),
         ({"name": "x" * 65}, "name"), ({"name": "_hidden"}, "name"),
+        ({"expected_items": 0}, "expected_items"), ({"expected_items": 2**32}, "expected_items"),
+        ({"layout": 1}, "layout"),
     ]
     for options, field in cases:
         with pytest.raises(InputError) as bad:
