@@ -157,10 +157,9 @@ end
 local heads, sizes, fields, counts, members = ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14]
 local sub, byte, call, unpack_u32 = string.sub, string.byte, redis.call, struct.unpack  -- locals: no global lookups
 local af, am, at = 1, 1, 1
-for g = 0, #heads / 5 - 1 do
-  local head = sub(heads, 5 * g + 1, 5 * g + 5)
+local function apply_group(head, size)
   local key, order = prefix .. 'b' .. head, {}
-  for x = 1, unpack_u32('<I4', sizes, 4 * g + 1) do order[x] = sub(fields, af, af + fw - 1); af = af + fw end
+  for x = 1, size do order[x] = sub(fields, af, af + fw - 1); af = af + fw end
   local before = each_chunk('HMGET', key, order, 1000)
   local sets, dels = {}, {}
   for x, field in ipairs(order) do
@@ -203,6 +202,18 @@ for g = 0, #heads / 5 - 1 do
   end
   each_chunk('HDEL', key, dels, 1000)
   each_chunk('HSET', key, sets, 1000)
+end
+for g = 0, #heads / 5 - 1 do
+  local head, size, done = sub(heads, 5 * g + 1, 5 * g + 5), unpack_u32('<I4', sizes, 4 * g + 1), false
+  if size == 1 then  -- a large index's usual case: one bucket of the hash, new: one HSETNX, no read
+    local l1, l2, j1, j2 = byte(counts, at, at + 3)
+    local join = j1 * 256 + j2
+    if l1 + l2 == 0 and join <= 16 and call('HSETNX', prefix .. 'b' .. head, sub(fields, af, af + fw - 1),
+                                            sub(members, am, am + 4 * join - 1)) == 1 then
+      af, am, at, done = af + fw, am + 4 * join, at + 4, true
+    end
+  end
+  if not done then apply_group(head, size) end
 end
 return redis.call('INCRBY', KEYS[2], ARGV[18])
 """
