@@ -108,7 +108,9 @@ def test_removed_numbers_are_reused_and_records_read_by_number(client, indexes):
 def test_shared_buckets_scan_finds_the_near_duplicates(client, indexes):
     index = indexes.create(create_map(GCWS), name="shared", bands=8, rows=4, expected_items=2000)
     X = positive_rows(4, 100)
-    index.add([f"s{i}" for i in range(100)] + ["copy-0", "copy-1"], np.vstack([X, X[:1], X[:1]]))
+    index.add([f"s{i}" for i in range(100)] + ["copy-0"], np.vstack([X, X[:1]]))
+    index.add(["copy-1"], X[:1])   # joins buckets that exist: appended to their hash fields
+    assert_layout_consistent(client, index)
     wanted, _ = run_sync(client, index._numbers_steps([b"s0", b"copy-0", b"copy-1"]))
     cursor, groups = 0, []
     while True:
