@@ -1,8 +1,8 @@
 """Adding, removing and querying items of a layout-3 index (featurehash.store.lsh_compact) as step
 generators (no I/O); indexes of layouts 1 and 2 go on to featurehash.store.lsh_writes / lsh_queries.
 
-Writes keep layout 2's guarantees with one script call per batch instead of a MULTI: read the ids'
-numbers and records (LOOKUP), give new items numbers (ALLOCATE), then WRITE checks that the meta key
+Writes keep layout 2's guarantees with scripts instead of a MULTI, three round trips a batch: read the
+ids' numbers and records (LOOKUP), give new items numbers (ALLOCATE), then WRITE checks that the meta key
 and every item are still as read (else it writes nothing and the batch is read again) and applies the
 records, the id maps and every bucket operation of the batch. So a record and its buckets change
 together, and nothing is written under a deleted index. The methods the other operations build on:
@@ -21,13 +21,7 @@ from . import lsh_compact_scripts as scripts
 from .lsh_compact import members_of, pack_strings
 from .lsh_inline import INLINE_ROWS, _small_input
 from .lsh_layout import check_item_ids
-from .redis_steps import (
-    MAX_TRANSACTION_ATTEMPTS,
-    Compute,
-    RoundTrip,
-    TransactionConflict,
-    persisted,
-)
+from .redis_steps import MAX_TRANSACTION_ATTEMPTS, Compute, RoundTrip, TransactionConflict, persisted
 
 COMPACT_BATCH_OPERATIONS = 60_000  # bucket operations per script call: ~50 ms of Redis at a time
 _META_CHANGED, _ITEM_CHANGED = -1, -2

@@ -31,6 +31,8 @@ at maxmemory refuses whatever it holds, so deleting frees memory then. So a reco
 bucket memberships change together: a replaced or removed item never stays in a bucket it
 left, and nothing is written under a deleted index's keys. With durability "aof" an add or
 a removal returns only once Redis's append-only file has it (featurehash.store.durability).
+Layout-3 indexes (the default; featurehash.store.lsh_compact) do the same with Lua scripts that
+check what was read and write a whole batch in one call (featurehash.store.lsh_compact_steps).
 Queries: one pipelined round trip of SUNIONs (one per query vector over its L buckets),
 one of MGETs of the candidates' records, then re-ranking: by the exact similarity of the
 map's kernel (featurehash.maps.lsh.exact_similarities) when the index keeps vectors
