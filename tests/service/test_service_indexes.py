@@ -18,11 +18,12 @@ import scipy.sparse as sp
 import featurehash.client.operations
 from featurehash.client import FeatureHashAPIError, FeatureHashClient
 from featurehash.maps.kernels import gmm
+from featurehash.maps.lsh import code_fingerprints
 from featurehash.maps import METHODS, create_map
 from featurehash.store import LSHIndexes, plan_index
 from service_support import (JSON, MAIN_MAX_BATCH_ROWS, NPY, ServiceProcess, list_all, npy_bytes, sparse_rows,
                              start_all)
-from lsh_support import assert_layout_consistent
+from lsh_support import assert_layout_consistent, code_estimates
 
 D = 16
 GCWS64 = {"method": "gcws", "input_dim": D, "n_components": 64, "seed": 71}
@@ -233,12 +234,13 @@ def test_replaced_and_deleted_items_never_come_back(main_server, server_redis):
         everything = post_json(http, f"{path}/query", {"vectors": X.tolist(), "top_k": 30}).json()["results"]
         returned = {found["id"] for row in everything for found in row}
         assert not returned & {"r20", "r21"}
-        m = create_map(GCWS64)
-        new_codes, old_codes = m.hash(Y[:10]), m.hash(X[:10])
-        for row in range(10):  # a replaced item answers only with its new vector's similarity
+        m, index = create_map(GCWS64), indexes.open("svc-replace")
+        new_codes, old_codes = code_fingerprints(m.hash(Y[:10])), code_fingerprints(m.hash(X[:10]))
+        for row in range(10):  # a replaced item answers only with its new vector's similarity (the index's estimate)
             for found in everything[row]:
                 if found["id"] == ids[row]:
-                    assert found["similarity"] == (new_codes[row] == old_codes[row]).mean() < 1.0
+                    estimate = code_estimates(index, old_codes[row:row + 1], new_codes[row:row + 1])[0, 0]
+                    assert found["similarity"] == estimate < 1.0
         fresh = post_json(http, f"{path}/query", {"vectors": Y[:10].tolist(), "top_k": 1}).json()["results"]
         assert [row[0] for row in fresh] == [{"id": item_id, "similarity": 1.0} for item_id in ids[:10]]
         stored = assert_layout_consistent(raw, indexes.open("svc-replace"))

@@ -26,11 +26,12 @@ from featurehash.maps.lsh import collision_probability, exact_similarities
 from featurehash.store import AsyncLSHIndexes, IndexConflict, IndexNotFound, LSHIndexes, plan_index
 from featurehash.store.lsh_layout import IndexLayout, item_number
 from featurehash.store.lsh_vectors import VectorCodec
-from test_lsh_index import GCWS, assert_layout_consistent, near_copies, planted_documents, positive_rows
+from test_lsh_index import GCWS, assert_layout_consistent, near_copies, planted_with_exact, positive_rows
 
 # the Redis fixtures of test_lsh_index.py (a server for this module, a unique key prefix)
-redis_url, key_prefix, client, indexes = (test_lsh_index.redis_url, test_lsh_index.key_prefix, test_lsh_index.client,
-                                          test_lsh_index.indexes)
+redis_url, layout, key_prefix, client, indexes = (test_lsh_index.redis_url, test_lsh_index.layout,
+                                                  test_lsh_index.key_prefix, test_lsh_index.client,
+                                                  test_lsh_index.indexes)
 
 
 def recall_at_k(results, exact: np.ndarray, k: int = 10) -> float:
@@ -129,10 +130,9 @@ def test_exact_reranking_recall_meets_the_s_curve(indexes):
     prediction, the mean of P(s) over each query's exact top-10, is well below 1. With exact re-ranking
     a neighbour is returned exactly when it is a candidate: recall >= 0.95 x the prediction (600 +
     top-10 memberships, sd of the recall ~0.015), while codes-only ranking loses some to its noise."""
-    X, Q = planted_documents(300, 10, 100, seed=7)
+    X, Q, exact = planted_with_exact(300, 10, 100, seed=7)
     m = create_map({"method": "gcws", "input_dim": 200, "n_components": 128, "seed": 8})
     ids = [str(i) for i in range(len(X))]
-    exact = gmm(Q, X)
     kth = np.sort(exact, axis=1)[:, -10]
     predicted = float(np.mean([collision_probability(exact[q][exact[q] >= kth[q]], 6, 4).mean()
                                for q in range(len(Q))]))
@@ -151,12 +151,11 @@ def test_target_recall_widens_until_the_s_curve_promises_it(indexes):
     the forest's prefixes of 6, 4 and 2 codes let a query with target_recall 0.9 widen until
     P(k-th similarity) >= 0.9. The estimate is a lower bound of the expected recall, and the
     measured recall meets the target."""
-    X, Q = planted_documents(300, 10, 60, seed=9)
+    X, Q, exact = planted_with_exact(300, 10, 60, seed=9)
     m = create_map({"method": "gcws", "input_dim": 200, "n_components": 128, "seed": 10})
     index = indexes.create(m, name="forest", bands=16, rows=8, vectors="sparse", forest_rows=[6, 4, 2])
     ids = [str(i) for i in range(len(X))]
     index.add(ids, X)
-    exact = gmm(Q, X)
     narrow = index.query(Q, top_k=10)
     wide = index.query(Q, top_k=10, target_recall=0.9)
     assert set(narrow.rows_probed) == {8} and min(wide.rows_probed) < 8
@@ -170,7 +169,7 @@ def test_target_recall_widens_until_the_s_curve_promises_it(indexes):
 
 # -- key layouts ---------------------------------------------------------------------------------
 
-def test_an_index_created_before_hash_tags_keeps_working_in_its_keys(client, indexes, key_prefix):
+def test_an_index_created_before_hash_tags_keeps_working_in_its_keys(client, indexes, key_prefix, layout):
     """A layout-1 index (meta without the new fields, keys {prefix}index:<name>:*, as written by the
     previous release) is opened by name, written, queried, listed, recreated idempotently and deleted
     in its own keys; nothing is written under the new layout's keys."""
@@ -201,7 +200,7 @@ def test_an_index_created_before_hash_tags_keeps_working_in_its_keys(client, ind
     assert list(client.scan_iter(match=index.layout.scan_pattern())) == []
     with pytest.raises(IndexNotFound):
         indexes.open("legacy")
-    assert indexes.create(m, name="legacy", bands=8, rows=4).config.layout == 2
+    assert indexes.create(m, name="legacy", bands=8, rows=4).config.layout == layout
 
 
 def test_every_key_of_an_index_hashes_to_one_cluster_slot(client, indexes):
@@ -224,7 +223,8 @@ def cluster_nodes(tmp_path_factory):
     stop_cluster(nodes)
 
 
-def test_an_index_on_a_redis_cluster(cluster_nodes):
+@pytest.mark.parametrize("index_layout", [3, 2])
+def test_an_index_on_a_redis_cluster(cluster_nodes, index_layout):
     """Create, add, replace, remove, query (exact, widened), list and delete through a cluster client,
     sync and async, on three primaries: every script and transaction stays on the index's slot, and
     deleting leaves no key on any node."""
@@ -233,10 +233,11 @@ def test_an_index_on_a_redis_cluster(cluster_nodes):
     ids = [f"c{i}" for i in range(200)]
     cluster = redis.cluster.RedisCluster(host="127.0.0.1", port=cluster_nodes[0].port)
     try:
-        indexes = LSHIndexes(cluster, "fh-test:")
+        indexes = LSHIndexes(cluster, f"fh-test-{index_layout}:")
         names = [f"cl-{i}" for i in range(6)]  # several indexes: several slots, on more than one node
         for name in names:
-            index = indexes.create(m, name=name, bands=16, rows=4, vectors="float32", forest_rows=[3, 2])
+            index = indexes.create(m, name=name, bands=16, rows=4, vectors="float32", forest_rows=[3, 2],
+                                   layout=index_layout)
         assert len({cluster.get_node_from_key(IndexLayout("fh-test:", name).meta).name for name in names}) > 1
         assert index.add(ids, X) == {"added": 200, "replaced": 0, "items": 200}
         assert index.add(ids[:10], X[:10] * 1.5)["replaced"] == 10
@@ -250,7 +251,7 @@ def test_an_index_on_a_redis_cluster(cluster_nodes):
         async def run_async():
             connection = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=cluster_nodes[0].port)
             try:
-                async_index = await AsyncLSHIndexes(connection, "fh-test:").open(names[-1])
+                async_index = await AsyncLSHIndexes(connection, f"fh-test-{index_layout}:").open(names[-1])
                 return await async_index.query(Q, top_k=3, target_recall=0.99)
             finally:
                 await connection.aclose()

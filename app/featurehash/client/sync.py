@@ -115,13 +115,15 @@ class FeatureHashClient:
 
     def create_index(self, map_id: str, *, name: str | None = None, bands: int | None = None, rows: int | None = None,
                      threshold: float | None = None, recall_at_threshold: float | None = None,
-                     vectors: str | None = None, forest_rows: list[int] | None = None) -> IndexInfo:
+                     vectors: str | None = None, forest_rows: list[int] | None = None,
+                     expected_items: int | None = None) -> IndexInfo:
         """The index (chosen bands and rows included); an existing one of that name if it matches.
         `vectors` ("sparse", "float32", "float16") keeps items' vectors for exact re-ranking;
-        `forest_rows` adds shorter band prefixes that a query with target_recall can widen to."""
+        `forest_rows` adds shorter band prefixes that a query with target_recall can widen to;
+        `expected_items` sizes the index's Redis hashes (default 100,000)."""
         return self._run(self._ops.create_index(map_id, name=name, bands=bands, rows=rows, threshold=threshold,
                                                   recall_at_threshold=recall_at_threshold, vectors=vectors,
-                                                  forest_rows=forest_rows))
+                                                  forest_rows=forest_rows, expected_items=expected_items))
 
     def get_index(self, index_id: str) -> IndexInfo:
         return self._run(self._ops.get_index(index_id))

@@ -81,6 +81,18 @@ def match_fractions(query: np.ndarray, items: np.ndarray) -> np.ndarray:
     return (items == query).mean(axis=1) if len(items) else np.empty(0)
 
 
+def b_bit_match_fractions(query: np.ndarray, items: np.ndarray, bits: int) -> np.ndarray:
+    """The similarity estimate from the low `bits` bits of each fingerprint (b-bit minwise hashing,
+    Li & Konig 2010): two codes' b-bit fingerprints agree with probability P = s + (1 - s) 2^-b, so
+    the match fraction m gives the unbiased (m - 2^-b) / (1 - 2^-b), here clipped to [0, 1]. Its
+    variance P (1 - P) / (k (1 - 2^-b)^2) is the full fingerprints' s (1 - s) / k times ~1.01 at
+    b = 8, s = 0.7 (sd 0.0287 against 0.0286 at k = 256): the ranking noise b bits cost."""
+    if not len(items):
+        return np.empty(0)
+    chance = 2.0 ** -bits
+    return np.clip(((items == query).mean(axis=1) - chance) / (1.0 - chance), 0.0, 1.0)
+
+
 def best_matches(similarities: np.ndarray, tie_breaks: np.ndarray, top_k: int,
                  min_similarity: float) -> np.ndarray:
     """Positions of the `top_k` highest similarities >= min_similarity, best first; equal

@@ -156,6 +156,10 @@ class CreateIndexRequest(BaseModel):
     forest_rows: list[Annotated[int, Field(ge=1, le=MAX_COMPONENTS - 1, strict=True)]] | None = Field(
         default=None, max_length=MAX_FOREST_LEVELS, description="shorter band prefixes (row counts below rows) also "
         "stored, each adding `bands` buckets per item: the levels a query with target_recall widens to")
+    expected_items: int | None = Field(default=None, ge=1, le=2**32 - 1, strict=True, description="about how many "
+                                       "items the index will hold (default 100000): sizes its partitioned hashes so "
+                                       "that each item costs under ~1 KB up to ~1.5x that many; more still work, "
+                                       "with more memory")
 
 
 class IndexResponse(BaseModel):

@@ -38,7 +38,7 @@ from scipy.sparse.csgraph import connected_components
 from ..maps import InputError
 from ..maps.lsh import collision_probability
 from .lsh_layout import check_fraction, check_positive_int, unpack_records_and_vectors
-from .redis_steps import Compute, RoundTrip
+from .redis_steps import Compute, RoundTrip, Scan
 
 DUPLICATE_MODES = ("components", "representatives")
 DEFAULT_MAX_PAIRS = 10_000_000  # 16 bytes a pair; a merge holds up to ~4x max_pairs of them (~640 MB)
@@ -85,6 +85,16 @@ class Duplicates:
     recall_at_threshold: float  # 1 - (1 - threshold^rows)^bands: a pair at the threshold became a candidate
     candidates: int             # distinct candidate pairs verified
     pairs: int                  # of them, those >= threshold
+
+
+# The members of the sets among KEYS that have >= 2 (one page of bucket keys, all in the index's slot).
+_SHARED_MEMBERS_SCRIPT = """
+local shared = {}
+for _, key in ipairs(KEYS) do
+  if redis.call('SCARD', key) >= 2 then shared[#shared + 1] = redis.call('SMEMBERS', key) end
+end
+return shared
+"""
 
 
 @functools.lru_cache(maxsize=32)
@@ -176,13 +186,36 @@ class _DuplicateSteps:
                           float(collision_probability(threshold, self.config.bands, self.config.rows)),
                           int(pairs.shape[0]), found)
 
-    def _verify_block(self, block: np.ndarray, numbers: np.ndarray, records: list, threshold: float,
-                      verified: _VerifiedPairs) -> None:
+    def _shared_buckets_steps(self, cursor: int, count: int):
+        """One page of the level-0 buckets holding >= 2 items: (their members, int64 item numbers,
+        one array per bucket; the next cursor, 0 at the end). Layouts 1 and 2: SCAN MATCH over the bucket
+        keys (on the node of the index's slot), then one script call that SCARDs the page's keys and returns
+        the SMEMBERS of the shared ones (a pipeline of a SCARD per key cost ~20 us a key in redis-py's
+        packing and parsing, 3/4 of the whole operation; bench/bench_index_duplicates.py). SCAN may
+        return a key twice: a caller must tolerate repeated buckets. Layout 3 reads its partition hashes
+        (featurehash.store.lsh_compact_steps)."""
+        cursor, keys = yield Scan(self.layout.bucket_scan_pattern(), cursor, count, self.layout.meta)
+        if not keys:
+            return [], cursor
+        (members,) = yield RoundTrip([("EVAL", _SHARED_MEMBERS_SCRIPT, len(keys), *keys)])
+        return [np.array(found, dtype=np.int64) for found in members], cursor
+
+    def _decode_records(self, records):
+        """(live mask, fingerprints, ids, vectors or None) of the records _records_steps read (layouts 1, 2)."""
         live = np.array([record is not None for record in records], dtype=bool)
-        if not live.any():
-            return
         fingerprints, ids, vectors = unpack_records_and_vectors([r for r in records if r is not None],
                                                                 self.config.n_codes, self.codec)
+        return live, fingerprints, ids, vectors
+
+    def _pair_code_similarities(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """The match fraction of each pair of rows of fingerprints."""
+        return (a == b).mean(axis=1)
+
+    def _verify_block(self, block: np.ndarray, numbers: np.ndarray, records, threshold: float,
+                      verified: _VerifiedPairs) -> None:
+        live, fingerprints, ids, vectors = self._decode_records(records)
+        if not live.any():
+            return
         numbers = numbers[live]
         lo, hi = np.searchsorted(numbers, block[:, 0]), np.searchsorted(numbers, block[:, 1])
         inside = (lo < numbers.size) & (hi < numbers.size)
@@ -190,7 +223,7 @@ class _DuplicateSteps:
         present = (numbers[lo] == block[inside, 0]) & (numbers[hi] == block[inside, 1])
         lo, hi = lo[present], hi[present]
         if vectors is None:
-            similarity = (fingerprints[lo] == fingerprints[hi]).mean(axis=1)
+            similarity = self._pair_code_similarities(fingerprints[lo], fingerprints[hi])
         else:
             similarity = pair_similarities(self.config.map_spec["method"], self.config.map_spec["params"],
                                            vectors[lo], vectors[hi])

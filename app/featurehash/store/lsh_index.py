@@ -33,6 +33,8 @@ at maxmemory refuses whatever it holds, so deleting frees memory then. So a reco
 bucket memberships change together: a replaced or removed item never stays in a bucket it
 left, and nothing is written under a deleted index's keys. With durability "aof" an add or
 a removal returns only once Redis's append-only file has it (featurehash.store.durability).
+Layout-3 indexes (the default; featurehash.store.lsh_compact) do the same with Lua scripts that
+check what was read and write a whole batch in one call (featurehash.store.lsh_compact_steps).
 Queries: one pipelined round trip of SUNIONs (one per query vector over its L buckets),
 one of MGETs of the candidates' records, then re-ranking: by the exact similarity of the
 map's kernel (featurehash.maps.lsh.exact_similarities) when the index keeps vectors
@@ -68,11 +70,14 @@ from ..maps import FeatureMap, InputError
 from ..maps.lsh import band_digests, code_fingerprints
 from .durability import check_durability
 from .lsh_layout import IndexConfig, IndexLayout, unpack_records_and_vectors
+from .lsh_compact import CompactLayout
+from .lsh_compact_queries import _CompactQuerySteps
+from .lsh_compact_steps import _CompactSteps
 from .lsh_duplicates import DEFAULT_MAX_PAIRS, DuplicateCluster, Duplicates, _DuplicateSteps
-from .lsh_queries import READ_BATCH_KEYS, ItemNotFound, QueryResult, _QuerySteps
+from .lsh_queries import ItemNotFound, QueryResult, _QuerySteps
 from .lsh_vectors import VectorCodec
 from .lsh_writes import _WriteSteps
-from .redis_steps import RoundTrip, Scan, check_client, run_async, run_sync
+from .redis_steps import RoundTrip, check_client, run_async, run_sync
 
 
 class IndexNotFound(LookupError):
@@ -90,20 +95,10 @@ class IndexConflict(Exception):
         self.message = message
 
 
-# The members of the sets among KEYS that have >= 2 (one page of bucket keys, all in the index's slot).
-_SHARED_MEMBERS_SCRIPT = """
-local shared = {}
-for _, key in ipairs(KEYS) do
-  if redis.call('SCARD', key) >= 2 then shared[#shared + 1] = redis.call('SMEMBERS', key) end
-end
-return shared
-"""
-
-
 # -- one index: items and queries -------------------------------------------------------------
 
 
-class _IndexSteps(_WriteSteps, _QuerySteps, _DuplicateSteps):
+class _IndexSteps(_CompactSteps, _CompactQuerySteps, _WriteSteps, _QuerySteps, _DuplicateSteps):
     """The operations on one index as step generators (no I/O)."""
 
     def __init__(self, redis, config: IndexConfig, feature_map: FeatureMap, key_prefix: str,
@@ -116,6 +111,7 @@ class _IndexSteps(_WriteSteps, _QuerySteps, _DuplicateSteps):
         self.config = config
         self.feature_map = feature_map
         self.layout = IndexLayout(key_prefix, config.name, config.layout)
+        self.compact = CompactLayout(self.layout.prefix, config) if config.layout >= 3 else None
         self.codec = VectorCodec.for_storage(config.vectors, feature_map.input_dim)
         self.items_when_opened = items
         self.created = False
@@ -147,31 +143,6 @@ class _IndexSteps(_WriteSteps, _QuerySteps, _DuplicateSteps):
         """Per row, every bucket it belongs to (all levels)."""
         per_level = [self._level_keys(fingerprints, level) for level in range(len(self.config.levels))]
         return [[key for keys in row for key in keys] for row in zip(*per_level)]
-
-    # -- the two reads that depend on the key layout (all else reads through them) ----------------
-
-    def _records_steps(self, numbers: np.ndarray):
-        """The records (bytes, None where gone) of items by number: MGETs of READ_BATCH_KEYS keys,
-        pipelined in one round trip."""
-        keys = [self.layout.record(int(number)) for number in numbers]
-        if not keys:
-            return []
-        replies = yield RoundTrip([("MGET", *keys[start:start + READ_BATCH_KEYS])
-                                   for start in range(0, len(keys), READ_BATCH_KEYS)])
-        return [record for reply in replies for record in reply]
-
-    def _shared_buckets_steps(self, cursor: int, count: int):
-        """One page of the level-0 buckets holding >= 2 items: (their members, int64 item numbers,
-        one array per bucket; the next cursor, 0 at the end). SCAN MATCH over the bucket keys (on
-        the node of the index's slot), then one script call that SCARDs the page's keys and returns
-        the SMEMBERS of the shared ones (a pipeline of a SCARD per key cost ~20 us a key in redis-py's
-        packing and parsing, 3/4 of the whole operation; bench/bench_index_duplicates.py). SCAN may
-        return a key twice: a caller must tolerate repeated buckets."""
-        cursor, keys = yield Scan(self.layout.bucket_scan_pattern(), cursor, count, self.layout.meta)
-        if not keys:
-            return [], cursor
-        (members,) = yield RoundTrip([("EVAL", _SHARED_MEMBERS_SCRIPT, len(keys), *keys)])
-        return [np.array(found, dtype=np.int64) for found in members], cursor
 
     def _check_meta(self, stored: bytes | None) -> None:
         if stored is None:

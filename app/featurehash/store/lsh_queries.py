@@ -52,11 +52,13 @@ class _CandidatePool:
     def add(self, numbers: np.ndarray, records: list[bytes | None]) -> None:
         self.fetched = np.union1d(self.fetched, numbers)
         live = [row for row, record in enumerate(records) if record is not None]
-        if not live:
-            return
-        fingerprints, ids, vectors = unpack_records_and_vectors([records[row] for row in live], self.config.n_codes,
-                                                                self.codec)
-        all_numbers = np.concatenate([self.numbers, numbers[live]])
+        if live:
+            self._merge(numbers[live], *unpack_records_and_vectors([records[row] for row in live],
+                                                                   self.config.n_codes, self.codec))
+
+    def _merge(self, numbers: np.ndarray, fingerprints: np.ndarray, ids: list[str], vectors) -> None:
+        """Adds the decoded records of numbers (not fetched before), keeping the pool sorted by number."""
+        all_numbers = np.concatenate([self.numbers, numbers])
         order = np.argsort(all_numbers, kind="stable")
         self.numbers = all_numbers[order]
         self.fingerprints = np.vstack([self.fingerprints, fingerprints])[order]
@@ -97,7 +99,7 @@ class _QuerySteps:
         options = _query_options(top_k, min_similarity, target_recall)
         X, fingerprints, level_keys = yield Compute(self._query_plan, (X,),
                                                     inline=_small_input(X, self.config.n_codes))
-        return (yield from self._probe_steps(X, fingerprints, level_keys, *options))
+        return (yield from self._search_steps(X, fingerprints, level_keys, *options))
 
     def _query_items_steps(self, ids, top_k: int, min_similarity: float, target_recall: float | None = None):
         """The neighbours of stored items: their records give the fingerprints (the bucket keys are
@@ -105,13 +107,29 @@ class _QuerySteps:
         left out of its own results (and of its candidate count)."""
         options = _query_options(top_k, min_similarity, target_recall)
         ids = check_query_ids(ids)
+        X, fingerprints, level_keys, numbers = yield from self._stored_plan_steps(ids)
+        return (yield from self._search_steps(X, fingerprints, level_keys, *options, exclude=numbers))
+
+    def _stored_plan_steps(self, ids: list[str]):
+        """(vectors or None, fingerprints, bucket keys at every level, item numbers) of stored items, read
+        from their records (layouts 1 and 2: a record per item under its 63-bit number)."""
         numbers = np.array([item_number(item_id) for item_id in ids], dtype=np.int64)
         records = yield from self._records_steps(numbers)
         for item_id, record in zip(ids, records):
             if record is None:
                 raise ItemNotFound(item_id)
         X, fingerprints, level_keys = yield Compute(self._stored_plan, (ids, records), inline=len(ids) <= INLINE_ROWS)
-        return (yield from self._probe_steps(X, fingerprints, level_keys, *options, exclude=numbers))
+        return X, fingerprints, level_keys, numbers
+
+    def _records_steps(self, numbers: np.ndarray):
+        """The records (bytes, None where gone) of items by number: MGETs of READ_BATCH_KEYS keys,
+        pipelined in one round trip (layouts 1 and 2; layout 3 reads its packed records instead)."""
+        keys = [self.layout.record(int(number)) for number in numbers]
+        if not keys:
+            return []
+        replies = yield RoundTrip([("MGET", *keys[start:start + READ_BATCH_KEYS])
+                                   for start in range(0, len(keys), READ_BATCH_KEYS)])
+        return [record for reply in replies for record in reply]
 
     def _stored_plan(self, ids: list[str], records: list[bytes]):
         """_query_plan for stored items: their vectors (None without), fingerprints and bucket keys."""
@@ -121,23 +139,23 @@ class _QuerySteps:
                 raise ItemNotFound(item_id)
         return X, fingerprints, [self._level_keys(fingerprints, level) for level in range(len(self.config.levels))]
 
-    def _probe_steps(self, X, fingerprints, level_keys, top_k, min_similarity, target_recall, exclude=None):
+    def _search_steps(self, X, fingerprints, level_keys, top_k, min_similarity, target_recall, exclude=None):
         """The search itself, for rows whose fingerprints and bucket keys are known; `exclude`: per
         row an item number left out of its candidates (the stored item itself)."""
         n = fingerprints.shape[0]
-        pool = _CandidatePool(self.config, self.codec)
+        pool = self._new_pool()
         found = [np.empty(0, np.int64) for _ in range(n)]
         level = [0] * n
         outcome: list[tuple] = [None] * n
         active = list(range(n))
         while active:
-            unions = yield RoundTrip([("SUNION", *level_keys[level[q]][q]) for q in active])
-            for q, members in zip(active, unions):
-                found[q] = np.union1d(found[q], np.fromiter((int(m) for m in members), np.int64, len(members)))
+            members = yield from self._bucket_members_steps(level_keys, active, level)
+            for q, numbers in zip(active, members):
+                found[q] = np.union1d(found[q], numbers)
                 if exclude is not None:
                     found[q] = found[q][found[q] != exclude[q]]
             wanted = pool.missing(np.unique(np.concatenate([found[q] for q in active])))
-            records = (yield from self._records_steps(wanted)) if wanted.size else []
+            records = yield from self._fetch_steps(wanted)
             total = sum(found[q].size for q in active)
             small = len(active) <= INLINE_ROWS and total * self.config.n_codes <= INLINE_COMPARISONS
             ranked = yield Compute(self._rank, (X, fingerprints, active, found, pool, wanted, records, top_k,
@@ -152,6 +170,21 @@ class _QuerySteps:
                     widen.append(q)
             active = widen
         return QueryResult(*(list(column) for column in zip(*outcome))) if n else QueryResult([], [], [], [])
+
+    def _bucket_members_steps(self, level_keys, active: list[int], level: list[int]):
+        """The item numbers in the buckets of each active query at its level."""
+        unions = yield RoundTrip([("SUNION", *level_keys[level[q]][q]) for q in active])
+        return [np.fromiter((int(m) for m in members), np.int64, len(members)) for members in unions]
+
+    def _fetch_steps(self, wanted: np.ndarray):
+        """The records of item numbers (None where gone), as _CandidatePool.add takes them."""
+        return (yield from self._records_steps(wanted))
+
+    def _new_pool(self) -> _CandidatePool:
+        return _CandidatePool(self.config, self.codec)
+
+    def _code_similarities(self, query: np.ndarray, items: np.ndarray) -> np.ndarray:
+        return match_fractions(query, items)
 
     def _next_level(self, similarity: float, target_recall: float, level: int) -> int:
         """The first deeper level whose S-curve reaches the target at `similarity`, else the deepest."""
@@ -168,7 +201,7 @@ class _QuerySteps:
         for q in active:
             rows = pool.rows_of(found[q])  # drops the candidates whose record is gone
             if self.codec is None or rows.size == 0:
-                similarities = match_fractions(fingerprints[q], pool.fingerprints[rows])
+                similarities = self._code_similarities(fingerprints[q], pool.fingerprints[rows])
             else:
                 query = X[q].toarray().ravel() if sp.issparse(X) else np.asarray(X[q], dtype=np.float64)
                 similarities = exact_similarities(self.config.map_spec["method"], self.config.map_spec["params"],

@@ -1,0 +1,219 @@
+"""The Lua scripts of a layout-3 index (featurehash.store.lsh_compact): one call carries a batch packed by
+numpy (fixed-width blobs read with string.sub and struct.unpack, which Redis's Lua provides), so Redis
+loops over thousands of items and bucket operations where redis-py would pay ~20 us a command.
+
+Every script is given the index's meta key as KEYS[1] (the slot a cluster client routes it to) and
+derives the other keys from its prefix: all of them carry the index's {name} hash tag, so they lie
+on that slot. Writers check the meta key's SHA-1 first: nothing is written under a deleted index.
+"""
+
+_PRELUDE = """
+local prefix = string.sub(KEYS[1], 1, #KEYS[1] - 4)
+local function chunk_slot(number, chunk, width)
+  return prefix .. 'r' .. struct.pack('>I4', math.floor(number / chunk)), (number % chunk) * width
+end
+local function tail_slot(number)
+  return prefix .. 't' .. struct.pack('>I4', math.floor(number / 64)), number % 64
+end
+"""
+
+# id -> number of each id, and the records of those stored. ARGV: id partitions (u32 BE each), id
+# lengths (u32 LE each), the ids, record width, chunk items. Returns {numbers (u32 LE, 0: absent), records}.
+LOOKUP = _PRELUDE + """
+local parts, lens, ids = ARGV[1], ARGV[2], ARGV[3]
+local width, chunk = tonumber(ARGV[4]), tonumber(ARGV[5])
+local numbers, records, at = {}, {}, 1
+for i = 0, #parts / 4 - 1 do
+  local len = struct.unpack('<I4', lens, 4 * i + 1)
+  local stored = redis.call('HGET', prefix .. 'u' .. string.sub(parts, 4 * i + 1, 4 * i + 4),
+                            string.sub(ids, at, at + len - 1))
+  at = at + len
+  local number = tonumber(stored) or 0
+  numbers[#numbers + 1] = struct.pack('<I4', number)
+  if number > 0 then
+    local key, offset = chunk_slot(number, chunk, width)
+    records[#records + 1] = redis.call('GETRANGE', key, offset, offset + width - 1)
+  end
+end
+return {table.concat(numbers), table.concat(records)}
+"""
+
+# Records and tails (vector bytes + id) by number. ARGV: numbers (u32 LE), width, chunk items.
+# Returns {records (zeros where none), tails ('' where the number holds no item)}.
+RECORDS = _PRELUDE + """
+local numbers, width, chunk = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local records, tails = {}, {}
+for i = 0, #numbers / 4 - 1 do
+  local number = struct.unpack('<I4', numbers, 4 * i + 1)
+  local key, offset = chunk_slot(number, chunk, width)
+  local record = redis.call('GETRANGE', key, offset, offset + width - 1)
+  if #record < width then record = string.rep('\\0', width) end
+  records[i + 1] = record
+  local tkey, tfield = tail_slot(number)
+  tails[i + 1] = redis.call('HGET', tkey, tfield) or ''
+end
+return {table.concat(records), tails}
+"""
+
+# The members of buckets, per query. ARGV: addresses (level u8, partition u32 BE, field), address
+# stride, addresses per query. Returns one blob of u32 LE numbers per query (repeats possible).
+PROBE = _PRELUDE + """
+local addresses, stride, per = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local out, parts = {}, {}
+for i = 0, #addresses / stride - 1 do
+  local head = string.sub(addresses, i * stride + 1, i * stride + 5)
+  local field = string.sub(addresses, i * stride + 6, (i + 1) * stride)
+  local value = redis.call('HGET', prefix .. 'b' .. head, field)
+  if value == '' then
+    for _, member in ipairs(redis.call('SMEMBERS', prefix .. 'o' .. head .. field)) do
+      parts[#parts + 1] = struct.pack('<I4', tonumber(member))
+    end
+  elseif value then
+    parts[#parts + 1] = value
+  end
+  if (i + 1) % per == 0 then out[#out + 1] = table.concat(parts); parts = {} end
+end
+return out
+"""
+
+# Item numbers for n new items: removed ones first (P free), then INCRBY P next. KEYS: meta, next,
+# free. ARGV: the meta's SHA-1, n. Returns n numbers (u32 LE), or false if the meta changed.
+ALLOCATE = """
+if redis.sha1hex(redis.call('GET', KEYS[1]) or '') ~= ARGV[1] then return false end
+local n = tonumber(ARGV[2])
+local reused = redis.call('LPOP', KEYS[3], n) or {}
+local out = {}
+for _, number in ipairs(reused) do out[#out + 1] = struct.pack('<I4', tonumber(number)) end
+local rest = n - #reused
+if rest > 0 then
+  local top = redis.call('INCRBY', KEYS[2], rest)
+  if top > 4294967295 then return redis.error_reply('ERR the index has given out 2^32 - 1 item numbers') end
+  for number = top - rest + 1, top do out[#out + 1] = struct.pack('<I4', number) end
+end
+return table.concat(out)
+"""
+
+# Adds ('a') or removes ('r') a batch of items, if the index and the items are as the caller read
+# them: else -1 (meta changed) or -2 (an item changed), and nothing is written. KEYS: meta, count, free.
+# ARGV: 1 meta SHA-1, 2 mode, 3 per item 12 bytes (id partition u32 BE, number u32 LE, number read
+# u32 LE: 0 when the id was absent), 4 id lengths, 5 ids, 6 the SHA-1 (hex) of each record read,
+# 7 new records, 8 tail lengths, 9 tails, 10-14 the bucket changes (CompactLayout.operations: partition
+# heads, buckets per head, fields, (leaving, joining) counts as u16 BE pairs, members), 15 record width, 16 chunk items,
+# 17 field bytes, 18 count change. A removal's first write is an HDEL (Redis at
+# maxmemory refuses a script's first write only if it may grow memory; deleting must work then).
+WRITE = _PRELUDE + """
+if redis.sha1hex(redis.call('GET', KEYS[1]) or '') ~= ARGV[1] then return -1 end
+local adding, items, lens, ids, shas = ARGV[2] == 'a', ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local width, chunk, fw = tonumber(ARGV[15]), tonumber(ARGV[16]), tonumber(ARGV[17])
+local plan, at, read = {}, 1, 0
+for i = 0, #items / 12 - 1 do
+  local number, old = struct.unpack('<I4<I4', items, 12 * i + 5)
+  local len = struct.unpack('<I4', lens, 4 * i + 1)
+  local id = string.sub(ids, at, at + len - 1)
+  at = at + len
+  local ukey = prefix .. 'u' .. string.sub(items, 12 * i + 1, 12 * i + 4)
+  local stored = redis.call('HGET', ukey, id)
+  if old == 0 then
+    if stored then return -2 end
+  else
+    if tonumber(stored) ~= old then return -2 end
+    local key, offset = chunk_slot(old, chunk, width)
+    read = read + 1
+    local record = redis.call('GETRANGE', key, offset, offset + width - 1)
+    if redis.sha1hex(record) ~= string.sub(shas, 40 * read - 39, 40 * read) then return -2 end
+  end
+  plan[i + 1] = {ukey, id, number}
+end
+local made, tat = {}, 1
+for i, item in ipairs(plan) do
+  local ukey, id, number = item[1], item[2], item[3]
+  local tkey, tfield = tail_slot(number)
+  local key, offset = chunk_slot(number, chunk, width)
+  if adding then
+    local len = struct.unpack('<I4', ARGV[8], 4 * i - 3)
+    redis.call('HSET', ukey, id, number)
+    redis.call('HSET', tkey, tfield, string.sub(ARGV[9], tat, tat + len - 1))
+    tat = tat + len
+    if not made[key] then  -- a chunk is made whole at once: growing it would leave slack
+      if redis.call('EXISTS', key) == 0 then redis.call('SETRANGE', key, chunk * width - 1, '\\0') end
+      made[key] = true
+    end
+    redis.call('SETRANGE', key, offset, string.sub(ARGV[7], (i - 1) * width + 1, i * width))
+  else
+    redis.call('HDEL', ukey, id)
+    redis.call('HDEL', tkey, tfield)
+    redis.call('SETRANGE', key, offset, string.rep('\\0', width))
+    redis.call('RPUSH', KEYS[3], number)
+  end
+end
+local function each_chunk(command, key, list, step)
+  local replies = {}
+  for s = 1, #list, step do
+    local reply = redis.call(command, key, unpack(list, s, math.min(s + step - 1, #list)))
+    if type(reply) == 'table' then for _, v in ipairs(reply) do replies[#replies + 1] = v end end
+  end
+  return replies
+end
+local heads, sizes, fields, counts, members = ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14]
+local sub, byte, call, unpack_u32 = string.sub, string.byte, redis.call, struct.unpack  -- locals: no global lookups
+local af, am, at = 1, 1, 1
+local function apply_group(head, size)
+  local key, order = prefix .. 'b' .. head, {}
+  for x = 1, size do order[x] = sub(fields, af, af + fw - 1); af = af + fw end
+  local before = each_chunk('HMGET', key, order, 1000)
+  local sets, dels = {}, {}
+  for x, field in ipairs(order) do
+    local l1, l2, j1, j2 = byte(counts, at, at + 3)
+    local leave, join = l1 * 256 + l2, j1 * 256 + j2
+    at = at + 4
+    local v = before[x]
+    if v == '' then
+      local set = prefix .. 'o' .. head .. field
+      for p = am, am + 4 * leave - 1, 4 do call('SREM', set, (unpack_u32('<I4', members, p))) end
+      am = am + 4 * leave
+      for p = am, am + 4 * join - 1, 4 do call('SADD', set, (unpack_u32('<I4', members, p))) end
+      am = am + 4 * join
+      if leave > 0 and call('EXISTS', set) == 0 then dels[#dels + 1] = field end
+    else
+      if v and leave > 0 then
+        for p = am, am + 4 * leave - 1, 4 do
+          local member = sub(members, p, p + 3)
+          for q = 1, #v, 4 do
+            if sub(v, q, q + 3) == member then v = sub(v, 1, q - 1) .. sub(v, q + 4); break end
+          end
+        end
+        if v == '' then v = false end
+      end
+      am = am + 4 * leave
+      if join > 0 then
+        local joining = sub(members, am, am + 4 * join - 1)
+        if v then v = v .. joining else v = joining end
+        if #v > 64 then  -- past hash-max-listpack-value: the bucket moves to a set of its own
+          local set = prefix .. 'o' .. head .. field
+          for p = 1, #v, 4 do call('SADD', set, (unpack_u32('<I4', v, p))) end
+          v = ''
+        end
+        am = am + 4 * join
+      end
+      if v ~= before[x] then
+        if v then sets[#sets + 1] = field; sets[#sets + 1] = v else dels[#dels + 1] = field end
+      end
+    end
+  end
+  each_chunk('HDEL', key, dels, 1000)
+  each_chunk('HSET', key, sets, 1000)
+end
+for g = 0, #heads / 5 - 1 do
+  local head, size, done = sub(heads, 5 * g + 1, 5 * g + 5), unpack_u32('<I4', sizes, 4 * g + 1), false
+  if size == 1 then  -- a large index's usual case: one bucket of the hash, new: one HSETNX, no read
+    local l1, l2, j1, j2 = byte(counts, at, at + 3)
+    local join = j1 * 256 + j2
+    if l1 + l2 == 0 and join <= 16 and call('HSETNX', prefix .. 'b' .. head, sub(fields, af, af + fw - 1),
+                                            sub(members, am, am + 4 * join - 1)) == 1 then
+      af, am, at, done = af + fw, am + 4 * join, at + 4, true
+    end
+  end
+  if not done then apply_group(head, size) end
+end
+return redis.call('INCRBY', KEYS[2], ARGV[18])
+"""

@@ -1,0 +1,193 @@
+"""Adding, removing and querying items of a layout-3 index (featurehash.store.lsh_compact) as step
+generators (no I/O); indexes of layouts 1 and 2 go on to featurehash.store.lsh_writes / lsh_queries.
+
+Writes keep layout 2's guarantees with scripts instead of a MULTI, three round trips a batch: read the
+ids' numbers and records (LOOKUP), give new items numbers (ALLOCATE), then WRITE checks that the meta key
+and every item are still as read (else it writes nothing and the batch is read again) and applies the
+records, the id maps and every bucket operation of the batch. So a record and its buckets change
+together, and nothing is written under a deleted index. The methods the other operations build on:
+`_numbers_steps(ids)`, `_records_steps(numbers)`, `_stored_bucket_keys(identities)` and
+`_shared_buckets_steps(cursor, count)`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from ..maps import InputError
+from . import lsh_compact_scripts as scripts
+from .lsh_compact import members_of, pack_strings
+from .lsh_inline import INLINE_ROWS, _small_input
+from .lsh_layout import check_item_ids
+from .redis_steps import MAX_TRANSACTION_ATTEMPTS, Compute, RoundTrip, TransactionConflict, persisted
+
+COMPACT_BATCH_OPERATIONS = 60_000  # bucket operations per script call: ~50 ms of Redis at a time
+_META_CHANGED, _ITEM_CHANGED = -1, -2
+
+
+class _CompactSteps:
+    """Needs what _IndexSteps sets up (lsh_index.py): config, layout, compact, codec, feature_map."""
+
+    def _compact_batch(self) -> int:
+        return max(1, min(2**15, COMPACT_BATCH_OPERATIONS // (self.config.bands * len(self.config.levels))))
+
+    def _compact_encode(self, X):
+        """Fingerprints, bucket identities and packed vectors (None: codes only) of rows to add."""
+        fingerprints, vectors = self._encode(X)
+        identities = self.compact.identities(fingerprints)
+        return fingerprints, identities, vectors
+
+    def _add_steps(self, ids, X):
+        if self.config.layout < 3:
+            return (yield from super()._add_steps(ids, X))
+        fingerprints, identities, vectors = yield Compute(self._compact_encode, (X,),
+                                                          inline=_small_input(X, self.config.n_codes))
+        ids = check_item_ids(ids, fingerprints.shape[0])
+        added, total = 0, self.items_when_opened
+        for start in range(0, len(ids), self._compact_batch()):
+            batch = slice(start, start + self._compact_batch())
+            encoded = [item_id.encode() for item_id in ids[batch]]
+            tails = encoded if vectors is None else [vector + item_id for vector, item_id in zip(vectors[batch], encoded)]
+            new, total = yield from self._write_batch(encoded, fingerprints[batch], identities[batch], tails)
+            added += new
+        yield from persisted(self.durability, self.layout.meta)
+        return {"added": added, "replaced": len(ids) - added, "items": total}
+
+    def _numbers_steps(self, ids: list[bytes]):
+        """(numbers (0: not stored), records blob of the stored ones) of UTF-8 ids."""
+        lengths, joined = pack_strings(ids)
+        (reply,) = yield RoundTrip([("EVAL", scripts.LOOKUP, 1, self.layout.meta, self.compact.id_partitions(ids),
+                                     lengths, joined, self.compact.width, self.compact.chunk_items)])
+        return np.frombuffer(reply[0], "<u4").astype(np.int64), reply[1]
+
+    def _write_batch(self, ids, fingerprints, identities, tails):
+        """Add one batch (retried while other writers change the same items): (added, items)."""
+        compact = self.compact
+        for _ in range(MAX_TRANSACTION_ATTEMPTS):
+            numbers, old_records = yield from self._numbers_steps(ids)
+            fresh = np.flatnonzero(numbers == 0)
+            if fresh.size:
+                (given,) = yield RoundTrip([("EVAL", scripts.ALLOCATE, 3, self.layout.meta, compact.next,
+                                             compact.free, hashlib.sha1(self._meta).hexdigest(), fresh.size)])
+                if given is None:
+                    yield from self._meta_gone_steps()
+                    continue
+                numbers_now = numbers.copy()
+                numbers_now[fresh] = np.frombuffer(given, "<u4")
+            else:
+                numbers_now = numbers
+            command = yield Compute(self._compact_add_command, (ids, numbers, numbers_now, old_records, fingerprints,
+                                                        identities, tails), inline=len(ids) <= INLINE_ROWS)
+            (reply,) = yield RoundTrip([command])
+            if reply == _META_CHANGED:
+                yield from self._meta_gone_steps()
+            elif reply != _ITEM_CHANGED:
+                return int(fresh.size), int(reply)
+        raise TransactionConflict(f"{MAX_TRANSACTION_ATTEMPTS} attempts met concurrent changes to the same items")
+
+    def _compact_add_command(self, ids, numbers, numbers_now, old_records, fingerprints, identities, tails) -> tuple:
+        compact = self.compact
+        rows = np.arange(len(ids))
+        stored = np.flatnonzero(numbers > 0)
+        _, old_identities = compact.unpack_records(old_records)
+        joining = compact.bucket_keys(rows, identities)
+        leaving = compact.bucket_keys(stored, old_identities)
+        # only the buckets that change: re-adding an unchanged vector rewrites just its record
+        joining, leaving = np.setdiff1d(joining, leaving, True), np.setdiff1d(leaving, joining, True)
+        return self._compact_write_command("a", ids, numbers_now, numbers, old_records,
+                                   compact.operations(leaving, joining, numbers_now),
+                                   compact.pack_records(fingerprints, identities), tails, len(ids) - stored.size)
+
+    def _compact_write_command(self, mode, ids, numbers, numbers_read, old_records, operations, records, tails,
+                       count_change) -> tuple:
+        compact = self.compact
+        items = np.empty((len(ids), 12), np.uint8)
+        items[:, :4] = np.frombuffer(compact.id_partitions(ids), np.uint8).reshape(-1, 4)
+        items[:, 4:8] = numbers.astype("<u4").view(np.uint8).reshape(-1, 4)
+        items[:, 8:] = numbers_read.astype("<u4").view(np.uint8).reshape(-1, 4)
+        width = compact.width
+        shas = b"".join(hashlib.sha1(old_records[at:at + width]).hexdigest().encode()
+                        for at in range(0, len(old_records), width))
+        return ("EVAL", scripts.WRITE, 3, self.layout.meta, self.layout.count, compact.free,
+                hashlib.sha1(self._meta).hexdigest(), mode, items.tobytes(), *pack_strings(ids), shas, records,
+                *pack_strings(tails), *operations, width, compact.chunk_items, compact.field_bytes, count_change)
+
+    def _meta_gone_steps(self):
+        """Raises IndexNotFound or IndexConflict when the meta key is gone or another; returns when
+        it is back as it was (deleted and created again alike): the batch is then read again."""
+        (meta,) = yield RoundTrip([("GET", self.layout.meta)])
+        self._check_meta(meta)
+
+    def _remove_steps(self, ids):
+        if self.config.layout < 3:
+            return (yield from super()._remove_steps(ids))
+        if not isinstance(ids, list) or not all(isinstance(item_id, str) for item_id in ids):
+            raise InputError("ids", "expected a list of strings")
+        ids = list(dict.fromkeys(ids))
+        removed: list[str] = []
+        for start in range(0, len(ids), self._compact_batch()):
+            batch = ids[start:start + self._compact_batch()]
+            for _ in range(MAX_TRANSACTION_ATTEMPTS):
+                numbers, old_records = yield from self._numbers_steps([item_id.encode() for item_id in batch])
+                present = np.flatnonzero(numbers > 0)
+                if not present.size:
+                    break
+                command = yield Compute(self._compact_remove_command, ([batch[row].encode() for row in present],
+                                                               numbers[present], old_records),
+                                        inline=present.size <= INLINE_ROWS)
+                (reply,) = yield RoundTrip([command])
+                if reply == _META_CHANGED:
+                    yield from self._meta_gone_steps()
+                elif reply != _ITEM_CHANGED:
+                    removed += [batch[row] for row in present]
+                    break
+            else:
+                raise TransactionConflict(f"{MAX_TRANSACTION_ATTEMPTS} attempts met concurrent changes to the same "
+                                          "items")
+        yield from persisted(self.durability, self.layout.meta)
+        return removed
+
+    def _compact_remove_command(self, ids, numbers, old_records) -> tuple:
+        _, identities = self.compact.unpack_records(old_records)
+        leaving = self._stored_bucket_keys(identities)
+        return self._compact_write_command("r", ids, numbers, numbers, old_records,
+                                   self.compact.operations(leaving, np.empty(0, np.uint64), numbers), b"", [],
+                                   -len(ids))
+
+    def _stored_bucket_keys(self, identities: np.ndarray) -> np.ndarray:
+        """The buckets of stored items (row i of their records' identities) at every level, as
+        CompactLayout.bucket_keys: row << 40 | level << 32 | identity (query by stored id probes these)."""
+        return self.compact.bucket_keys(np.arange(identities.shape[0]), identities)
+
+    def _records_steps(self, numbers: np.ndarray):
+        """(b-bit fingerprints (m, k) uint8, identities (m, L x levels), tails) of item numbers; a
+        tail is the item's vector bytes (if kept) then its id, b"" for a number that holds no item."""
+        if self.config.layout < 3:
+            return (yield from super()._records_steps(numbers))
+        blob = np.ascontiguousarray(numbers, "<u4").tobytes()
+        (reply,) = yield RoundTrip([("EVAL", scripts.RECORDS, 1, self.layout.meta, blob, self.compact.width,
+                                     self.compact.chunk_items)], atomic=True)
+        fingerprints, identities = self.compact.unpack_records(reply[0])
+        return fingerprints, identities, reply[1]
+
+    def _shared_buckets_steps(self, cursor: int, count: int):
+        """(arrays of the item numbers of each level-0 bucket with >= 2 members; next cursor, 0 at the end)
+        over `count` partition hashes from `cursor` (a partition number)."""
+        if self.config.layout < 3:
+            return (yield from super()._shared_buckets_steps(cursor, count))
+        partitions = range(cursor, min(cursor + count, 2 ** self.compact.bucket_bits))
+        keys = [self.compact.bucket_hash(0, partition) for partition in partitions]
+        replies = yield RoundTrip([("HGETALL", key) for key in keys])
+        shared, overflowed = [], []
+        for key, fields in zip(keys, replies):
+            for field, value in fields.items():
+                if value == b"":
+                    overflowed.append(self.compact.overflow_set(key, field))
+                elif len(value) >= 8:
+                    shared.append(members_of(value))
+        if overflowed:
+            sets = yield RoundTrip([("SMEMBERS", key) for key in overflowed])
+            shared += [np.array(sorted(int(m) for m in members), np.int64) for members in sets]
+        return shared, (partitions.stop if partitions.stop < 2 ** self.compact.bucket_bits else 0)
