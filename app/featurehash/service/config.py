@@ -47,6 +47,11 @@ class Settings(BaseSettings):
     # 30: a single row of tensorsketch degree 64 at 2^22 components (~12 s predicted) passes, 4 do not.
     request_work_seconds: float = Field(default=30.0, gt=0)
     max_kernel_entries: int = Field(default=2**21, ge=1)
+    # Text bodies (documents, tokens, weighted_tokens; featurehash.protocol.text_inputs), counted in characters (a
+    # JSON body's bytes do not bound them: escapes) before any analysis; the cost model prices the characters too.
+    max_document_chars: int = Field(default=1_000_000, ge=1)
+    max_request_chars: int = Field(default=16_000_000, ge=1)
+    max_request_tokens: int = Field(default=4_000_000, ge=1)
     # Admission control (service/api/admission.py): the request memory a worker may have in flight (bodies, JSON
     # decoding, streamed answers, /kernel work); past it a request gets a 503 with Retry-After at once.
     # Unset: 4 x max_body_bytes (256 MiB). Bodies up to admit_small_bytes are always admitted.
