@@ -33,6 +33,7 @@ EXAMPLE_ROWS = [[0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]]
 EXAMPLE_HASHING = {"method": "hashing", "n_components": 1024, "seed": 1}
 EXAMPLE_TEXT_GCWS = {"method": "gcws", "n_components": 64, "seed": 1,
                      "input": {"hashing": {"ngram_range": [3, 3], "weighting": "binary"}}}
+EXAMPLE_TEXT_GCWS_ID = resolve_spec(EXAMPLE_TEXT_GCWS).id
 EXAMPLE_DOCUMENTS = ["the quick brown fox jumps over the lazy dog", "the quick brown fox jumped over a lazy dog"]
 
 
@@ -52,9 +53,10 @@ class CreateMapRequest(BaseModel):
         EXAMPLE_RFF, EXAMPLE_GCWS, EXAMPLE_HASHING, EXAMPLE_TEXT_GCWS]})
 
     method: str = Field(description=f"one of: {', '.join(sorted(METHODS))}")
-    input_dim: optional(Annotated[int, Field(strict=True, ge=1, le=MAX_INPUT_DIM)],
-                        "columns of the input vectors; 1 for 'hashing' (a row is a document); with a text `input` "
-                        "stage, the columns text is hashed into (default 2^30 for gcws and binning)")
+    input_dim: int | None = Field(default=None, strict=True, ge=1, le=MAX_INPUT_DIM, json_schema_extra=_omit_default,
+                                  description="columns of the input vectors; 1 for 'hashing' (a row is a document); "
+                                  "with a text `input` stage, the columns text is hashed into (default 2^30 for "
+                                  "gcws and binning)")
     n_components: int = Field(strict=True, ge=1, le=MAX_COMPONENTS,
                               description="output dimension (dense maps) or number of samples k (GCWS)")
     seed: int | None = Field(default=None, strict=True, ge=0, le=MAX_SEED)
@@ -168,7 +170,8 @@ class KernelResponse(BaseModel):
 
 class CreateIndexRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
-        {"map_id": EXAMPLE_GCWS_ID, "name": "docs", "threshold": 0.7}]})
+        {"map_id": EXAMPLE_GCWS_ID, "name": "docs", "threshold": 0.7},
+        {"map_id": EXAMPLE_TEXT_GCWS_ID, "name": "texts", "threshold": 0.5}]})
 
     map_id: str = Field(description="a map with discrete codes (has_hash: gcws, binning)")
     # null is accepted for these (as omitted), so the schema keeps it.

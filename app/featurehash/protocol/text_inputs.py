@@ -60,6 +60,8 @@ def rows_from(body: dict[str, Any] | np.ndarray, key: str, input_dim: int, limit
         return Rows(body, key)
     texts = text_fields(key)
     given = [name for name in (key, f"sparse_{key}", *texts) if name in body]
+    if given == [key, f"sparse_{key}"]:
+        vectors_from(body, key, input_dim)   # refuses the two, naming `key`
     if len(given) > 1:
         raise InputError(given[1], f"send exactly one of {', '.join(repr(name) for name in given)}: one input "
                                    "kind per request")
@@ -72,7 +74,7 @@ def rows_from(body: dict[str, Any] | np.ndarray, key: str, input_dim: int, limit
     if name in texts:
         rows, chars = checked_text(body[name], texts[name], name, limits)
         return Rows(rows, name, chars)
-    return Rows(vectors_from(body, key, input_dim), name)
+    return Rows(vectors_from(body, key, input_dim), key)   # the map's checks name `key` for sparse rows too
 
 
 def checked_text(rows: Any, kind: str, field: str, limits: TextLimits) -> tuple[list, int]:

@@ -162,9 +162,9 @@ async def hash_vectors(request: Request):
         body = parse_body(raw, content_type)
         bands = _bands(body, query_bands)
         check_bands_value(bands)
-        if not feature_map.has_hash:   # before reading the rows: the answer says the map has no codes
-            feature_map.hash(None)
         X, field, spent = state.input_rows(body, "vectors", feature_map)
+        if not feature_map.has_hash:   # the answer says the map has no codes
+            feature_map.hash(None)
         HASH_ROWS.observe(X.shape[0])
         k = feature_map.spec.n_components
         _check_output_size(X.shape[0], k, settings.max_output_elements)
