@@ -36,7 +36,8 @@ from .lanes import run_batch
 from .metrics import BATCH_ROWS
 from .plain_route import PlainRoute
 from ...protocol.schemas import (NPY_CONTENT, DenseFeatures, HashRequest, HashResponse, KernelRequest, KernelResponse,
-                      OneHotFeaturesResponse, VectorsRequest, body_doc, errors, operation_id, plain_route_doc)
+                      OneHotFeaturesResponse, SparseFeaturesResponse, VectorsRequest, body_doc, errors, operation_id,
+                      plain_route_doc)
 from .streams import RowResult, json_answer, npy_answer
 
 router = APIRouter(prefix="/v1/maps/{map_id}", tags=["features"], responses=errors(401, 404, 413, 415, 422, 503),
@@ -110,10 +111,11 @@ def _one_hot_features(feature_map: FeatureMap, X, npy: bool, settings) -> Respon
 
 
 @router.post("/transform", openapi_extra=plain_route_doc(VectorsRequest, (MAP_ID,), (DTYPE_QUERY,)),
-             responses={200: {"model": DenseFeatures | OneHotFeaturesResponse, "content": NPY_CONTENT,
-                              "headers": ONE_HOT_HEADERS,
-                              "description": "dense features, or a one-hot map's indices; .npy with Accept: "
-                                             "application/x-npy"}})
+             responses={200: {"model": DenseFeatures | OneHotFeaturesResponse | SparseFeaturesResponse,
+                              "content": NPY_CONTENT, "headers": ONE_HOT_HEADERS,
+                              "description": "dense features, a one-hot map's indices, or a hashing map's sparse "
+                                             "features (JSON only); .npy with Accept: application/x-npy"},
+                        **errors(406)})
 async def transform(request: Request):
     state = checked_state(request)
     dtype = query_value(request, "dtype", DTYPE, "float32")
