@@ -20,7 +20,7 @@ from featurehash.protocol.text_inputs import TextLimits, checked_text
 from featurehash.service.config import Settings
 from service_support import JSON, NPY
 
-HASHING = {"method": "hashing", "n_components": 1024, "seed": 3}
+HASHING = {"method": "hashing", "n_components": 2**20, "seed": 3}
 TEXT_GCWS = {"method": "gcws", "n_components": 128, "seed": 5,
              "input": {"hashing": {"ngram_range": [3, 3], "weighting": "binary"}}}
 PLAIN_GCWS = {"method": "gcws", "input_dim": 8, "n_components": 16, "seed": 5}
@@ -98,6 +98,20 @@ def test_hashing_features_are_the_librarys_as_sparse_json(http, maps):
     npy = http.post(f"/v1/maps/{maps['hashing']['id']}/transform", json={"documents": DOCUMENTS},
                     headers={"Accept": NPY})
     assert "sparse" in refused(npy, 406, "accept")
+
+
+def test_a_large_sparse_answer_streams_the_same_bytes(http, maps):
+    """Past SPARSE_INLINE_NONZEROS (65536) the features stream, chunk by chunk: the same document."""
+    rng = np.random.default_rng(3)
+    documents = [" ".join(f"t{i}" for i in rng.integers(0, 10**7, size=4000)) for _ in range(20)]
+    response = http.post(f"/v1/maps/{maps['hashing']['id']}/transform", json={"documents": documents})
+    assert response.status_code == 200 and response.headers.get("transfer-encoding") == "chunked", response.text[:200]
+    body = response.json()
+    feature_map = create_map(maps["hashing"])
+    expected = feature_map.transform(documents)
+    assert sum(map(len, body["indices"])) == expected.nnz > 65536
+    assert body["indices"][19] == expected[19].indices.tolist()
+    np.testing.assert_array_equal(np.asarray(body["values"][7], dtype=np.float32), expected[7].data)
 
 
 def test_codes_and_kernels_of_text_are_the_librarys(http, maps):

@@ -101,6 +101,7 @@ def vectors(X, field: str, feature_map: FeatureMap | None, as_json: bool):
         if as_json and (X.ndim != 2 or X.dtype.kind not in _NUMBERS):
             X = _json_rows(X.tolist(), field)
     if feature_map is not None:
+        check_input_kind(Rows(X, field), feature_map)   # numbers to a hashing map: refused by the service first
         feature_map.check(X, field)
     elif X.ndim == 2 or X.dtype.kind not in _NUMBERS:
         check_input(X, X.shape[1] if X.ndim == 2 else 0, field=field)  # all but the map's own rules

@@ -13,11 +13,13 @@ and `query_value` make the same checks), so a single vector costs little more th
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Iterator, Literal
 
 import numpy as np
+import orjson
 import scipy.sparse as sp
 from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import StreamingResponse
 from pydantic import TypeAdapter
 from starlette.concurrency import run_in_threadpool
 
@@ -26,7 +28,7 @@ from ...maps.base import DenseFeatureMap
 from ...maps.lsh import band_keys
 from ...maps.spec import MAX_COMPONENTS
 from .admission import read_body, reserve_work
-from ...protocol.codecs import parse_body, wants_npy
+from ...protocol.codecs import JSON, parse_body, wants_npy
 from ...protocol.options import check_bands_value
 from ...protocol.text_inputs import takes_text
 from .responses import json_response
@@ -58,6 +60,8 @@ ONE_HOT_HEADERS = {"X-Feature-Dim": {"description": "one-hot maps with an .npy a
                                        "schema": {"type": "number"}}}
 
 
+SPARSE_INLINE_NONZEROS = 65536
+SPARSE_CHUNK_ROWS = 1024
 # Inline (on the event loop) below these: at most ~1 ms of work even for the costliest per-element maps.
 INLINE_BODY_BYTES = 32 * 1024
 INLINE_OUTPUT_ELEMENTS = 4096
@@ -233,11 +237,30 @@ async def kernel(map_id: str, request: Request, state: ServiceState = Depends(ge
 
 
 def _sparse_features(features) -> Response:
-    """A CSR matrix as {"dim", "indices": [[...]], "values": [[...]]} (one list per row); its size is bounded by
-    the request's characters (FEATUREHASH_MAX_REQUEST_CHARS), so it is encoded whole."""
-    splits = features.indptr[1:-1]
-    return json_response({"dim": features.shape[1], "indices": np.split(features.indices, splits),
-                          "values": np.split(features.data, splits)})
+    """A CSR matrix as {"dim", "indices": [[...]], "values": [[...]]} (one list per row), the bytes orjson writes
+    for the whole document. The matrix is bounded by the request's characters (FEATUREHASH_MAX_REQUEST_CHARS);
+    past SPARSE_INLINE_NONZEROS its JSON (~20 bytes a nonzero) streams, encoded SPARSE_CHUNK_ROWS rows at a
+    time on the thread pool (Starlette iterates a plain generator there), so the answer is never held whole."""
+    if features.nnz <= SPARSE_INLINE_NONZEROS:
+        splits = features.indptr[1:-1]
+        return json_response({"dim": features.shape[1], "indices": np.split(features.indices, splits),
+                              "values": np.split(features.data, splits)})
+
+    def rows_of(array: np.ndarray) -> Iterator[bytes]:
+        for start in range(0, features.shape[0], SPARSE_CHUNK_ROWS):
+            stop = min(features.shape[0], start + SPARSE_CHUNK_ROWS)
+            bounds = features.indptr[start:stop + 1]
+            chunk = np.split(array[bounds[0]:bounds[-1]], bounds[1:-1] - bounds[0])
+            yield (b"," if start else b"") + orjson.dumps(chunk, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
+
+    def pieces() -> Iterator[bytes]:
+        yield b'{"dim":%d,"indices":[' % features.shape[1]
+        yield from rows_of(features.indices)
+        yield b'],"values":['
+        yield from rows_of(features.data)
+        yield b"]}"
+
+    return StreamingResponse(pieces(), media_type=JSON)
 
 
 def _stacked(X, Y):
