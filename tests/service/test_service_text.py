@@ -82,6 +82,20 @@ def test_near_duplicate_search_over_documents(http, maps):
         assert all(other["similarity"] < 0.3 for other in found[1:])
 
 
+def test_text_indexes_keep_sparse_vectors_not_dense_rows_of_2_30_columns(http, maps):
+    map_id = maps["text_gcws"]["id"]
+    refused(http.post("/v1/indexes", json={"map_id": map_id, "name": "text-dense", "vectors": "float32"}),
+            422, "vectors")
+    created = http.post("/v1/indexes", json={"map_id": map_id, "name": "text-sparse", "vectors": "sparse",
+                                             "threshold": 0.5})
+    assert created.status_code == 201 and created.json()["ranking"] == "exact", created.text
+    documents = corpus(20, seed=9)
+    assert http.post("/v1/indexes/text-sparse/items", json={"ids": [str(i) for i in range(20)],
+                                                           "documents": documents}).status_code == 200
+    found = http.post("/v1/indexes/text-sparse/query", json={"documents": [edited(documents[5], 2, 1)]}).json()
+    assert found["results"][0][0]["id"] == "5"
+
+
 def test_hashing_features_are_the_librarys_as_sparse_json(http, maps):
     feature_map = create_map(maps["hashing"])
     expected = feature_map.transform(DOCUMENTS, dtype=np.float64)
