@@ -11,18 +11,18 @@ import numpy as np
 from ..maps import FeatureHashError, OneHotFeatures
 from .operations import _Operations
 from .results import (
-    Documents,
-    Tokens,
-    WeightedTokens,
     AddedItems,
     BandedCodes,
     DeletedItems,
+    Documents,
     IndexInfo,
     IndexPage,
     KernelAnswer,
     MapPage,
     MapSpec,
     QueryAnswer,
+    Tokens,
+    WeightedTokens,
 )
 from .sync import _headers
 from .wire import Operation, RetryPolicy, _aread, _Call, _raise_for_status, _refusal, _retryable
@@ -81,7 +81,7 @@ class AsyncFeatureHashClient:
     async def create_map(self, method: str, input_dim: int | None, n_components: int, *, seed: int | None = None,
                 params: dict[str, Any] | None = None, input: dict[str, Any] | None = None) -> MapSpec:
         return await self._run(self._ops.create_map(method, input_dim, n_components, seed=seed, params=params,
-                        input=input))
+                input=input))
 
     async def get_map(self, map_id: str) -> MapSpec:
         return await self._run(self._ops.get_map(map_id))
@@ -102,18 +102,24 @@ class AsyncFeatureHashClient:
         await self._run(self._ops.delete_map(map_id, force=force))
 
     async def transform(self, map_id: str, X=None, *, binary: bool = True, dtype: str = "float32",
-                documents: Documents = None, tokens: Tokens = None, weighted_tokens: WeightedTokens = None) -> np.ndarray | OneHotFeatures:
-        return await self._run(self._ops.transform(map_id, X, binary=binary, dtype=dtype, documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
+                        documents: Documents = None, tokens: Tokens = None,
+                        weighted_tokens: WeightedTokens = None) -> np.ndarray | OneHotFeatures:
+        return await self._run(self._ops.transform(map_id, X, binary=binary, dtype=dtype,
+                documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
 
     async def hash(self, map_id: str, X=None, *, bands: int | None = None, binary: bool = True,
-                documents: Documents = None, tokens: Tokens = None, weighted_tokens: WeightedTokens = None) -> np.ndarray | BandedCodes:
-        return await self._run(self._ops.hash(map_id, X, bands=bands, binary=binary, documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
+                   documents: Documents = None, tokens: Tokens = None,
+                   weighted_tokens: WeightedTokens = None) -> np.ndarray | BandedCodes:
+        return await self._run(self._ops.hash(map_id, X, bands=bands, binary=binary,
+                documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
 
     async def kernel(self, map_id: str, X=None, Y=None, *, binary: bool = True,
-                documents: Documents = None, tokens: Tokens = None, weighted_tokens: WeightedTokens = None,
-                y_documents: Documents = None, y_tokens: Tokens = None, y_weighted_tokens: WeightedTokens = None) -> KernelAnswer:
-        return await self._run(self._ops.kernel(map_id, X, Y, binary=binary, documents=documents, tokens=tokens, weighted_tokens=weighted_tokens,
-                        y_documents=y_documents, y_tokens=y_tokens, y_weighted_tokens=y_weighted_tokens))
+                     documents: Documents = None, tokens: Tokens = None, weighted_tokens: WeightedTokens = None,
+                     y_documents: Documents = None, y_tokens: Tokens = None,
+                     y_weighted_tokens: WeightedTokens = None) -> KernelAnswer:
+        return await self._run(self._ops.kernel(map_id, X, Y, binary=binary,
+                documents=documents, tokens=tokens, weighted_tokens=weighted_tokens,
+                y_documents=y_documents, y_tokens=y_tokens, y_weighted_tokens=y_weighted_tokens))
 
     async def create_index(self, map_id: str, *, name: str | None = None, bands: int | None = None,
                            rows: int | None = None, threshold: float | None = None,
@@ -133,9 +139,10 @@ class AsyncFeatureHashClient:
         await self._run(self._ops.delete_index(index_id))
 
     async def add_items(self, index_id: str, ids: list[str], X=None, *, binary: bool = True, batch_rows: int = 1000,
-                documents: Documents = None, tokens: Tokens = None, weighted_tokens: WeightedTokens = None) -> AddedItems:
+                        documents: Documents = None, tokens: Tokens = None,
+                        weighted_tokens: WeightedTokens = None) -> AddedItems:
         return await self._run(self._ops.add_items(index_id, ids, X, binary=binary, batch_rows=batch_rows,
-                        documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
+                documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
 
     async def delete_item(self, index_id: str, item_id: str) -> None:
         await self._run(self._ops.delete_item(index_id, item_id))
@@ -144,11 +151,12 @@ class AsyncFeatureHashClient:
         return await self._run(self._ops.delete_items(index_id, ids))
 
     async def query_index(self, index_id: str, X=None, *, top_k: int = 10, min_similarity: float = 0.0,
-                target_recall: float | None = None, binary: bool = True,
-                documents: Documents = None, tokens: Tokens = None, weighted_tokens: WeightedTokens = None) -> QueryAnswer:
+                          target_recall: float | None = None, binary: bool = True,
+                          documents: Documents = None, tokens: Tokens = None,
+                          weighted_tokens: WeightedTokens = None) -> QueryAnswer:
         return await self._run(self._ops.query_index(index_id, X, top_k=top_k, min_similarity=min_similarity,
                                                        target_recall=target_recall, binary=binary,
-                        documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
+                documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
 
     async def healthz(self) -> dict[str, Any]:
         return await self._run(self._ops.healthz())

@@ -11,18 +11,18 @@ import numpy as np
 from ..maps import FeatureHashError, OneHotFeatures
 from .operations import _Operations
 from .results import (
-    Documents,
-    Tokens,
-    WeightedTokens,
     AddedItems,
     BandedCodes,
     DeletedItems,
+    Documents,
     IndexInfo,
     IndexPage,
     KernelAnswer,
     MapPage,
     MapSpec,
     QueryAnswer,
+    Tokens,
+    WeightedTokens,
 )
 from .wire import Operation, RetryPolicy, _Call, _raise_for_status, _read, _refusal, _retryable
 
@@ -85,7 +85,7 @@ class FeatureHashClient:
                 params: dict[str, Any] | None = None, input: dict[str, Any] | None = None) -> MapSpec:
         """The resolved spec (the same id for the same spec, whoever creates it)."""
         return self._run(self._ops.create_map(method, input_dim, n_components, seed=seed, params=params,
-                        input=input))
+                input=input))
 
     def get_map(self, map_id: str) -> MapSpec:
         return self._run(self._ops.get_map(map_id))
@@ -106,21 +106,29 @@ class FeatureHashClient:
         self._run(self._ops.delete_map(map_id, force=force))
 
     def transform(self, map_id: str, X=None, *, binary: bool = True, dtype: str = "float32",
-                documents: Documents = None, tokens: Tokens = None, weighted_tokens: WeightedTokens = None) -> np.ndarray | OneHotFeatures:
-        """Dense features as an ndarray, or OneHotFeatures for one-hot maps (GCWS, binning)."""
-        return self._run(self._ops.transform(map_id, X, binary=binary, dtype=dtype, documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
+                  documents: Documents = None, tokens: Tokens = None,
+                  weighted_tokens: WeightedTokens = None) -> np.ndarray | OneHotFeatures:
+        """Dense features as an ndarray, OneHotFeatures for one-hot maps (GCWS, binning), or a scipy CSR matrix
+        for a hashing map. Text (documents=, tokens=, weighted_tokens=) goes as JSON, for a hashing map or a map
+        with a text `input` stage."""
+        return self._run(self._ops.transform(map_id, X, binary=binary, dtype=dtype,
+                documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
 
     def hash(self, map_id: str, X=None, *, bands: int | None = None, binary: bool = True,
-                documents: Documents = None, tokens: Tokens = None, weighted_tokens: WeightedTokens = None) -> np.ndarray | BandedCodes:
+             documents: Documents = None, tokens: Tokens = None,
+             weighted_tokens: WeightedTokens = None) -> np.ndarray | BandedCodes:
         """Codes (int64 n x k); with `bands`, BandedCodes(codes, band_keys)."""
-        return self._run(self._ops.hash(map_id, X, bands=bands, binary=binary, documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
+        return self._run(self._ops.hash(map_id, X, bands=bands, binary=binary,
+                documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
 
     def kernel(self, map_id: str, X=None, Y=None, *, binary: bool = True,
-                documents: Documents = None, tokens: Tokens = None, weighted_tokens: WeightedTokens = None,
-                y_documents: Documents = None, y_tokens: Tokens = None, y_weighted_tokens: WeightedTokens = None) -> KernelAnswer:
+               documents: Documents = None, tokens: Tokens = None, weighted_tokens: WeightedTokens = None,
+               y_documents: Documents = None, y_tokens: Tokens = None,
+               y_weighted_tokens: WeightedTokens = None) -> KernelAnswer:
         """(estimate, exact) kernel matrices between the rows of X and Y (Y defaults to X)."""
-        return self._run(self._ops.kernel(map_id, X, Y, binary=binary, documents=documents, tokens=tokens, weighted_tokens=weighted_tokens,
-                        y_documents=y_documents, y_tokens=y_tokens, y_weighted_tokens=y_weighted_tokens))
+        return self._run(self._ops.kernel(map_id, X, Y, binary=binary,
+                documents=documents, tokens=tokens, weighted_tokens=weighted_tokens,
+                y_documents=y_documents, y_tokens=y_tokens, y_weighted_tokens=y_weighted_tokens))
 
     def create_index(self, map_id: str, *, name: str | None = None, bands: int | None = None, rows: int | None = None,
                      threshold: float | None = None, recall_at_threshold: float | None = None,
@@ -142,11 +150,12 @@ class FeatureHashClient:
         self._run(self._ops.delete_index(index_id))
 
     def add_items(self, index_id: str, ids: list[str], X=None, *, binary: bool = True, batch_rows: int = 1000,
-                documents: Documents = None, tokens: Tokens = None, weighted_tokens: WeightedTokens = None) -> AddedItems:
+                  documents: Documents = None, tokens: Tokens = None,
+                  weighted_tokens: WeightedTokens = None) -> AddedItems:
         """Add or replace items, `batch_rows` per request (fewer with binary, whose ids ride in a
         header); the summed "added" and "replaced" and the final "items"."""
         return self._run(self._ops.add_items(index_id, ids, X, binary=binary, batch_rows=batch_rows,
-                        documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
+                documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
 
     def delete_item(self, index_id: str, item_id: str) -> None:
         """Remove one item (FeatureHashAPIError 404 if it is not there)."""
@@ -157,13 +166,14 @@ class FeatureHashClient:
         return self._run(self._ops.delete_items(index_id, ids))
 
     def query_index(self, index_id: str, X=None, *, top_k: int = 10, min_similarity: float = 0.0,
-                target_recall: float | None = None, binary: bool = True,
-                documents: Documents = None, tokens: Tokens = None, weighted_tokens: WeightedTokens = None) -> QueryAnswer:
+                    target_recall: float | None = None, binary: bool = True,
+                    documents: Documents = None, tokens: Tokens = None,
+                    weighted_tokens: WeightedTokens = None) -> QueryAnswer:
         """Per row of X its neighbours, best first, and the number of candidates re-ranked; with
         target_recall the search widens until the S-curve promises it ("estimated_recall", "rows_probed")."""
         return self._run(self._ops.query_index(index_id, X, top_k=top_k, min_similarity=min_similarity,
                                                  target_recall=target_recall, binary=binary,
-                        documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
+                documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
 
     def healthz(self) -> dict[str, Any]:
         return self._run(self._ops.healthz())

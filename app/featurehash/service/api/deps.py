@@ -87,9 +87,10 @@ class ServiceState:
 
     def input_rows(self, body, key: str, feature_map: FeatureMap, *, required: bool = True,
                    multiplier: float = 1.0) -> tuple | None:
-        """(rows as the map takes them, the field they came from, the CPU seconds their text costs) for the rows under `key` or its text fields
-        (featurehash.protocol.text_inputs), checked against the map (text only where it reads text), the batch
-        limit and, for text, the CPU budget of their characters before any of them is analysed."""
+        """(rows as the map takes them, the field they came from, the CPU seconds their text costs) for the rows
+        under `key` or its text fields (featurehash.protocol.text_inputs), checked against the map (text only where
+        it reads text), the batch limit and, for text, the CPU budget of their characters before any of them is
+        analysed."""
         found = rows_from(body, key, feature_map.input_dim, self.text_limits, required=required)
         if found is None:
             return None

@@ -60,6 +60,7 @@ ONE_HOT_HEADERS = {"X-Feature-Dim": {"description": "one-hot maps with an .npy a
                                        "schema": {"type": "number"}}}
 
 
+# A hashing map's sparse answer is encoded whole up to this many nonzeros (~1.3 MB of JSON), else streamed.
 SPARSE_INLINE_NONZEROS = 65536
 SPARSE_CHUNK_ROWS = 1024
 # Inline (on the event loop) below these: at most ~1 ms of work even for the costliest per-element maps.
