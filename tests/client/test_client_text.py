@@ -10,9 +10,12 @@ import httpx
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
 from featurehash import create_map
-from featurehash.client import AsyncFeatureHashClient, FeatureHashAPIError, FeatureHashClient
+from featurehash.client import (
+    AsyncFeatureHashClient,
+    FeatureHashAPIError,
+    FeatureHashClient,
+)
 
 INPUT = {"hashing": {"ngram_range": [3, 3], "weighting": "binary"}}
 DOCUMENTS = ["the quick brown fox jumps over the lazy dog", "a quick brown fox jumped over two lazy dogs"]

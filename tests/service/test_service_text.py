@@ -13,7 +13,6 @@ import math
 
 import numpy as np
 import pytest
-
 from featurehash import create_map
 from featurehash.maps import InputError
 from featurehash.protocol.text_inputs import TextLimits, checked_text
@@ -193,7 +192,7 @@ def test_request_limits_count_characters_and_tokens(rows, kind, field, limit):
 def test_non_finite_weights_and_bodies_that_are_not_utf8(http, maps):
     url = f"/v1/maps/{maps['hashing']['id']}/transform"
     for weight in ("NaN", "Infinity", "1e999"):
-        body = '{"weighted_tokens": [{"a": %s}]}' % weight
+        body = '{"weighted_tokens": [{"a": ' + weight + '}]}'
         assert "finite" in refused(http.post(url, content=body, headers={"Content-Type": JSON}), 422,
                                    "weighted_tokens[0]")
     not_utf8 = b'{"documents": ["caf\xe9"]}'

@@ -13,7 +13,8 @@ and `query_value` make the same checks), so a single vector costs little more th
 
 from __future__ import annotations
 
-from typing import Iterator, Literal
+from collections.abc import Iterator
+from typing import Literal
 
 import numpy as np
 import orjson
