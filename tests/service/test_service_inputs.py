@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from jsonschema import Draft202012Validator
 
-from featurehash.protocol.schemas import EXAMPLE_GCWS, EXAMPLE_RFF
+from featurehash.protocol.schemas import EXAMPLE_GCWS, EXAMPLE_HASHING, EXAMPLE_RFF, EXAMPLE_TEXT_GCWS
 from featurehash.service.config import Settings
 from featurehash.service.app import create_app
 from featurehash.maps import InputError
@@ -317,14 +317,15 @@ def test_the_documented_examples_are_valid_and_work_in_order(document, http):
             for example in content["examples"].values():
                 _validator(document, name).validate(example["value"])
             bodies[path] = [example["value"] for example in content["examples"].values()]
-    assert bodies["/v1/maps"] == [EXAMPLE_RFF, EXAMPLE_GCWS]
+    assert bodies["/v1/maps"] == [EXAMPLE_RFF, EXAMPLE_GCWS, EXAMPLE_HASHING, EXAMPLE_TEXT_GCWS]
     ids = []
     for body in bodies["/v1/maps"]:
         created = http.post("/v1/maps", json=body)
         assert created.status_code in (200, 201), created.text
         ids.append(created.json()["id"])
-    rff, gcws = ids
+    rff, gcws, hashing, text_gcws = ids
     http.delete("/v1/indexes/docs")
+    http.delete("/v1/indexes/texts")
     steps = [(f"/v1/maps/{rff}/transform", "/v1/maps/{map_id}/transform"),
              (f"/v1/maps/{gcws}/transform", "/v1/maps/{map_id}/transform"),
              (f"/v1/maps/{gcws}/hash", "/v1/maps/{map_id}/hash"),
@@ -340,3 +341,15 @@ def test_the_documented_examples_are_valid_and_work_in_order(document, http):
             assert 200 <= answer.status_code < 300, (url, answer.text)
     assert http.get("/v1/indexes/docs").json()["map_id"] == gcws
     assert http.delete("/v1/indexes/docs").status_code == 204
+    # The text examples (the second of each): the hashing map, the GCWS map over text and its index "texts".
+    text_steps = [(f"/v1/maps/{hashing}/transform", "/v1/maps/{map_id}/transform"),
+                  (f"/v1/maps/{text_gcws}/hash", "/v1/maps/{map_id}/hash"),
+                  (f"/v1/maps/{hashing}/kernel", "/v1/maps/{map_id}/kernel"),
+                  ("/v1/indexes", "/v1/indexes"),
+                  ("/v1/indexes/texts/items", "/v1/indexes/{index_id}/items"),
+                  ("/v1/indexes/texts/query", "/v1/indexes/{index_id}/query")]
+    for url, template in text_steps:
+        answer = http.post(url, json=bodies[template][1])
+        assert 200 <= answer.status_code < 300, (url, answer.text)
+    assert http.get("/v1/indexes/texts").json()["map_id"] == text_gcws
+    assert http.delete("/v1/indexes/texts").status_code == 204

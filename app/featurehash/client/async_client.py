@@ -15,12 +15,15 @@ from .results import (
     BandedCodes,
     DeletedItems,
     DuplicatesAnswer,
+    Documents,
     IndexInfo,
     IndexPage,
     KernelAnswer,
     MapPage,
     MapSpec,
     QueryAnswer,
+    Tokens,
+    WeightedTokens,
 )
 from .sync import _headers
 from .wire import Operation, RetryPolicy, _aread, _Call, _raise_for_status, _refusal, _retryable
@@ -76,9 +79,10 @@ class AsyncFeatureHashClient:
         except FeatureHashError as refused:
             raise _refusal(refused) from None
 
-    async def create_map(self, method: str, input_dim: int, n_components: int, *, seed: int | None = None,
-                         params: dict[str, Any] | None = None) -> MapSpec:
-        return await self._run(self._ops.create_map(method, input_dim, n_components, seed=seed, params=params))
+    async def create_map(self, method: str, input_dim: int | None, n_components: int, *, seed: int | None = None,
+                params: dict[str, Any] | None = None, input: dict[str, Any] | None = None) -> MapSpec:
+        return await self._run(self._ops.create_map(method, input_dim, n_components, seed=seed, params=params,
+                input=input))
 
     async def get_map(self, map_id: str) -> MapSpec:
         return await self._run(self._ops.get_map(map_id))
@@ -98,15 +102,25 @@ class AsyncFeatureHashClient:
     async def delete_map(self, map_id: str, *, force: bool = False) -> None:
         await self._run(self._ops.delete_map(map_id, force=force))
 
-    async def transform(self, map_id: str, X, *, binary: bool = True,
-                        dtype: str = "float32") -> np.ndarray | OneHotFeatures:
-        return await self._run(self._ops.transform(map_id, X, binary=binary, dtype=dtype))
+    async def transform(self, map_id: str, X=None, *, binary: bool = True, dtype: str = "float32",
+                        documents: Documents = None, tokens: Tokens = None,
+                        weighted_tokens: WeightedTokens = None) -> np.ndarray | OneHotFeatures:
+        return await self._run(self._ops.transform(map_id, X, binary=binary, dtype=dtype,
+                documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
 
-    async def hash(self, map_id: str, X, *, bands: int | None = None, binary: bool = True) -> np.ndarray | BandedCodes:
-        return await self._run(self._ops.hash(map_id, X, bands=bands, binary=binary))
+    async def hash(self, map_id: str, X=None, *, bands: int | None = None, binary: bool = True,
+                   documents: Documents = None, tokens: Tokens = None,
+                   weighted_tokens: WeightedTokens = None) -> np.ndarray | BandedCodes:
+        return await self._run(self._ops.hash(map_id, X, bands=bands, binary=binary,
+                documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
 
-    async def kernel(self, map_id: str, X, Y=None, *, binary: bool = True) -> KernelAnswer:
-        return await self._run(self._ops.kernel(map_id, X, Y, binary=binary))
+    async def kernel(self, map_id: str, X=None, Y=None, *, binary: bool = True,
+                     documents: Documents = None, tokens: Tokens = None, weighted_tokens: WeightedTokens = None,
+                     y_documents: Documents = None, y_tokens: Tokens = None,
+                     y_weighted_tokens: WeightedTokens = None) -> KernelAnswer:
+        return await self._run(self._ops.kernel(map_id, X, Y, binary=binary,
+                documents=documents, tokens=tokens, weighted_tokens=weighted_tokens,
+                y_documents=y_documents, y_tokens=y_tokens, y_weighted_tokens=y_weighted_tokens))
 
     async def create_index(self, map_id: str, *, name: str | None = None, bands: int | None = None,
                            rows: int | None = None, threshold: float | None = None,
@@ -126,9 +140,11 @@ class AsyncFeatureHashClient:
     async def delete_index(self, index_id: str) -> None:
         await self._run(self._ops.delete_index(index_id))
 
-    async def add_items(self, index_id: str, ids: list[str], X, *, binary: bool = True,
-                        batch_rows: int = 1000) -> AddedItems:
-        return await self._run(self._ops.add_items(index_id, ids, X, binary=binary, batch_rows=batch_rows))
+    async def add_items(self, index_id: str, ids: list[str], X=None, *, binary: bool = True, batch_rows: int = 1000,
+                        documents: Documents = None, tokens: Tokens = None,
+                        weighted_tokens: WeightedTokens = None) -> AddedItems:
+        return await self._run(self._ops.add_items(index_id, ids, X, binary=binary, batch_rows=batch_rows,
+                documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
 
     async def delete_item(self, index_id: str, item_id: str) -> None:
         await self._run(self._ops.delete_item(index_id, item_id))
@@ -136,10 +152,13 @@ class AsyncFeatureHashClient:
     async def delete_items(self, index_id: str, ids: list[str]) -> DeletedItems:
         return await self._run(self._ops.delete_items(index_id, ids))
 
-    async def query_index(self, index_id: str, X, *, top_k: int = 10, min_similarity: float = 0.0,
-                          target_recall: float | None = None, binary: bool = True) -> QueryAnswer:
+    async def query_index(self, index_id: str, X=None, *, top_k: int = 10, min_similarity: float = 0.0,
+                          target_recall: float | None = None, binary: bool = True,
+                          documents: Documents = None, tokens: Tokens = None,
+                          weighted_tokens: WeightedTokens = None) -> QueryAnswer:
         return await self._run(self._ops.query_index(index_id, X, top_k=top_k, min_similarity=min_similarity,
-                                                       target_recall=target_recall, binary=binary))
+                                                       target_recall=target_recall, binary=binary,
+                documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
 
     async def query_items(self, index_id: str, ids: list[str], *, top_k: int = 10, min_similarity: float = 0.0,
                           target_recall: float | None = None) -> QueryAnswer:

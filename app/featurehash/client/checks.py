@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field, TypeAdapter
 from ..protocol.codecs import JSON, parse_model, vectors_from
 from ..protocol.options import check_bands_value, check_path_item_id, check_top_k, query_item_ids, query_parameter
 from ..protocol.schemas import CreateIndexRequest, CreateMapRequest, DeleteItemsRequest, DuplicatesRequest
+from ..protocol.text_inputs import TEXT_KINDS, Rows, TextLimits, check_input_kind, checked_text, text_fields
 from ..maps import FeatureHashError, FeatureMap, InputError, SpecError, create_map
 from ..maps.base import DenseFeatureMap
 from ..maps.inputs import check_input
@@ -100,6 +101,7 @@ def vectors(X, field: str, feature_map: FeatureMap | None, as_json: bool):
         if as_json and (X.ndim != 2 or X.dtype.kind not in _NUMBERS):
             X = _json_rows(X.tolist(), field)
     if feature_map is not None:
+        check_input_kind(Rows(X, field), feature_map)   # numbers to a hashing map: refused by the service first
         feature_map.check(X, field)
     elif X.ndim == 2 or X.dtype.kind not in _NUMBERS:
         check_input(X, X.shape[1] if X.ndim == 2 else 0, field=field)  # all but the map's own rules
@@ -126,6 +128,32 @@ def _sparse(X: sp.csr_matrix, field: str, feature_map: FeatureMap | None) -> sp.
         raise InputError(f"sparse_{field}[{row}].indices", f"out of range: indices must lie in [0, {width})")
     feature_map.check(sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], width)), field)
     return X
+
+
+# The service's text limits are its settings, unknown here (as its batch and body limits are).
+UNKNOWN_LIMITS = TextLimits(max_document_chars=2**62, max_request_chars=2**62, max_request_tokens=2**62)
+
+
+def text_rows(key: str, X, texts: dict[str, Any], feature_map: FeatureMap | None) -> dict[str, list] | None:
+    """{field: rows} for the one text keyword given (documents=, tokens=, weighted_tokens=; for a kernel's y the
+    field is y_documents, ...), after the service's checks of its rows and of the map it is for; None when no text
+    is given (X is sent). X and text together, or two kinds of text, are refused as the service refuses them."""
+    given = [kind for kind in TEXT_KINDS if texts.get(kind) is not None]
+    if not given:
+        return None
+    names = {kind: name for name, kind in text_fields(key).items()}
+    sent = ([key] if X is not None else []) + [names[kind] for kind in given]
+    if len(sent) > 1:
+        raise InputError(sent[1], f"send exactly one of {', '.join(repr(name) for name in sent)}: one input kind "
+                                  "per request")
+    field = names[given[0]]
+    rows = [list(row) if isinstance(row, tuple) else row for row in texts[given[0]]] \
+        if isinstance(texts[given[0]], (list, tuple)) else texts[given[0]]
+    rows, chars = checked_text(rows, given[0], field, UNKNOWN_LIMITS)
+    if feature_map is not None:
+        check_input_kind(Rows(rows, field, chars), feature_map)
+        feature_map.check(rows, field)
+    return {field: rows}
 
 
 def json_ready(X: np.ndarray) -> np.ndarray:
@@ -208,7 +236,7 @@ def codes_for(feature_map: FeatureMap | None, X, bands: int | None) -> None:
     if feature_map is None:
         return
     if not feature_map.has_hash:
-        feature_map.hash(X[:1])  # raises the library's UnsupportedOperation before any work
+        feature_map.hash(None)  # raises the library's UnsupportedOperation before any work
     if bands is not None:
         band_keys(np.zeros((1, feature_map.spec.n_components), dtype=np.int64), int(bands))
 

@@ -10,7 +10,10 @@ from typing import Any
 import numpy as np
 import orjson
 
+import scipy.sparse as sp
+
 from ..maps import OneHotFeatures
+from ..protocol.text_inputs import TEXT_KINDS
 from ..store.lsh_layout import check_positive_int
 from . import checks
 from .results import BandedCodes, KernelAnswer
@@ -31,6 +34,15 @@ from .wire import (
 )
 
 
+def _csr(body: dict[str, Any], dtype) -> sp.csr_matrix:
+    """Sparse features answered as {"dim", "indices": [[...]], "values": [[...]]}."""
+    lengths = [len(row) for row in body["indices"]]
+    indptr = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+    indices = np.fromiter((i for row in body["indices"] for i in row), np.int64, count=int(indptr[-1]))
+    values = np.fromiter((v for row in body["values"] for v in row), np.float64, count=int(indptr[-1]))
+    return sp.csr_matrix((values.astype(dtype), indices, indptr), shape=(len(lengths), body["dim"]))
+
+
 class _Operations:
     """Each operation: checks its inputs as the service would (featurehash.client.checks: a refusal raises
     FeatureHashError before any request), yields the requests it needs, receives their (2xx) answers and
@@ -39,10 +51,11 @@ class _Operations:
     def __init__(self) -> None:
         self.known = checks.KnownMaps()
 
-    def create_map(self, method: str, input_dim: int, n_components: int, *, seed: int | None = None,
-                   params: dict[str, Any] | None = None) -> Operation:
-        body = {"method": method, "input_dim": input_dim, "n_components": n_components,
-                **({"seed": seed} if seed is not None else {}), **({"params": params} if params is not None else {})}
+    def create_map(self, method: str, input_dim: int | None, n_components: int, *, seed: int | None = None,
+                   params: dict[str, Any] | None = None, input: dict[str, Any] | None = None) -> Operation:
+        optional = {"input_dim": input_dim, "seed": seed, "params": params, "input": input}
+        body = {"method": method, "n_components": n_components,
+                **{key: value for key, value in optional.items() if value is not None}}
         call = _json_call("POST", "/v1/maps", body)
         checks.create_map_body(call.content)
         return self.known.learn_map((yield call).json())
@@ -59,13 +72,18 @@ class _Operations:
     def delete_map(self, map_id: str, *, force: bool = False) -> Operation:
         yield _Call("DELETE", f"/v1/maps/{_segment(map_id)}", params={"force": "true"} if force else None)
 
-    def transform(self, map_id: str, X, *, binary: bool = True, dtype: str = "float32") -> Operation:
+    def transform(self, map_id: str, X=None, *, binary: bool = True, dtype: str = "float32",
+                  **text: Any) -> Operation:
         checks.query_param(dtype, "dtype", checks.DTYPE)
         feature_map = self.known.for_map(map_id)
-        X = checks.vectors(X, "vectors", feature_map, not _as_npy(X, binary))
+        path, params = f"/v1/maps/{_segment(map_id)}/transform", {"dtype": dtype}
+        rows = checks.text_rows("vectors", X, text, feature_map)
+        if rows is None:
+            X = checks.vectors(X, "vectors", feature_map, not _as_npy(X, binary))
         checks.features_of(feature_map)
-        response = yield _vectors_call(f"/v1/maps/{_segment(map_id)}/transform", X, "vectors", binary,
-                                       params={"dtype": dtype}, headers={"Accept": NPY} if binary else None)
+        response = yield (_vectors_call(path, X, "vectors", binary, params=params,
+                                        headers={"Accept": NPY} if binary else None) if rows is None
+                          else _json_call("POST", path, rows, params=params))
         if _is_npy(response):
             array = _load_npy(response)
             if "X-Feature-Dim" in response.headers:
@@ -73,26 +91,40 @@ class _Operations:
                                       int(response.headers["X-Feature-Dim"]))
             return array
         body = orjson.loads(response.content)
+        if "values" in body:   # a hashing map's sparse features
+            return _csr(body, np.float64 if dtype == "float64" else np.float32)
         if "indices" in body:
             return OneHotFeatures(np.asarray(body["indices"], dtype=np.int64), body["scale"], body["dim"])
         return np.asarray(body["features"], dtype=np.float64 if dtype == "float64" else np.float32)
 
-    def hash(self, map_id: str, X, *, bands: int | None = None, binary: bool = True) -> Operation:
+    def hash(self, map_id: str, X=None, *, bands: int | None = None, binary: bool = True, **text: Any) -> Operation:
+        binary = binary and all(text.get(kind) is None for kind in TEXT_KINDS)   # text travels as JSON
         checks.bands_option(bands, _as_npy(X, binary))
         feature_map = self.known.for_map(map_id)
-        X = checks.vectors(X, "vectors", feature_map, not _as_npy(X, binary))
-        checks.codes_for(feature_map, X, bands)
+        rows = checks.text_rows("vectors", X, text, feature_map)
+        if rows is None:
+            X = checks.vectors(X, "vectors", feature_map, not _as_npy(X, binary))
+        checks.codes_for(feature_map, X if rows is None else next(iter(rows.values())), bands)
         params = {"bands": bands} if bands is not None else None
-        response = yield _vectors_call(f"/v1/maps/{_segment(map_id)}/hash", X, "vectors", binary, options=params,
-                                       headers={"Accept": NPY} if binary else None)
+        path = f"/v1/maps/{_segment(map_id)}/hash"
+        response = yield (_vectors_call(path, X, "vectors", binary, options=params,
+                                        headers={"Accept": NPY} if binary else None) if rows is None
+                          else _json_call("POST", path, {**rows, **(params or {})}))
         if _is_npy(response):
             return _load_npy(response)
         body = orjson.loads(response.content)
         codes = np.asarray(body["codes"], dtype=np.int64)
         return BandedCodes(codes, body["band_keys"]) if bands is not None else codes
 
-    def kernel(self, map_id: str, X, Y=None, *, binary: bool = True) -> Operation:
+    def kernel(self, map_id: str, X=None, Y=None, *, binary: bool = True, **text: Any) -> Operation:
         path, feature_map = f"/v1/maps/{_segment(map_id)}/kernel", self.known.for_map(map_id)
+        x_text = checks.text_rows("x", X, text, feature_map)
+        y_text = checks.text_rows("y", Y, {kind: text.get(f"y_{kind}") for kind in TEXT_KINDS}, feature_map)
+        if x_text is not None or y_text is not None:
+            x_rows = x_text or _rows_field(checks.vectors(X, "x", feature_map, True), "x")
+            y_rows = y_text or ({} if Y is None else _rows_field(checks.vectors(Y, "y", feature_map, True), "y"))
+            answer = (yield _json_call("POST", path, {**x_rows, **y_rows})).json()
+            return KernelAnswer(np.asarray(answer["estimate"]), np.asarray(answer["exact"]))
         as_json = Y is not None or not _as_npy(X, binary)
         X = checks.vectors(X, "x", feature_map, as_json)
         if Y is None:
@@ -128,7 +160,12 @@ class _Operations:
         self.known.forget_index(index_id)
         yield _Call("DELETE", f"/v1/indexes/{_segment(index_id)}")
 
-    def add_items(self, index_id: str, ids: list[str], X, *, binary: bool = True, batch_rows: int = 1000) -> Operation:
+    def add_items(self, index_id: str, ids: list[str], X=None, *, binary: bool = True, batch_rows: int = 1000,
+                  **text: Any) -> Operation:
+        path = f"/v1/indexes/{_segment(index_id)}/items"
+        rows = checks.text_rows("vectors", X, text, self.known.for_index(index_id))
+        if rows is not None:
+            return (yield from self._add_text_items(path, ids, rows, batch_rows))
         binary = _as_npy(X, binary)
         X = checks.vectors(X, "vectors", self.known.for_index(index_id), not binary)
         path = f"/v1/indexes/{_segment(index_id)}/items"
@@ -148,6 +185,18 @@ class _Operations:
             start = stop
         return total
 
+    def _add_text_items(self, path: str, ids: list[str], rows: dict[str, list], batch_rows: int) -> Operation:
+        (field, text), = rows.items()
+        ids = checks.item_ids(ids, len(text))
+        check_positive_int(batch_rows, "batch_rows")
+        total = {"added": 0, "replaced": 0, "items": 0}
+        for start in range(0, len(ids), batch_rows):
+            answer = (yield _json_call("POST", path, {"ids": ids[start:start + batch_rows],
+                                                      field: text[start:start + batch_rows]})).json()
+            total = {"added": total["added"] + answer["added"], "replaced": total["replaced"] + answer["replaced"],
+                     "items": answer["items"]}
+        return total
+
     def delete_item(self, index_id: str, item_id: str) -> Operation:
         checks.deletable_item_id(item_id)
         yield _Call("DELETE", f"/v1/indexes/{_segment(index_id)}/items/{_segment(item_id)}")
@@ -158,16 +207,20 @@ class _Operations:
         return (yield call).json()
 
     def query_index(self, index_id: str, X, *, top_k: int = 10, min_similarity: float = 0.0,
-                    target_recall: float | None = None, binary: bool = True) -> Operation:
-        in_query = _as_npy(X, binary)
+                    target_recall: float | None = None, binary: bool = True, **text: Any) -> Operation:
+        feature_map = self.known.for_index(index_id)
+        in_query = all(text.get(kind) is None for kind in TEXT_KINDS) and _as_npy(X, binary)
         options = {"top_k": top_k, "min_similarity": min_similarity}
         if target_recall is not None:
             options["target_recall"] = target_recall
         fractions = checks.query_options(options, in_query)
-        X = checks.vectors(X, "vectors", self.known.for_index(index_id), not in_query)
+        rows = checks.text_rows("vectors", X, text, feature_map)
+        if rows is None:
+            X = checks.vectors(X, "vectors", feature_map, not in_query)
         checks.fractions(fractions)
-        response = yield _vectors_call(f"/v1/indexes/{_segment(index_id)}/query", X, "vectors", binary,
-                                       options=options)
+        path = f"/v1/indexes/{_segment(index_id)}/query"
+        response = yield (_vectors_call(path, X, "vectors", binary, options=options) if rows is None
+                          else _json_call("POST", path, {**rows, **options}))
         return orjson.loads(response.content)
 
     def query_items(self, index_id: str, ids: list[str], *, top_k: int = 10, min_similarity: float = 0.0,

@@ -107,3 +107,9 @@ class FeatureHashAPIError(Exception):
         self.detail = detail
         self.field = field
         self.retry_after = retry_after
+
+
+# Text rows (documents=, tokens=, weighted_tokens=): for a hashing map or a map with a text `input` stage.
+Documents = list[str] | None
+Tokens = list[list[str]] | None
+WeightedTokens = list[dict[str, float]] | None

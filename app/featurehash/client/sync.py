@@ -15,14 +15,18 @@ from .results import (
     BandedCodes,
     DeletedItems,
     DuplicatesAnswer,
+    Documents,
     IndexInfo,
     IndexPage,
     KernelAnswer,
     MapPage,
     MapSpec,
     QueryAnswer,
+    Tokens,
+    WeightedTokens,
 )
 from .wire import Operation, RetryPolicy, _Call, _raise_for_status, _read, _refusal, _retryable
+
 
 
 def _headers(api_key: str | None) -> dict[str, str]:
@@ -78,10 +82,11 @@ class FeatureHashClient:
         except FeatureHashError as refused:
             raise _refusal(refused) from None
 
-    def create_map(self, method: str, input_dim: int, n_components: int, *, seed: int | None = None,
-                   params: dict[str, Any] | None = None) -> MapSpec:
+    def create_map(self, method: str, input_dim: int | None, n_components: int, *, seed: int | None = None,
+                params: dict[str, Any] | None = None, input: dict[str, Any] | None = None) -> MapSpec:
         """The resolved spec (the same id for the same spec, whoever creates it)."""
-        return self._run(self._ops.create_map(method, input_dim, n_components, seed=seed, params=params))
+        return self._run(self._ops.create_map(method, input_dim, n_components, seed=seed, params=params,
+                input=input))
 
     def get_map(self, map_id: str) -> MapSpec:
         return self._run(self._ops.get_map(map_id))
@@ -101,17 +106,30 @@ class FeatureHashClient:
         """409 if indexes use the map, unless `force` (they keep answering from their copy of its spec)."""
         self._run(self._ops.delete_map(map_id, force=force))
 
-    def transform(self, map_id: str, X, *, binary: bool = True, dtype: str = "float32") -> np.ndarray | OneHotFeatures:
-        """Dense features as an ndarray, or OneHotFeatures for one-hot maps (GCWS, binning)."""
-        return self._run(self._ops.transform(map_id, X, binary=binary, dtype=dtype))
+    def transform(self, map_id: str, X=None, *, binary: bool = True, dtype: str = "float32",
+                  documents: Documents = None, tokens: Tokens = None,
+                  weighted_tokens: WeightedTokens = None) -> np.ndarray | OneHotFeatures:
+        """Dense features as an ndarray, OneHotFeatures for one-hot maps (GCWS, binning), or a scipy CSR matrix
+        for a hashing map. Text (documents=, tokens=, weighted_tokens=) goes as JSON, for a hashing map or a map
+        with a text `input` stage."""
+        return self._run(self._ops.transform(map_id, X, binary=binary, dtype=dtype,
+                documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
 
-    def hash(self, map_id: str, X, *, bands: int | None = None, binary: bool = True) -> np.ndarray | BandedCodes:
+    def hash(self, map_id: str, X=None, *, bands: int | None = None, binary: bool = True,
+             documents: Documents = None, tokens: Tokens = None,
+             weighted_tokens: WeightedTokens = None) -> np.ndarray | BandedCodes:
         """Codes (int64 n x k); with `bands`, BandedCodes(codes, band_keys)."""
-        return self._run(self._ops.hash(map_id, X, bands=bands, binary=binary))
+        return self._run(self._ops.hash(map_id, X, bands=bands, binary=binary,
+                documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
 
-    def kernel(self, map_id: str, X, Y=None, *, binary: bool = True) -> KernelAnswer:
+    def kernel(self, map_id: str, X=None, Y=None, *, binary: bool = True,
+               documents: Documents = None, tokens: Tokens = None, weighted_tokens: WeightedTokens = None,
+               y_documents: Documents = None, y_tokens: Tokens = None,
+               y_weighted_tokens: WeightedTokens = None) -> KernelAnswer:
         """(estimate, exact) kernel matrices between the rows of X and Y (Y defaults to X)."""
-        return self._run(self._ops.kernel(map_id, X, Y, binary=binary))
+        return self._run(self._ops.kernel(map_id, X, Y, binary=binary,
+                documents=documents, tokens=tokens, weighted_tokens=weighted_tokens,
+                y_documents=y_documents, y_tokens=y_tokens, y_weighted_tokens=y_weighted_tokens))
 
     def create_index(self, map_id: str, *, name: str | None = None, bands: int | None = None, rows: int | None = None,
                      threshold: float | None = None, recall_at_threshold: float | None = None,
@@ -134,10 +152,13 @@ class FeatureHashClient:
     def delete_index(self, index_id: str) -> None:
         self._run(self._ops.delete_index(index_id))
 
-    def add_items(self, index_id: str, ids: list[str], X, *, binary: bool = True, batch_rows: int = 1000) -> AddedItems:
+    def add_items(self, index_id: str, ids: list[str], X=None, *, binary: bool = True, batch_rows: int = 1000,
+                  documents: Documents = None, tokens: Tokens = None,
+                  weighted_tokens: WeightedTokens = None) -> AddedItems:
         """Add or replace items, `batch_rows` per request (fewer with binary, whose ids ride in a
         header); the summed "added" and "replaced" and the final "items"."""
-        return self._run(self._ops.add_items(index_id, ids, X, binary=binary, batch_rows=batch_rows))
+        return self._run(self._ops.add_items(index_id, ids, X, binary=binary, batch_rows=batch_rows,
+                documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
 
     def delete_item(self, index_id: str, item_id: str) -> None:
         """Remove one item (FeatureHashAPIError 404 if it is not there)."""
@@ -147,12 +168,15 @@ class FeatureHashClient:
         """Remove items by id, in the body (so any id works); the ids that were not there come back."""
         return self._run(self._ops.delete_items(index_id, ids))
 
-    def query_index(self, index_id: str, X, *, top_k: int = 10, min_similarity: float = 0.0,
-                    target_recall: float | None = None, binary: bool = True) -> QueryAnswer:
+    def query_index(self, index_id: str, X=None, *, top_k: int = 10, min_similarity: float = 0.0,
+                    target_recall: float | None = None, binary: bool = True,
+                    documents: Documents = None, tokens: Tokens = None,
+                    weighted_tokens: WeightedTokens = None) -> QueryAnswer:
         """Per row of X its neighbours, best first, and the number of candidates re-ranked; with
         target_recall the search widens until the S-curve promises it ("estimated_recall", "rows_probed")."""
         return self._run(self._ops.query_index(index_id, X, top_k=top_k, min_similarity=min_similarity,
-                                                 target_recall=target_recall, binary=binary))
+                                                 target_recall=target_recall, binary=binary,
+                documents=documents, tokens=tokens, weighted_tokens=weighted_tokens))
 
     def query_items(self, index_id: str, ids: list[str], *, top_k: int = 10, min_similarity: float = 0.0,
                     target_recall: float | None = None) -> QueryAnswer:

@@ -41,11 +41,14 @@ def query_parameter(raw: str, name: str, adapter: TypeAdapter) -> Any:
 
 
 
+QUERY_INPUTS = ("vectors", "sparse_vectors", "documents", "tokens", "weighted_tokens")
+
+
 def query_item_ids(body: dict[str, Any]) -> list[str] | None:
-    """The `ids` of a query body (stored items to find the neighbours of), None when it sends vectors:
-    exactly one of vectors, sparse_vectors or ids."""
+    """The `ids` of a query body (stored items to find the neighbours of), None when it sends vectors or text:
+    exactly one of vectors, sparse_vectors, documents, tokens, weighted_tokens or ids."""
     if "ids" not in body:
         return None
-    if "vectors" in body or "sparse_vectors" in body:
-        raise InputError("ids", "send exactly one of 'vectors', 'sparse_vectors' or 'ids'")
+    if any(kind in body for kind in QUERY_INPUTS):
+        raise InputError("ids", "send exactly one of " + ", ".join(f"'{kind}'" for kind in (*QUERY_INPUTS, "ids")))
     return check_query_ids(body["ids"])

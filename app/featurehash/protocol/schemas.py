@@ -29,6 +29,12 @@ EXAMPLE_RFF = {"method": "rff", "input_dim": 4, "n_components": 8, "seed": 1, "p
 EXAMPLE_GCWS = {"method": "gcws", "input_dim": 4, "n_components": 16, "seed": 1}
 EXAMPLE_GCWS_ID = resolve_spec(EXAMPLE_GCWS).id
 EXAMPLE_ROWS = [[0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]]
+# Text (documents, tokens, weighted_tokens): the hashing trick as a map, and GCWS over word 3-shingles of text.
+EXAMPLE_HASHING = {"method": "hashing", "n_components": 1024, "seed": 1}
+EXAMPLE_TEXT_GCWS = {"method": "gcws", "n_components": 64, "seed": 1,
+                     "input": {"hashing": {"ngram_range": [3, 3], "weighting": "binary"}}}
+EXAMPLE_TEXT_GCWS_ID = resolve_spec(EXAMPLE_TEXT_GCWS).id
+EXAMPLE_DOCUMENTS = ["the quick brown fox jumps over the lazy dog", "the quick brown fox jumped over a lazy dog"]
 
 
 def _omit_default(schema: dict[str, Any]) -> None:
@@ -43,10 +49,14 @@ def optional(annotation, description: str | None = None) -> Any:
 
 
 class CreateMapRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [EXAMPLE_RFF, EXAMPLE_GCWS]})
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        EXAMPLE_RFF, EXAMPLE_GCWS, EXAMPLE_HASHING, EXAMPLE_TEXT_GCWS]})
 
     method: str = Field(description=f"one of: {', '.join(sorted(METHODS))}")
-    input_dim: int = Field(strict=True, ge=1, le=MAX_INPUT_DIM)
+    input_dim: int | None = Field(default=None, strict=True, ge=1, le=MAX_INPUT_DIM, json_schema_extra=_omit_default,
+                                  description="columns of the input vectors; 1 for 'hashing' (a row is a document); "
+                                  "with a text `input` stage, the columns text is hashed into (default 2^30 for "
+                                  "gcws and binning)")
     n_components: int = Field(strict=True, ge=1, le=MAX_COMPONENTS,
                               description="output dimension (dense maps) or number of samples k (GCWS)")
     seed: int | None = Field(default=None, strict=True, ge=0, le=MAX_SEED)
@@ -57,6 +67,8 @@ class CreateMapRequest(BaseModel):
     format_version: int | None = None
     features: str | None = None
     has_hash: bool | None = None
+    input: optional(dict[str, Any], "a text front stage, {\"hashing\": {...}} (the hashing map's params): the "
+                    "map then also takes documents, tokens and weighted_tokens")
 
 
 class MapSpecResponse(BaseModel):
@@ -68,8 +80,9 @@ class MapSpecResponse(BaseModel):
     seed: int
     params: dict[str, Any]
     format_version: int
-    features: str = Field(description="'dense' or 'one_hot'")
+    features: str = Field(description="'dense', 'one_hot' or 'sparse' (hashing)")
     has_hash: bool
+    input: dict[str, Any] | None = Field(default=None, description="the text front stage, when the map has one")
 
 
 class MapListResponse(BaseModel):
@@ -82,31 +95,49 @@ class SparseVector(BaseModel):
     values: list[float]
 
 
-class VectorsRequest(BaseModel):
-    """`vectors` (dense rows) or `sparse_vectors`, not both."""
+DOCUMENTS = "documents (strings), for a hashing map or a map with a text `input` stage"
+TOKENS = "token lists (lists of strings), for a map that takes text"
+WEIGHTED_TOKENS = "weighted tokens ({token: weight}, weights finite and >= 0), for a map that takes text"
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{"vectors": EXAMPLE_ROWS}]})
+
+class VectorsRequest(BaseModel):
+    """Exactly one of `vectors` (dense rows), `sparse_vectors`, `documents`, `tokens` or `weighted_tokens`."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"vectors": EXAMPLE_ROWS},
+                                                               {"documents": EXAMPLE_DOCUMENTS}]})
 
     vectors: optional(list[list[float]])
     sparse_vectors: optional(list[SparseVector])
+    documents: optional(list[str], DOCUMENTS)
+    tokens: optional(list[list[str]], TOKENS)
+    weighted_tokens: optional(list[dict[str, float]], WEIGHTED_TOKENS)
 
 
 class HashRequest(VectorsRequest):
-    model_config = ConfigDict(json_schema_extra={"examples": [{"vectors": EXAMPLE_ROWS, "bands": 4}]})
+    model_config = ConfigDict(json_schema_extra={"examples": [{"vectors": EXAMPLE_ROWS, "bands": 4},
+                                                               {"documents": EXAMPLE_DOCUMENTS, "bands": 4}]})
 
     bands: int | None = Field(default=None, ge=1, le=MAX_COMPONENTS,
                               description="LSH bands: k must be a multiple of it")
 
 
 class KernelRequest(BaseModel):
-    """`x` or `sparse_x`; `y` or `sparse_y` (or neither: y = x)."""
+    """One of `x`, `sparse_x`, `x_documents`, `x_tokens`, `x_weighted_tokens`; one of the same for y (or none:
+    y = x)."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{"x": EXAMPLE_ROWS}]})
+    model_config = ConfigDict(json_schema_extra={"examples": [{"x": EXAMPLE_ROWS},
+                                                               {"x_documents": EXAMPLE_DOCUMENTS}]})
 
     x: optional(list[list[float]])
     sparse_x: optional(list[SparseVector])
+    x_documents: optional(list[str], DOCUMENTS)
+    x_tokens: optional(list[list[str]], TOKENS)
+    x_weighted_tokens: optional(list[dict[str, float]], WEIGHTED_TOKENS)
     y: optional(list[list[float]], "defaults to x")
     sparse_y: optional(list[SparseVector])
+    y_documents: optional(list[str], DOCUMENTS)
+    y_tokens: optional(list[list[str]], TOKENS)
+    y_weighted_tokens: optional(list[dict[str, float]], WEIGHTED_TOKENS)
 
 
 class DenseFeatures(BaseModel):
@@ -117,6 +148,12 @@ class OneHotFeaturesResponse(BaseModel):
     dim: int
     scale: float
     indices: list[list[int]]
+
+
+class SparseFeaturesResponse(BaseModel):
+    dim: int = Field(description="columns of the features")
+    indices: list[list[int]] = Field(description="per row, its nonzero columns (ascending)")
+    values: list[list[float]] = Field(description="per row, the values at those columns")
 
 
 class HashResponse(BaseModel):
@@ -133,7 +170,8 @@ class KernelResponse(BaseModel):
 
 class CreateIndexRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
-        {"map_id": EXAMPLE_GCWS_ID, "name": "docs", "threshold": 0.7}]})
+        {"map_id": EXAMPLE_GCWS_ID, "name": "docs", "threshold": 0.7},
+        {"map_id": EXAMPLE_TEXT_GCWS_ID, "name": "texts", "threshold": 0.5}]})
 
     map_id: str = Field(description="a map with discrete codes (has_hash: gcws, binning)")
     # null is accepted for these (as omitted), so the schema keeps it.
@@ -188,7 +226,8 @@ class IndexListResponse(BaseModel):
 
 
 class AddItemsRequest(VectorsRequest):
-    model_config = ConfigDict(json_schema_extra={"examples": [{"ids": ["a", "b"], "vectors": EXAMPLE_ROWS}]})
+    model_config = ConfigDict(json_schema_extra={"examples": [{"ids": ["a", "b"], "vectors": EXAMPLE_ROWS},
+                                                               {"ids": ["a", "b"], "documents": EXAMPLE_DOCUMENTS}]})
 
     ids: list[Annotated[str, Field(json_schema_extra=lambda schema: schema.update(ITEM_ID_SCHEMA))]] = Field(
         description="one id per vector, distinct, 1 to 512 bytes of UTF-8 (no '/', '\\', control characters "
@@ -215,10 +254,12 @@ class DeleteItemsResponse(BaseModel):
 
 
 class IndexQueryRequest(VectorsRequest):
-    """Exactly one of `vectors`, `sparse_vectors` or `ids` (stored items, each left out of its own results)."""
+    """Exactly one of `vectors`, `sparse_vectors`, `documents`, `tokens`, `weighted_tokens` (for a map with a text
+    stage) or `ids` (stored items, each left out of its own results)."""
 
     model_config = ConfigDict(json_schema_extra={"examples": [{"vectors": EXAMPLE_ROWS[:1], "top_k": 2},
-                                                              {"ids": ["a"], "top_k": 2}]})
+                                                              {"ids": ["a"], "top_k": 2},
+                                                              {"documents": EXAMPLE_DOCUMENTS[1:], "top_k": 2}]})
 
     ids: optional(list[Annotated[str, Field(min_length=1, max_length=MAX_ITEM_ID_BYTES)]],
                   "stored item ids to find the neighbours of (instead of vectors); an unknown id is a 404 naming it")
@@ -302,6 +343,7 @@ class ReadyResponse(BaseModel):
 
 ERROR_DESCRIPTIONS: dict[int, str] = {
     401: "API key missing or wrong (when the service has one)", 404: "no such map, index or item",
+    406: "Accept: application/x-npy for sparse features (a hashing map's): they are answered as JSON",
     409: "conflicting index configuration, a concurrent write (retry after Retry-After), or a map that "
          "indexes use (see DELETE /v1/maps/{map_id})",
     413: "body over the size limit",
@@ -325,6 +367,13 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
 BODY_MODELS: dict[str, type[BaseModel]] = {}
 
 
+def _example_name(example: dict[str, Any], number: int) -> str:
+    if "method" in example:
+        return example["method"] + (" over text" if "input" in example else "")
+    text = next((key for key in example if key.endswith(("documents", "tokens"))), None)
+    return text or f"example {number}"
+
+
 def body_doc(model: type[BaseModel], npy: bool = True, query: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
     """openapi_extra documenting a raw-read body as JSON (and .npy where accepted) by reference to its
     model's schema, and the query parameters the route reads itself."""
@@ -333,7 +382,7 @@ def body_doc(model: type[BaseModel], npy: bool = True, query: tuple[dict[str, An
     examples = (model.model_config.get("json_schema_extra") or {}).get("examples")
     if examples:  # what /docs fills "Try it out" with (a menu when there are several)
         content["application/json"]["examples"] = {
-            example.get("method", f"example {number}"): {"value": example}
+            _example_name(example, number): {"value": example}
             for number, example in enumerate(examples, start=1)}
     if npy:
         content.update(NPY_CONTENT)

@@ -51,6 +51,12 @@ class Settings(BaseSettings):
     # index_id, pointing to LSHIndex.duplicates in the library and to `featurehash dedup`), and so is one whose bucket
     # scan or candidate pairs the cost model (featurehash.store.lsh_duplicates) puts over request_work_seconds.
     max_duplicates_items: int = Field(default=200_000, ge=1)
+
+    # Text bodies (documents, tokens, weighted_tokens; featurehash.protocol.text_inputs), counted in characters (a
+    # JSON body's bytes do not bound them: escapes) before any analysis; the cost model prices the characters too.
+    max_document_chars: int = Field(default=1_000_000, ge=1)
+    max_request_chars: int = Field(default=16_000_000, ge=1)
+    max_request_tokens: int = Field(default=4_000_000, ge=1)
     # Admission control (service/api/admission.py): the request memory a worker may have in flight (bodies, JSON
     # decoding, streamed answers, /kernel work); past it a request gets a 503 with Retry-After at once.
     # Unset: 4 x max_body_bytes (256 MiB). Bodies up to admit_small_bytes are always admitted.

@@ -88,6 +88,9 @@ def check_forest_rows(forest_rows: Any, rows: int) -> tuple[int, ...]:
     return tuple(sorted(levels, reverse=True))
 
 
+MAX_DENSE_STORED_DIM = 2**20
+
+
 def plan_index(feature_map: FeatureMap, *, name: str | None = None, bands: int | None = None,
                rows: int | None = None, threshold: float = DEFAULT_THRESHOLD,
                recall_at_threshold: float = DEFAULT_RECALL_AT_THRESHOLD, vectors: str = "none",
@@ -133,6 +136,10 @@ def plan_index(feature_map: FeatureMap, *, name: str | None = None, bands: int |
         raise InputError("bands", f"at most {MAX_BANDS}")
     if vectors != "none" and feature_map.spec.method not in ("gcws", "binning"):
         raise InputError("vectors", f"no exact kernel to re-rank '{feature_map.spec.method}' codes: use \"none\"")
+    if vectors in ("float32", "float16") and feature_map.input_dim > MAX_DENSE_STORED_DIM:
+        # Each item would be stored (and first made) as a dense row: 4 GiB at a text stage's 2^30 columns.
+        raise InputError("vectors", f"'{vectors}' keeps every item as a dense row of the map's {feature_map.input_dim} "
+                         f"columns (at most {MAX_DENSE_STORED_DIM}): use \"sparse\"")
     return IndexConfig(name=name, map_spec=feature_map.describe(), n_codes=n_codes, bands=bands, rows=rows,
                        threshold=threshold, recall_at_threshold=recall_at_threshold, bands_chosen_by=chosen_by,
                        vectors=vectors, forest_rows=check_forest_rows(forest_rows, rows), layout=layout,

@@ -203,10 +203,24 @@ class _QuerySteps:
             if self.codec is None or rows.size == 0:
                 similarities = self._code_similarities(fingerprints[q], pool.fingerprints[rows])
             else:
-                query = X[q].toarray().ravel() if sp.issparse(X) else np.asarray(X[q], dtype=np.float64)
+                query, candidates = _over_shared_columns(X, q, pool.vectors[rows])
                 similarities = exact_similarities(self.config.map_spec["method"], self.config.map_spec["params"],
-                                                  query, pool.vectors[rows])
+                                                  query, candidates)
             best = best_matches(similarities, pool.numbers[rows], top_k, min_similarity)
             kth = float(similarities[best[top_k - 1]]) if best.size >= top_k else min_similarity
             ranked.append(([(pool.ids[rows[i]], float(similarities[i])) for i in best], int(rows.size), kth))
         return ranked
+
+
+def _over_shared_columns(X, q: int, candidates):
+    """Query q (dense) and the candidates, restricted to the columns either has a nonzero in when both are sparse:
+    GMM and the L1 distance sum over those only, and a wide map's row (2^30 columns behind a text stage) is never
+    made dense. O(nnz) time and memory."""
+    if not sp.issparse(X):
+        return np.asarray(X[q], dtype=np.float64), candidates
+    row = sp.csr_matrix(X[q])
+    if not sp.issparse(candidates):
+        return row.toarray().ravel(), candidates
+    candidates = sp.csr_matrix(candidates)
+    columns = np.union1d(row.indices, candidates.indices)
+    return row[:, columns].toarray().ravel(), candidates[:, columns]

@@ -22,8 +22,9 @@ from starlette.concurrency import run_in_threadpool
 from ..config import Settings
 from ..map_cache import MapCache
 from ...maps import FeatureMap, InputError, create_map
-from ...maps.cost import check_rows
+from ...maps.cost import check_rows, transform_cost
 from ...protocol.options import query_parameter
+from ...protocol.text_inputs import TextLimits, check_input_kind, rows_from
 from ...store import SpecStore
 from ...store.lsh_indexes import AsyncLSHIndexes
 from ...store.spec_watch import SpecWatch
@@ -58,12 +59,49 @@ class ServiceState:
         return create_map(spec, max_nbytes=self.settings.max_map_bytes, max_work_seconds=work_seconds,
                           **options).materialize()
 
-    def check_work(self, feature_map: FeatureMap, X, field: str = "vectors", multiplier: float = 1.0) -> None:
+    @property
+    def text_limits(self) -> TextLimits:
+        settings = self.settings
+        return TextLimits(settings.max_document_chars, settings.max_request_chars, settings.max_request_tokens)
+
+    def check_work(self, feature_map: FeatureMap, X, field: str = "vectors", multiplier: float = 1.0,
+                   spent: float = 0.0) -> None:
         """InputError naming `field` if transforming (or hashing) the rows of X `multiplier` times would cost more
-        CPU than settings.request_work_seconds (`maps.cost`); it says how many rows fit."""
+        CPU than settings.request_work_seconds less `spent` (`maps.cost`); it says how many rows fit. Text rows of
+        a hashing map (no shape) were priced by their characters (`check_text_work`)."""
+        if not hasattr(X, "shape"):
+            return
         sparse = scipy.sparse.issparse(X)
-        check_rows(feature_map.spec, X.shape[0], X.nnz if sparse else X.size, self.settings.request_work_seconds,
+        budget = self.settings.request_work_seconds - spent
+        check_rows(feature_map.spec, X.shape[0], X.nnz if sparse else X.size, budget,
                    sparse=sparse, field=field, multiplier=multiplier, **self.map_options(feature_map.method))
+
+    def check_text_work(self, feature_map: FeatureMap, rows: int, chars: int, field: str,
+                        multiplier: float = 1.0) -> float:
+        """InputError naming `field` if hashing `chars` characters of text in `rows` rows (the `hashing` formula:
+        z = characters, the map's own method or its front stage) would cost more than the request budget; the
+        seconds it costs otherwise (the map's own work gets the rest of the budget)."""
+        spec = feature_map.spec if feature_map.text_stage is None else feature_map.text_stage.spec
+        check_rows(spec, rows, chars, self.settings.request_work_seconds, field=field, multiplier=multiplier)
+        return multiplier * transform_cost(spec, rows, chars)
+
+    def input_rows(self, body, key: str, feature_map: FeatureMap, *, required: bool = True,
+                   multiplier: float = 1.0) -> tuple | None:
+        """(rows as the map takes them, the field they came from, the CPU seconds their text costs) for the rows
+        under `key` or its text fields (featurehash.protocol.text_inputs), checked against the map (text only where
+        it reads text), the batch limit and, for text, the CPU budget of their characters before any of them is
+        analysed."""
+        found = rows_from(body, key, feature_map.input_dim, self.text_limits, required=required)
+        if found is None:
+            return None
+        check_input_kind(found, feature_map)
+        seconds = 0.0
+        if found.is_text:
+            if len(found.X) > self.settings.max_batch_rows:
+                raise InputError(found.field, f"{len(found.X)} rows exceed the batch limit of "
+                                              f"{self.settings.max_batch_rows}; split the batch")
+            seconds = self.check_text_work(feature_map, len(found.X), found.chars, found.field, multiplier)
+        return checked_rows(found.X, feature_map, found.field, self.settings.max_batch_rows), found.field, seconds
 
     async def load_map(self, map_id: str) -> FeatureMap:
         """The map if the store still has it: asked of the store unless the watch vouches for it
@@ -97,9 +135,14 @@ class ServiceState:
 def checked_rows(X, feature_map: FeatureMap, field: str, max_rows: int):
     """X as the map takes it (its own checks), within the service's batch limit: else an InputError naming `field`."""
     X = feature_map.check(X, field)
-    if X.shape[0] > max_rows:
-        raise InputError(field, f"{X.shape[0]} rows exceed the batch limit of {max_rows}; split the batch")
+    if n_rows(X) > max_rows:
+        raise InputError(field, f"{n_rows(X)} rows exceed the batch limit of {max_rows}; split the batch")
     return X
+
+
+def n_rows(X) -> int:
+    """Rows of an array, a CSR matrix or a hashing map's checked text (TokenRows)."""
+    return X.shape[0] if hasattr(X, "shape") else X.n_rows
 
 
 # The dependencies are `async def` though they never await: FastAPI runs a plain `def` dependency in the

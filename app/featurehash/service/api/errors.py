@@ -52,6 +52,14 @@ class BodyTooLarge(Exception):
         self.limit = limit
 
 
+class NotAcceptable(Exception):
+    """406: the answer cannot take the asked-for form (sparse features as .npy)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field, self.message = field, message
+
+
 def error_response(status: int, field: str, message: str, headers: dict[str, str] | None = None):
     return json_response({"detail": f"{field}: {message}", "field": field}, status_code=status, headers=headers)
 
@@ -104,6 +112,10 @@ def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
     @app.exception_handler(BodyTooLarge)
     async def body_too_large(request: Request, exc: BodyTooLarge):
         return error_response(413, "body", f"larger than the limit of {exc.limit} bytes; send smaller batches")
+
+    @app.exception_handler(NotAcceptable)
+    async def not_acceptable(request: Request, exc: NotAcceptable):
+        return error_response(406, exc.field, exc.message)
 
     @app.exception_handler(UnsupportedMediaType)
     async def unsupported_media_type(request: Request, exc: UnsupportedMediaType):

@@ -13,11 +13,14 @@ and `query_value` make the same checks), so a single vector costs little more th
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Literal
 
 import numpy as np
+import orjson
 import scipy.sparse as sp
 from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import StreamingResponse
 from pydantic import TypeAdapter
 from starlette.concurrency import run_in_threadpool
 
@@ -26,16 +29,18 @@ from ...maps.base import DenseFeatureMap
 from ...maps.lsh import band_keys
 from ...maps.spec import MAX_COMPONENTS
 from .admission import read_body, reserve_work
-from ...protocol.codecs import parse_body, vectors_from, wants_npy
+from ...protocol.codecs import JSON, parse_body, wants_npy
 from ...protocol.options import check_bands_value
+from ...protocol.text_inputs import takes_text
 from .responses import json_response
-from .deps import (ServiceState, checked_rows, checked_state, get_state, query_value, refuse_unknown_query,
-                   require_api_key)
+from .deps import ServiceState, checked_state, get_state, n_rows, query_value, refuse_unknown_query, require_api_key
+from .errors import NotAcceptable
 from .lanes import run_batch
 from .metrics import BATCH_ROWS
 from .plain_route import PlainRoute
 from ...protocol.schemas import (NPY_CONTENT, DenseFeatures, HashRequest, HashResponse, KernelRequest, KernelResponse,
-                      OneHotFeaturesResponse, VectorsRequest, body_doc, errors, operation_id, plain_route_doc)
+                      OneHotFeaturesResponse, SparseFeaturesResponse, VectorsRequest, body_doc, errors, operation_id,
+                      plain_route_doc)
 from .streams import RowResult, json_answer, npy_answer
 
 router = APIRouter(prefix="/v1/maps/{map_id}", tags=["features"], responses=errors(401, 404, 413, 415, 422, 503),
@@ -56,6 +61,9 @@ ONE_HOT_HEADERS = {"X-Feature-Dim": {"description": "one-hot maps with an .npy a
                                        "schema": {"type": "number"}}}
 
 
+# A hashing map's sparse answer is encoded whole up to this many nonzeros (~1.3 MB of JSON), else streamed.
+SPARSE_INLINE_NONZEROS = 65536
+SPARSE_CHUNK_ROWS = 1024
 # Inline (on the event loop) below these: at most ~1 ms of work even for the costliest per-element maps.
 INLINE_BODY_BYTES = 32 * 1024
 INLINE_OUTPUT_ELEMENTS = 4096
@@ -109,10 +117,11 @@ def _one_hot_features(feature_map: FeatureMap, X, npy: bool, settings) -> Respon
 
 
 @router.post("/transform", openapi_extra=plain_route_doc(VectorsRequest, (MAP_ID,), (DTYPE_QUERY,)),
-             responses={200: {"model": DenseFeatures | OneHotFeaturesResponse, "content": NPY_CONTENT,
-                              "headers": ONE_HOT_HEADERS,
-                              "description": "dense features, or a one-hot map's indices; .npy with Accept: "
-                                             "application/x-npy"}})
+             responses={200: {"model": DenseFeatures | OneHotFeaturesResponse | SparseFeaturesResponse,
+                              "content": NPY_CONTENT, "headers": ONE_HOT_HEADERS,
+                              "description": "dense features, a one-hot map's indices, or a hashing map's sparse "
+                                             "features (JSON only); .npy with Accept: application/x-npy"},
+                        **errors(406)})
 async def transform(request: Request):
     state = checked_state(request)
     dtype = query_value(request, "dtype", DTYPE, "float32")
@@ -120,18 +129,25 @@ async def transform(request: Request):
     content_type, accept = request.headers.get("content-type"), request.headers.get("accept")
     settings = state.settings
 
+    if getattr(feature_map, "text_input", False) and wants_npy(accept):
+        raise NotAcceptable("accept", "a hashing map's features are sparse, answered as JSON ({\"dim\", "
+                            "\"indices\", \"values\"}); ask for application/json")
+
     def prepare():
         body = parse_body(raw, content_type)
-        X = checked_rows(vectors_from(body, "vectors", feature_map.input_dim), feature_map, "vectors",
-                          settings.max_batch_rows)
-        TRANSFORM_ROWS.observe(X.shape[0])
+        X, field, spent = state.input_rows(body, "vectors", feature_map)
+        rows = n_rows(X)
+        TRANSFORM_ROWS.observe(rows)
         width = feature_map.spec.n_components if feature_map.one_hot else feature_map.output_dim
-        _check_output_size(X.shape[0], width, settings.max_output_elements)
-        state.check_work(feature_map, X)
-        return X.shape[0], width, X
+        if hasattr(X, "shape"):  # a hashing map's sparse answer is bounded by the request's characters
+            _check_output_size(rows, width, settings.max_output_elements)
+        state.check_work(feature_map, X, field, spent=spent)
+        return rows, width, X
 
     def answer(prepared):
         X = prepared[2]
+        if getattr(feature_map, "text_input", False):
+            return _sparse_features(feature_map.transform(X, dtype=np.dtype(dtype)))
         if feature_map.one_hot:
             return _one_hot_features(feature_map, X, wants_npy(accept), settings)
         return _dense_features(feature_map, X, np.dtype(dtype), wants_npy(accept), settings)
@@ -154,13 +170,14 @@ async def hash_vectors(request: Request):
         body = parse_body(raw, content_type)
         bands = _bands(body, query_bands)
         check_bands_value(bands)
-        X = checked_rows(vectors_from(body, "vectors", feature_map.input_dim), feature_map, "vectors",
-                          settings.max_batch_rows)
+        X, field, spent = state.input_rows(body, "vectors", feature_map)
+        if not feature_map.has_hash:   # the answer says the map has no codes
+            feature_map.hash(None)
         HASH_ROWS.observe(X.shape[0])
         k = feature_map.spec.n_components
         _check_output_size(X.shape[0], k, settings.max_output_elements)
-        if feature_map.has_hash:   # else the answer says the map has no codes
-            state.check_work(feature_map, X, multiplier=1.0 if bands is None else 2.0)  # band keys hash again
+        state.check_work(feature_map, X, field, multiplier=1.0 if bands is None else 2.0,  # band keys hash again
+                         spent=spent)
         return X.shape[0], k, X, bands
 
     def answer(prepared):
@@ -199,26 +216,59 @@ async def kernel(map_id: str, request: Request, state: ServiceState = Depends(ge
 
     def work():
         body = parse_body(raw, content_type)
-        X = checked_rows(vectors_from(body, "x", feature_map.input_dim), feature_map, "x", settings.max_batch_rows)
-        Y = X
+        # Text is priced twice too (the estimate and the exact kernel each analyse it).
+        X, x_field, spent = state.input_rows(body, "x", feature_map, multiplier=2.0)
+        Y, y_field = X, x_field
         if not isinstance(body, np.ndarray):
-            given = vectors_from(body, "y", feature_map.input_dim, required=False)
-            Y = X if given is None else checked_rows(given, feature_map, "y", settings.max_batch_rows)
-        KERNEL_ROWS.observe(X.shape[0])
-        _check_kernel_size(feature_map, X.shape[0], None if Y is X else Y.shape[0], settings)
+            given = state.input_rows(body, "y", feature_map, required=False, multiplier=2.0)
+            if given is not None:
+                Y, y_field, y_spent = given
+                spent += y_spent
+        KERNEL_ROWS.observe(n_rows(X))
+        _check_kernel_size(feature_map, n_rows(X), None if Y is X else n_rows(Y), settings)
         # The estimate transforms x and y, the exact kernel reads them again: priced as two transforms.
-        state.check_work(feature_map, X if Y is X else _stacked(X, Y), "x" if Y is X else "y", multiplier=2.0)
+        state.check_work(feature_map, X if Y is X else _stacked(X, Y), x_field if Y is X else y_field,
+                         multiplier=2.0, spent=spent)
         estimate, exact = feature_map.kernel(X, Y), feature_map.exact_kernel(X, Y)
         if not (np.isfinite(estimate).all() and np.isfinite(exact).all()):
-            raise InputError("x", "the kernel is not finite for these vectors (they overflow the map's "
+            raise InputError(x_field, "the kernel is not finite for these vectors (they overflow the map's "
                              "arithmetic); rescale them")
         return json_response({"estimate": estimate, "exact": exact})
 
     return await run_in_threadpool(work)
 
 
+def _sparse_features(features) -> Response:
+    """A CSR matrix as {"dim", "indices": [[...]], "values": [[...]]} (one list per row), the bytes orjson writes
+    for the whole document. The matrix is bounded by the request's characters (FEATUREHASH_MAX_REQUEST_CHARS);
+    past SPARSE_INLINE_NONZEROS its JSON (~20 bytes a nonzero) streams, encoded SPARSE_CHUNK_ROWS rows at a
+    time on the thread pool (Starlette iterates a plain generator there), so the answer is never held whole."""
+    if features.nnz <= SPARSE_INLINE_NONZEROS:
+        splits = features.indptr[1:-1]
+        return json_response({"dim": features.shape[1], "indices": np.split(features.indices, splits),
+                              "values": np.split(features.data, splits)})
+
+    def rows_of(array: np.ndarray) -> Iterator[bytes]:
+        for start in range(0, features.shape[0], SPARSE_CHUNK_ROWS):
+            stop = min(features.shape[0], start + SPARSE_CHUNK_ROWS)
+            bounds = features.indptr[start:stop + 1]
+            chunk = np.split(array[bounds[0]:bounds[-1]], bounds[1:-1] - bounds[0])
+            yield (b"," if start else b"") + orjson.dumps(chunk, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
+
+    def pieces() -> Iterator[bytes]:
+        yield b'{"dim":%d,"indices":[' % features.shape[1]
+        yield from rows_of(features.indices)
+        yield b'],"values":['
+        yield from rows_of(features.data)
+        yield b"]}"
+
+    return StreamingResponse(pieces(), media_type=JSON)
+
+
 def _stacked(X, Y):
     """x and y as one batch for pricing (only its shape and nonzeros are read)."""
+    if not hasattr(X, "shape"):  # a hashing map's text: priced by its characters already
+        return X
     if sp.issparse(X) or sp.issparse(Y):
         return sp.vstack([sp.csr_matrix(X), sp.csr_matrix(Y)], format="csr")
     return np.broadcast_to(np.float32(0), (X.shape[0] + Y.shape[0], X.shape[1]))
@@ -233,7 +283,11 @@ def _check_kernel_size(feature_map: FeatureMap, x_rows: int, y_rows: int | None,
         raise InputError(field, f"{pairs} kernel entries exceed this service's limit of {settings.max_kernel_entries} "
                          "(FEATUREHASH_MAX_KERNEL_ENTRIES); send fewer rows")
     width = feature_map.spec.n_components if feature_map.one_hot else feature_map.output_dim
-    needed = 8 * (x_rows + (y_rows or 0)) * max(width, feature_map.input_dim) + 16 * pairs
+    if getattr(feature_map, "text_input", False):
+        width = 0   # sparse features, bounded by the request's characters
+    # Text is hashed into sparse rows: no dense copy of its input_dim columns is made.
+    inputs = 0 if takes_text(feature_map) else feature_map.input_dim
+    needed = 8 * (x_rows + (y_rows or 0)) * max(width, inputs) + 16 * pairs
     if needed > settings.request_work_bytes:
         raise InputError(field, f"this kernel needs about {needed} bytes of work arrays, over this service's "
                          f"limit of {settings.request_work_bytes} (FEATUREHASH_REQUEST_WORK_BYTES); send fewer rows")

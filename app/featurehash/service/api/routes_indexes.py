@@ -19,10 +19,10 @@ from ...maps import InputError
 from ...store.lsh_index import AsyncLSHIndex, IndexNotFound, ItemNotFound, QueryResult
 from ...store.lsh_layout import check_item_ids
 from .admission import read_body
-from ...protocol.codecs import parse_body, parse_model, vectors_from
+from ...protocol.codecs import parse_body, parse_model
 from ...protocol.options import check_path_item_id, check_top_k, query_item_ids
 from .responses import json_response
-from .deps import ServiceState, checked_rows, get_state, percent_decoded_utf8, refuse_unknown_query, require_api_key
+from .deps import ServiceState, get_state, percent_decoded_utf8, refuse_unknown_query, require_api_key
 from .errors import MapNotFound
 from .duplicates import NDJSON, bounded_duplicates, duplicates_answer
 from .metrics import BATCH_ROWS
@@ -65,9 +65,6 @@ async def _open(state: ServiceState, index_id: str) -> AsyncLSHIndex:
     return state.indexes.bind(config, meta, feature_map, items)
 
 
-def _vectors(body, index: AsyncLSHIndex, max_rows: int):
-    feature_map = index.feature_map
-    return checked_rows(vectors_from(body, "vectors", feature_map.input_dim), feature_map, "vectors", max_rows)
 
 
 def _item_ids(body, request: Request) -> Any:
@@ -177,12 +174,12 @@ async def add_items(index_id: str, request: Request, state: ServiceState = Depen
     """Adds or replaces items, written in pipelined transactions of a few hundred items."""
     raw = await read_body(request)
     index = await _open(state, index_id)
-    content_type, max_rows = request.headers.get("content-type"), state.settings.max_batch_rows
+    content_type = request.headers.get("content-type")
 
     def decode():
         body = parse_body(raw, content_type)
-        X = _vectors(body, index, max_rows)
-        state.check_work(index.feature_map, X)   # the codes of the rows: their hash
+        X, field, spent = state.input_rows(body, "vectors", index.feature_map)
+        state.check_work(index.feature_map, X, field, spent=spent)   # the codes of the rows: their hash
         ids = check_item_ids(_item_ids(body, request), X.shape[0])
         BATCH_ROWS.labels("index_add").observe(X.shape[0])
         return ids, X
@@ -231,7 +228,7 @@ async def query_index(index_id: str, request: Request, state: ServiceState = Dep
     items (their stored codes and vectors), each left out of its own results."""
     raw = await read_body(request)
     index = await _open(state, index_id)
-    content_type, max_rows = request.headers.get("content-type"), state.settings.max_batch_rows
+    content_type = request.headers.get("content-type")
 
     def decode():
         body = parse_body(raw, content_type)
@@ -240,12 +237,12 @@ async def query_index(index_id: str, request: Request, state: ServiceState = Dep
         target_recall = _query_option(body, request, "target_recall", None)
         ids = query_item_ids(body) if isinstance(body, dict) else None
         if ids is not None:
-            if len(ids) > max_rows:
-                raise InputError("ids", f"{len(ids)} ids exceed the batch limit of {max_rows}")
+            if len(ids) > state.settings.max_batch_rows:
+                raise InputError("ids", f"{len(ids)} ids exceed the batch limit of {state.settings.max_batch_rows}")
             BATCH_ROWS.labels("index_query").observe(len(ids))
             return ids, top_k, min_similarity, target_recall
-        X = _vectors(body, index, max_rows)
-        state.check_work(index.feature_map, X)   # the codes of the query rows (not the re-ranking)
+        X, field, spent = state.input_rows(body, "vectors", index.feature_map)
+        state.check_work(index.feature_map, X, field, spent=spent)   # the query rows' codes (not the re-ranking)
         BATCH_ROWS.labels("index_query").observe(X.shape[0])
         return X, top_k, min_similarity, target_recall
 
