@@ -144,9 +144,9 @@ def _hash_block(block, document: bytes, bands: int, rows: int, n_parts: int, sta
     """P pieces (band int32, key uint64, row int64) by key % P (each sorted by band, then row), the
     block's keys (L, n) and fingerprints (n, k) or None."""
     feature_map = _worker_map(document)
-    X = feature_map.check(block, "x")
+    X = _checked(feature_map, block, "x")
     codes = (feature_map.hash(X) if X.shape[0] else
-             np.empty((0, feature_map.spec.n_components), dtype=np.int64))   # an empty partition
+             np.empty((0, feature_map.spec.n_components), dtype=np.int64))
     keys, prints = candidates.band_keys(codes, bands, rows)
     n = keys.shape[1]
     part = (keys % np.uint64(n_parts)).ravel()
@@ -196,7 +196,7 @@ def _gather(parts: list, bounds_y: np.ndarray) -> tuple:
 def _take(block, keys: np.ndarray, prints, rows: np.ndarray, start: int, document: bytes):
     """The named rows of a block of Y (checked as the in-process join checks them), with their keys."""
     local = rows - start
-    taken = _worker_map(document).check(block[local], "y")
+    taken = _checked(_worker_map(document), block[local], "y")
     return rows, taken, keys[:, local], None if prints is None else prints[local]
 
 
@@ -216,7 +216,7 @@ def _verify(candidates_i, block, keys, prints, start: int, taken: list, document
         if verify == "exact":
             rows_y = [t[1] for t in taken]
             Y = sp.vstack(rows_y, format="csr") if sp.issparse(rows_y[0]) else np.concatenate(rows_y)
-            score = ExactPairs(feature_map, feature_map.check(block, "x"), Y)
+            score = ExactPairs(feature_map, _checked(feature_map, block, "x"), Y)
         else:
             score = CodePairs(prints, np.concatenate([t[3] for t in taken]))
         similarity = score(local_i, local_j)
@@ -225,6 +225,12 @@ def _verify(candidates_i, block, keys, prints, start: int, taken: list, document
     else:
         similarity = np.empty(0)
     return pd.DataFrame({"i": i.astype(np.int64), "j": j.astype(np.int64), "similarity": similarity})
+
+
+def _checked(feature_map, rows, field: str):
+    """Rows as the in-process join checks them; no rows (an empty block, or none named) as they are,
+    where the map's check refuses an empty batch."""
+    return feature_map.check(rows, field) if rows.shape[0] else rows
 
 
 def _first_shared_band(keys_x: np.ndarray, keys_y: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
