@@ -12,7 +12,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from ..maps import InputError
-from .join import PAIR_COLUMNS, join_graph, split_by_block
+from .join import join_graph, pairs_frame, split_by_block
 
 NONE = np.iinfo(np.int64).max   # "no such row" in the minima below
 UNDECIDED = -1
@@ -72,18 +72,6 @@ def duplicate_clusters(X, spec, threshold: float, *, mode: str = "components", t
     representatives = labels[labels == da.arange(int(bounds[-1]), chunks=labels.chunks)]
     return DaskDuplicateClusters(labels=labels, representatives=representatives, mode=mode,
                                  pairs=pairs_frame(frames), rounds=rounds)
-
-
-def pairs_frame(frames: list):
-    """A dask DataFrame (i int64, j int64, similarity float64) of Delayed pandas frames."""
-    try:
-        import dask.dataframe as dd
-        import pandas as pd
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("the Dask join returns a dask DataFrame: pip install 'dask[dataframe]'") from exc
-    meta = pd.DataFrame({"i": np.empty(0, np.int64), "j": np.empty(0, np.int64),
-                         "similarity": np.empty(0, np.float64)}, columns=list(PAIR_COLUMNS))
-    return dd.from_delayed(frames, meta=meta, verify_meta=False)
 
 
 def _components(pairs: list, bounds: np.ndarray) -> tuple[list, int]:

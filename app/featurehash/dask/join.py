@@ -74,8 +74,6 @@ def similarity_join(X, spec, threshold: float, *, Y=None, target_recall: float =
     fingerprints with verify="codes"), or 1/P of all (band, key, row) triples, 20 bytes each, or
     the candidates of one row block (24 bytes each, a bucket of b rows giving b (b - 1) / 2).
     """
-    from .clusters import pairs_frame   # the frame needs dask.dataframe, imported on use
-
     return pairs_frame(join_graph(X, spec, threshold, Y=Y, target_recall=target_recall, verify=verify,
                                   partitions=partitions).frames)
 
@@ -121,6 +119,18 @@ def join_graph(X, spec, threshold: float, *, Y=None, target_recall: float = 0.95
                                        x.hashed[bi][n_parts + 1], int(x.bounds[bi]), taken, document,
                                        float(threshold), verify))
     return JoinGraph(frames=frames, bounds=x.bounds, bands=bands, rows=rows)
+
+
+def pairs_frame(frames: list):
+    """A dask DataFrame (i int64, j int64, similarity float64) of Delayed pandas frames."""
+    try:
+        import dask.dataframe as dd
+        import pandas as pd
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("the Dask join returns a dask DataFrame: pip install 'dask[dataframe]'") from exc
+    meta = pd.DataFrame({"i": np.empty(0, np.int64), "j": np.empty(0, np.int64),
+                         "similarity": np.empty(0, np.float64)}, columns=list(PAIR_COLUMNS))
+    return dd.from_delayed(frames, meta=meta, verify_meta=False)
 
 
 def _blocks(X, feature_map, name: str) -> tuple[list, np.ndarray]:
