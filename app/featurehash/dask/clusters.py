@@ -4,6 +4,7 @@ until no row's label changes. No task holds more than one row block's pairs and 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 import dask
 import numpy as np
@@ -77,7 +78,7 @@ def duplicate_clusters(X, spec, threshold: float, *, mode: str = "components", t
 def _components(pairs: list, bounds: np.ndarray) -> tuple[list, int]:
     n_blocks = len(pairs)
     named = dask.persist(*[delayed(_named_rows, nout=n_blocks)(block_pairs, bounds) for block_pairs in pairs])
-    labels = [delayed(np.arange)(start, stop, dtype=np.int64) for start, stop in zip(bounds[:-1], bounds[1:])]
+    labels = [delayed(np.arange)(start, stop, dtype=np.int64) for start, stop in pairwise(bounds)]
     rounds, changed = 0, 1
     while changed:
         proposals = []
@@ -94,7 +95,7 @@ def _components(pairs: list, bounds: np.ndarray) -> tuple[list, int]:
 def _representatives(pairs: list, bounds: np.ndarray) -> tuple[list, int]:
     n_blocks = len(pairs)
     state = [delayed(np.full)(int(stop - start), UNDECIDED, dtype=np.int64)
-             for start, stop in zip(bounds[:-1], bounds[1:])]
+             for start, stop in pairwise(bounds)]
     rounds, undecided = 0, 1
     while undecided:
         votes = [delayed(_votes, nout=n_blocks)(pairs[bi], state[bi], int(bounds[bi]), bounds)

@@ -62,7 +62,8 @@ def similarity_join(X, spec, threshold: float, *, Y=None, target_recall: float =
     sorted by (i, j) across partitions: the pairs and similarities of
     `featurehash.dedup.similarity_join(X, create_map(spec), threshold, Y=Y, ...)` on the same rows.
 
-    X (and Y): dask arrays of rows, dense or blocks of scipy sparse matrices, with known row chunks.
+    X (and Y): dask arrays of rows, dense or blocks of scipy sparse matrices, with known row chunks,
+    or dask DataFrames (their numeric columns; the partitions' lengths are counted first).
     The kernel (GMM / pGMM for gcws, Laplacian for binning), the banding (L x r from `choose_bands`,
     S-curve 1 - (1 - s^r)^L, recall `target_recall` at the threshold) and `verify` ("exact" or "codes")
     are those of the in-process join; see its docstring for recall and the codes' bias. With gcws
@@ -73,6 +74,8 @@ def similarity_join(X, spec, threshold: float, *, Y=None, target_recall: float =
     shuffle. Memory per task: a row block with its L 8-byte keys per row (plus k 4-byte
     fingerprints with verify="codes"), or 1/P of all (band, key, row) triples, 20 bytes each, or
     the candidates of one row block (24 bytes each, a bucket of b rows giving b (b - 1) / 2).
+    Time: the hashing (as in process) spread over the workers, plus moving each (band, key, row)
+    triple once and each candidate twice; the rows move only where a pair names them.
     """
     return pairs_frame(join_graph(X, spec, threshold, Y=Y, target_recall=target_recall, verify=verify,
                                   partitions=partitions).frames)
@@ -134,6 +137,8 @@ def pairs_frame(frames: list):
 
 
 def _blocks(X, feature_map, name: str) -> tuple[list, np.ndarray]:
+    if hasattr(X, "to_dask_array"):   # a dask DataFrame: its partitions' lengths are counted first
+        X = X.to_dask_array(lengths=True)
     X = _row_blocks(X, feature_map)
     sizes = np.asarray(X.chunks[0], dtype=float)
     if np.isnan(sizes).any():
