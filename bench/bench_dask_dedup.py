@@ -1,10 +1,10 @@
 """featurehash.dask's similarity join and clusters on a LocalCluster against featurehash.dedup in process.
 
-    python bench/bench_dask_dedup.py [--rows 200000] [--dim 100000] [--nnz 50] [--threshold 0.7]
-                                     [--workers 2] [--chunk-rows 25000] [--repeat 3]
+    python bench/bench_dask_dedup.py [--rows 200000] [--dim 20000] [--nnz 50] [--threshold 0.7]
+                                     [--workers 2] [--chunk-rows 25000] [--repeat 3] [--sampler icws]
 
 Rows: planted sparse near-duplicates (tests/dedup_support.py: groups of 4 perturbed copies, a fifth
-of the rows, plus unrelated rows), `--nnz` nonzeros each, GCWS k = 256, target_recall 0.95. The rows
+of the rows, plus unrelated rows), `--nnz` nonzeros each, GCWS k = 256 (`--sampler`), target_recall 0.95. The rows
 are held by the workers first (`client.persist`, chunks of `--chunk-rows`), as a Dask job reading
 its input from storage would have them; the in-process runs use the same CSR matrix.
 - join: `featurehash.dedup.similarity_join(X, map, t)` against `featurehash.dask.similarity_join(dX,
@@ -61,19 +61,21 @@ def measure(client, fn, repeat: int) -> tuple[float, float, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--dim", type=int, default=100_000)
+    parser.add_argument("--dim", type=int, default=20_000)
     parser.add_argument("--nnz", type=int, default=50)
     parser.add_argument("--threshold", type=float, default=0.7)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--chunk-rows", type=int, default=25_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--sampler", default="icws", choices=("icws", "dart"))
     args = parser.parse_args()
 
     from dedup_support import sparse_planted
     n_groups = args.rows // 20
     X = sparse_planted(n_groups=n_groups, group_size=4, n_background=args.rows - 4 * n_groups, dim=args.dim,
                        nnz=args.nnz, seed=1)
-    spec = {"method": "gcws", "input_dim": args.dim, "n_components": 256, "seed": 7}
+    spec = {"method": "gcws", "input_dim": args.dim, "n_components": 256, "seed": 7,
+            "params": {"sampler": args.sampler}}
     feature_map, t = create_map(spec), args.threshold
 
     # persisting X from this process ships its blocks once, in the graph: dask warns about large graphs
@@ -84,7 +86,7 @@ def main() -> None:
         startup = time.perf_counter() - start
         dX = client.persist(da.from_array(X, chunks=(args.chunk_rows, args.dim), asarray=False))
         wait(dX)
-        print(f"{args.rows} sparse rows (d = {args.dim}, {args.nnz} nonzeros), gcws k = 256, threshold {t}, "
+        print(f"{args.rows} sparse rows (d = {args.dim}, {args.nnz} nonzeros), gcws k = 256 ({args.sampler}), threshold {t}, "
               f"{dX.numblocks[0]} row blocks; {args.workers} worker processes x 1 thread "
               f"(cluster start-up {startup:.1f} s); median of {args.repeat}")
         print(f"{'':10s} {'in-process':>20s} {'dask':>20s} {'ratio':>7s}   equal")
