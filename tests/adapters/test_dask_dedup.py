@@ -102,13 +102,18 @@ def test_clusters_equal_in_process(client, case, mode):
     assert len(clusters.pairs) == len(expected.pairs)
 
 
-def test_synchronous_scheduler_codes_and_empty_blocks():
+def test_synchronous_scheduler_codes_empty_blocks_and_parquet(tmp_path):
+    pd = pytest.importorskip("pandas")
     X = dense_planted(n_groups=40, group_size=4, n_background=60, dim=24, seed=4)
     dX = da.from_array(X, chunks=(100, 24)).rechunk({0: (0, 60, 100, 0, 60)})   # empty row blocks too
     m = create_map(DENSE_GCWS)
     with dask.config.set(scheduler="sync"):
         expected = similarity_join(X, m, 0.6, verify="codes")
-        _assert_same_pairs(fhd.similarity_join(dX, DENSE_GCWS, 0.6, verify="codes", partitions=3), expected)
+        pairs = fhd.similarity_join(dX, DENSE_GCWS, 0.6, verify="codes", partitions=3)
+        _assert_same_pairs(pairs, expected)
+        pairs.to_parquet(tmp_path / "pairs")   # written partition by partition
+        written = pd.read_parquet(tmp_path / "pairs").sort_values(["i", "j"])
+        np.testing.assert_array_equal(written["j"].to_numpy(), expected.j)
         clusters = fhd.duplicate_clusters(dX, DENSE_GCWS, 0.6, mode="representatives")
         reference = duplicate_clusters(X, m, 0.6, mode="representatives")
         np.testing.assert_array_equal(clusters.labels.compute(), reference.representatives[reference.labels])

@@ -39,8 +39,9 @@ def duplicate_clusters(X, spec, threshold: float, *, mode: str = "components", t
     """Clusters of near-duplicate rows of a dask array X, equal to `featurehash.dedup.duplicate_clusters`
     on the same rows: the pairs of `featurehash.dask.similarity_join(X, spec, threshold, ...)`, then
 
-    mode="components": connected components, by min-label propagation (Shiloach & Vishkin's hooking
-    without pointer jumping, run per block): every row starts as its own label; in each round the
+    mode="components": connected components, by min-label propagation (Hash-Min: Rastogi et al.,
+    "Finding connected components in map-reduce in logarithmic rounds", ICDE 2013), with each
+    block's pairs solved locally per round: every row starts as its own label; in each round the
     task of row block b takes its pairs (i in b, j > i), the current labels of their rows, and finds
     the connected components of those pairs alone (scipy), proposing to each of their rows the lowest
     label in its local component; a row's new label is the lowest proposal. Labels only fall and are
