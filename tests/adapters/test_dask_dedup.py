@@ -57,11 +57,14 @@ CASES = {   # name: (rows, spec, row chunk, threshold)
 }
 
 
-@pytest.fixture(scope="module", params=sorted(CASES))
-def case(request):
-    make, spec, chunk, threshold = CASES[request.param]
-    X = make()
-    return X, da.from_array(X, chunks=(chunk, X.shape[1]), asarray=False), spec, threshold
+@pytest.fixture(scope="module")
+def cases():
+    """Each case's rows, built once, as an array and a dask array of row blocks."""
+    built = {}
+    for name, (make, spec, chunk, threshold) in CASES.items():
+        X = make()
+        built[name] = X, da.from_array(X, chunks=(chunk, X.shape[1]), asarray=False), spec, threshold
+    return built
 
 
 def _assert_same_pairs(frame, expected):
@@ -73,15 +76,17 @@ def _assert_same_pairs(frame, expected):
     np.testing.assert_allclose(got["similarity"].to_numpy(), expected.similarity, rtol=RTOL, atol=0)
 
 
-def test_self_join_equals_in_process(client, case):
-    X, dX, spec, threshold = case
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_self_join_equals_in_process(client, cases, name):
+    X, dX, spec, threshold = cases[name]
     pairs = fhd.similarity_join(dX, spec, threshold)
     assert pairs.npartitions == dX.numblocks[0]   # one partition of pairs per row block: none holds them all
     _assert_same_pairs(pairs, similarity_join(X, create_map(spec), threshold))
 
 
-def test_two_collections_equal_in_process(client, case):
-    X, _, spec, threshold = case
+@pytest.mark.parametrize("name", ["dense-binning", "sparse-gcws"])
+def test_two_collections_equal_in_process(client, cases, name):
+    X, _, spec, threshold = cases[name]
     half = X.shape[0] // 2
     dX = da.from_array(X[:half], chunks=(90, X.shape[1]), asarray=False)
     dY = da.from_array(X[half:], chunks=(120, X.shape[1]), asarray=False)
@@ -89,9 +94,10 @@ def test_two_collections_equal_in_process(client, case):
     _assert_same_pairs(fhd.similarity_join(dX, spec, threshold, Y=dY), expected)
 
 
-@pytest.mark.parametrize("mode", ["components", "representatives"])
-def test_clusters_equal_in_process(client, case, mode):
-    X, dX, spec, threshold = case
+@pytest.mark.parametrize(("name", "mode"), [("sparse-gcws", "components"), ("sparse-gcws", "representatives"),
+                                            ("dense-binning", "components"), ("dense-gcws", "representatives")])
+def test_clusters_equal_in_process(client, cases, name, mode):
+    X, dX, spec, threshold = cases[name]
     expected = duplicate_clusters(X, create_map(spec), threshold, mode=mode)
     clusters = fhd.duplicate_clusters(dX, spec, threshold, mode=mode)
     labels = clusters.labels.compute()
