@@ -15,8 +15,8 @@ The task graph, for B row blocks of X (By of Y; By = B for a self join) and P ke
    dedup package's pair kernel (`dedup.verify.ExactPairs`) or from the codes (`CodePairs`), and the
    pairs >= threshold returned as a pandas frame (i, j, similarity), sorted.
 No step gathers all keys or all pairs: a task holds one row block, one key partition, or the
-candidates of one row block with the rows they name. Tasks: B (P + 2) + B By / 2 (self) or
-B (P + By + 2) + By (two collections), so row blocks of 10^4-10^5 rows keep the graph small.
+candidates of one row block with the rows they name. The graph has O(B P + B By) tasks (the
+shuffle's pieces and the takes), so row blocks of 10^4-10^5 rows keep it small.
 """
 
 from __future__ import annotations
