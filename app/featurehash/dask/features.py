@@ -38,8 +38,8 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("featurehash.dask needs dask: pip install 'featurehash[dask]'") from exc
 
-from .maps import FeatureMap, InputError, MapSpec, OneHotFeatures, UnsupportedOperation, create_map
-from .maps.inputs import output_dtype
+from ..maps import FeatureMap, InputError, MapSpec, OneHotFeatures, UnsupportedOperation, create_map
+from ..maps.inputs import output_dtype
 
 __all__ = ["hash", "transform"]
 
