@@ -229,3 +229,19 @@ def test_dense_rows_against_sparse_rows(sparse_case):
     np.testing.assert_array_equal(a.i, b.i)
     np.testing.assert_array_equal(a.j, b.j)
     np.testing.assert_allclose(a.similarity, b.similarity, rtol=1e-12)
+
+
+def test_documents_join_through_the_maps_text_stage():
+    """A map with a text front stage joins documents (token lists, weighted tokens) as their hashed rows."""
+    from featurehash.dedup import duplicate_clusters
+    feature_map = create_map({"method": "gcws", "n_components": 128, "params": {"sampler": "dart"},
+                              "input": {"hashing": {"ngram_range": [3, 3]}}})
+    documents = ["the quick brown fox jumps over the lazy dog near the river bank today",
+                 "an entirely different sentence about tables, numbers and contents here",
+                 "the quick brown fox jumps over the lazy dog near the river bank tonight"]
+    pairs = similarity_join(documents, feature_map, 0.5)
+    rows = feature_map.text_stage.transform(documents, dtype=np.float64)
+    expected = similarity_join(rows, feature_map, 0.5)
+    assert (pairs.i.tolist(), pairs.j.tolist()) == ([0], [2]) == (expected.i.tolist(), expected.j.tolist())
+    np.testing.assert_array_equal(pairs.similarity, expected.similarity)
+    assert duplicate_clusters(documents, feature_map, 0.5).labels.tolist() == [0, 1, 0]

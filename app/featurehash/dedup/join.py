@@ -103,7 +103,9 @@ def similarity_join(X, feature_map, threshold: float, *, Y=None, target_recall: 
     Inputs (`featurehash.dedup.sources`): X and Y may be arrays, sparse matrices, .npy paths (memory-mapped),
     .npz paths (scipy sparse, memory-mapped when saved uncompressed, or one numpy array) or iterables of row
     chunks, read once: with verify="exact" their rows are kept (in memory up to memory_budget / 4 bytes,
-    else in files on disk, memory-mapped), with verify="codes" they are only hashed.
+    else in files on disk, memory-mapped), with verify="codes" they are only hashed. For a map with a text
+    front stage (`spec.input`), X and Y may be lists of documents, token lists or weighted tokens: they are
+    hashed into the map's sparse input rows first, and the similarity is the kernel of those rows.
 
     `memory_budget` (bytes, None: no limit): when a collection's band keys (8 L bytes per row, plus 4 k with
     verify="codes") pass a quarter of it (an eighth each for two collections), they go to a memory-mapped
@@ -142,6 +144,9 @@ def similarity_join(X, feature_map, threshold: float, *, Y=None, target_recall: 
         collections = {"x": X} if self_join else {"x": X, "y": Y}
         hashed = {}
         for side, given in collections.items():
+            stage = feature_map.text_stage
+            if stage is not None and stage.accepts(given):   # documents, token lists, weighted tokens: hashed
+                given = stage.transform(given, dtype=np.float64)   # into the map's sparse input rows (CSR)
             source = sources.open_rows(given, side, keep_bytes=keep, workdir=workdir, need_rows=need_rows)
             in_memory = isinstance(given, np.ndarray) and not isinstance(given, np.memmap) or sp.issparse(given)
             if in_memory:   # checked whole, as always; files and iterables chunk by chunk, never copied whole

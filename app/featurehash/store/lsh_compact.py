@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 
 import numpy as np
 
@@ -138,6 +139,12 @@ class CompactLayout:
         columns = identities[:, level * self.bands:(level + 1) * self.bands].astype(np.uint64)
         keys = (np.uint64(level) << np.uint64(32)) | columns.ravel()
         return self._addresses(keys).tobytes()
+
+    def bucket_scan_pattern(self, level: int) -> bytes:
+        """SCAN MATCH pattern of a level's partition hashes (the prefix's glob characters escaped; each of the 4
+        partition bytes matched by '?', and a level byte that is a glob character escaped too)."""
+        head = self.prefix + b"b" + level.to_bytes(1, "big")
+        return re.sub(rb"([*?\[\]\\])", rb"\\\1", head) + b"????"
 
     def bucket_hash(self, level: int, partition: int) -> bytes:
         return self.prefix + b"b" + level.to_bytes(1, "big") + partition.to_bytes(4, "big")

@@ -21,7 +21,7 @@ from . import lsh_compact_scripts as scripts
 from .lsh_compact import members_of, pack_strings
 from .lsh_inline import INLINE_ROWS, _small_input
 from .lsh_layout import check_item_ids
-from .redis_steps import MAX_TRANSACTION_ATTEMPTS, Compute, RoundTrip, TransactionConflict, persisted
+from .redis_steps import MAX_TRANSACTION_ATTEMPTS, Compute, RoundTrip, Scan, TransactionConflict, persisted
 
 COMPACT_BATCH_OPERATIONS = 60_000  # bucket operations per script call: ~50 ms of Redis at a time
 _META_CHANGED, _ITEM_CHANGED = -1, -2
@@ -173,12 +173,15 @@ class _CompactSteps:
         return fingerprints, identities, reply[1]
 
     def _shared_buckets_steps(self, cursor: int, count: int):
-        """(arrays of the item numbers of each level-0 bucket with >= 2 members; next cursor, 0 at the end)
-        over `count` partition hashes from `cursor` (a partition number)."""
+        """(arrays of the item numbers of each level-0 bucket with >= 2 members; the next SCAN cursor, 0 at the
+        end): a SCAN MATCH page of the level-0 partition hashes that exist (so the cost follows the stored
+        buckets, not the partitions planned from `expected_items`), then their fields. A hash may come twice
+        (SCAN's guarantee): callers tolerate repeated buckets."""
         if self.config.layout < 3:
             return (yield from super()._shared_buckets_steps(cursor, count))
-        partitions = range(cursor, min(cursor + count, 2 ** self.compact.bucket_bits))
-        keys = [self.compact.bucket_hash(0, partition) for partition in partitions]
+        cursor, keys = yield Scan(self.compact.bucket_scan_pattern(0), cursor, count, self.layout.meta)
+        if not keys:
+            return [], cursor
         replies = yield RoundTrip([("HGETALL", key) for key in keys])
         shared, overflowed = [], []
         for key, fields in zip(keys, replies):
@@ -190,4 +193,4 @@ class _CompactSteps:
         if overflowed:
             sets = yield RoundTrip([("SMEMBERS", key) for key in overflowed])
             shared += [np.array(sorted(int(m) for m in members), np.int64) for members in sets]
-        return shared, (partitions.stop if partitions.stop < 2 ** self.compact.bucket_bits else 0)
+        return shared, cursor
