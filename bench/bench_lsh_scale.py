@@ -37,9 +37,9 @@ import redis
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_lsh import (
     exact_top10,
-    percentiles_ms,
     recall_at_10,
     running_server,
+    timed_queries,
     used_memory,
 )
 from featurehash.client import FeatureHashClient
@@ -100,15 +100,8 @@ def bench_library(store: redis.Redis, layout: int, vectors: str, X, Q, batch: in
     result = {"bytes_per_item": (used_memory(store) - memory) / X.shape[0], "insert_per_s": X.shape[0] / wall,
               "wall": wall, "cpu": cpu, "redis_cpu": redis_cpu(store) - server_cpu, "hash": hashing.seconds,
               "bands": index.config.bands, "rows": index.config.rows}
-    for q in range(20):
-        index.query(Q[q:q + 1])
-    latencies, found = [], []
-    for q in range(Q.shape[0]):
-        start = time.perf_counter()
-        answer = index.query(Q[q:q + 1], top_k=10)
-        latencies.append(time.perf_counter() - start)
-        found.append([item_id for item_id, _ in answer.results[0]])
-    result.update(latency_ms=percentiles_ms(latencies), found=found)
+    latency_ms, found = timed_queries(index, Q)
+    result.update(latency_ms=latency_ms, found=found)
     start = time.perf_counter()
     indexes.delete(name)
     result["delete_s"] = time.perf_counter() - start

@@ -4,7 +4,7 @@ datasketch's MinHash.
     python bench/bench_text.py [--documents 50000] [--repeat 5] [--minhash-documents 3000]
 
 Corpus: real text shipped in packages (scikit-learn's data set descriptions and standard-library docstrings, as
-tests/maps/text/test_hashing.py `real_corpus`), cut into paragraphs, then repeated with seeded perturbations
+tests/text_support.py `real_corpus`), cut into paragraphs, then repeated with seeded perturbations
 (about 10% of the words dropped, one word of the copy's own) up to `--documents` documents.
 
 1. Documents/s of `hashing` (n_components 2^20, word unigrams, l2, signed, float64: HashingVectorizer's
@@ -22,8 +22,9 @@ Peak RSS at the end. Ratios are within this run.
 from __future__ import annotations
 
 import argparse
-import glob
 import os
+import sys
+from pathlib import Path
 import resource
 import statistics
 import time
@@ -36,18 +37,10 @@ from sklearn.feature_extraction.text import HashingVectorizer
 
 from featurehash import create_map
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from text_support import real_corpus  # noqa: E402
+
 K = 128
-
-
-def real_corpus() -> list[str]:
-    import argparse as argparse_module, collections, email.message, json, pathlib, subprocess  # noqa: E401
-    described = [open(path, encoding="utf-8").read()
-                 for path in sorted(glob.glob(os.path.join(os.path.dirname(sklearn.__file__), "datasets", "descr",
-                                                           "*.rst")))]
-    documented = [value.__doc__ for module in (argparse_module, collections, email.message, json, pathlib, subprocess)
-                  for _, value in sorted(vars(module).items()) if getattr(value, "__doc__", None)
-                  and isinstance(value.__doc__, str) and len(value.__doc__) > 40]
-    return described + documented
 
 
 def paragraphs() -> list[str]:

@@ -3,9 +3,7 @@ compatibility mode, on real text shipped in packages; the kernel it estimates; s
 
 from __future__ import annotations
 
-import glob
 import json
-import os
 
 import numpy as np
 import pytest
@@ -13,26 +11,15 @@ import scipy.sparse as sp
 
 from featurehash import create_map
 from featurehash.maps import InputError, SpecError
+from text_support import real_corpus
 
 sklearn = pytest.importorskip("sklearn")
 from sklearn.feature_extraction import FeatureHasher  # noqa: E402
 from sklearn.feature_extraction.text import HashingVectorizer  # noqa: E402
 
 
-def real_corpus() -> list[str]:
-    """Real English text shipped in packages: scikit-learn's data set descriptions and the docstrings of a few
-    standard-library modules (hundreds of documents, accents, digits, punctuation, code)."""
-    import argparse, collections, email.message, json as json_module, pathlib, subprocess  # noqa: E401
-    described = [open(path, encoding="utf-8").read()
-                 for path in sorted(glob.glob(os.path.join(os.path.dirname(sklearn.__file__), "datasets", "descr",
-                                                           "*.rst")))]
-    documented = [value.__doc__ for module in (argparse, collections, email.message, json_module, pathlib, subprocess)
-                  for _, value in sorted(vars(module).items()) if getattr(value, "__doc__", None)
-                  and isinstance(value.__doc__, str) and len(value.__doc__) > 40]
-    return described + documented + ["Crème brûlée à la café, naïve façade", "", "   ", "x"]
-
-
-CORPUS = real_corpus()
+# Real text shipped in packages, plus edge cases: accents, empty and blank documents, one character.
+CORPUS = real_corpus() + ["Crème brûlée à la café, naïve façade", "", "   ", "x"]
 
 
 def same_csr(ours: sp.csr_matrix, theirs: sp.csr_matrix) -> None:
