@@ -6,7 +6,7 @@
     featurehash spec SPEC.json                      # print the resolved spec with its id
     featurehash transform --spec SPEC.json --input X.npy --output Z.npy [--float64] [--chunk-rows N] [--quiet]
     featurehash hash --spec SPEC.json --input X.npy --output codes.npy [--chunk-rows N] [--quiet]
-    featurehash dedup X.npy|X.npz --spec SPEC.json --threshold T [--target-recall R] [--verify exact|codes]
+    featurehash dedup X.npy|X.npz|X.jsonl|X.txt --spec SPEC.json --threshold T [--target-recall R] [--verify exact|codes]
         [--memory-budget 2GB] --pairs OUT.npz|OUT.parquet [--clusters OUT.npy]
         [--mode components|representatives] [--progress/--no-progress]   # featurehash.dedup.command
 
@@ -134,8 +134,11 @@ def _cmd_hash(args) -> None:
 
 def _cmd_dedup(args) -> None:
     from .dedup.command import run
+    from .npy.text_stream import is_text_file, text_rows
 
-    _print_json(run(_map_from(args.spec), args))
+    feature_map = _map_from(args.spec)
+    rows = text_rows(feature_map, args.input) if is_text_file(args.input) else None
+    _print_json(run(feature_map, args, rows=rows))
 
 
 def _cmd_warm_cache(args) -> None:
@@ -208,7 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     dedup = commands.add_parser("dedup", help="write every pair of near-duplicate rows of a .npy/.npz file "
                                 "(and their clusters)")
-    dedup.add_argument("input", help="2-D .npy array (memory-mapped) or sparse .npz matrix")
+    dedup.add_argument("input", help="2-D .npy array (memory-mapped), sparse .npz matrix, or .jsonl / .txt "
+                       "documents for a spec with a text stage")
     dedup.add_argument("--spec", required=True, help="spec JSON file of a gcws or binning map")
     dedup.add_argument("--threshold", required=True, type=float, help="least similarity of a pair, in (0, 1]")
     dedup.add_argument("--target-recall", dest="target_recall", type=float, default=0.95,

@@ -64,3 +64,34 @@ def test_bad_input_is_one_line(files, change, message, capsys):
 
 def test_sizes_parse():
     assert parse_bytes("2GB") == 2 * 10**9 and parse_bytes("512MiB") == 512 * 2**20 and parse_bytes("1e6") == 10**6
+
+
+TEXT_SPEC = {"method": "gcws", "n_components": 128, "params": {"sampler": "dart"},
+             "input": {"hashing": {"ngram_range": [3, 3]}}}
+
+
+@pytest.mark.parametrize("suffix", [".txt", ".jsonl"])
+def test_documents_of_a_text_file_are_joined_through_the_specs_text_stage(tmp_path, capsys, suffix):
+    rng = np.random.default_rng(3)
+    documents = []
+    for _ in range(30):
+        words = [f"w{word}" for word in rng.integers(0, 3000, size=60)]
+        edited = list(words)
+        edited[7], edited[40] = "edited", "changed"
+        documents += [" ".join(words), " ".join(edited)]
+    path = tmp_path / f"docs{suffix}"
+    path.write_text("\n".join(json.dumps(d) if suffix == ".jsonl" else d for d in documents) + "\n")
+    (tmp_path / "text.json").write_text(json.dumps(TEXT_SPEC))
+    argv = ["dedup", str(path), "--spec", str(tmp_path / "text.json"), "--threshold", "0.6", "--pairs",
+            str(tmp_path / "pairs.npz"), "--clusters", str(tmp_path / "labels.npy"), "--memory-budget", "64kB",
+            "--no-progress"]
+    assert main(argv) == 0
+    expected = duplicate_clusters(documents, create_map(TEXT_SPEC), 0.6)
+    assert json.loads(capsys.readouterr().out)["count"] == len(expected.pairs) == 30
+    np.testing.assert_array_equal(np.load(tmp_path / "labels.npy"), expected.labels)
+    (tmp_path / "bad.jsonl").write_text('"a fine document here"\n{"broken": \n')
+    argv[1] = str(tmp_path / "bad.jsonl")
+    assert main(argv) == BAD_INPUT and "bad.jsonl: line 2: not JSON" in capsys.readouterr().err
+    (tmp_path / "plain.json").write_text(json.dumps({"method": "gcws", "input_dim": 4, "n_components": 8}))
+    argv[1], argv[3] = str(path), str(tmp_path / "plain.json")
+    assert main(argv) == BAD_INPUT and "needs a spec with a text stage" in capsys.readouterr().err

@@ -1,4 +1,5 @@
-"""The body of `featurehash dedup`: a join (and clusters) of one .npy / .npz file, pairs written to a file.
+"""The body of `featurehash dedup`: a join (and clusters) of one .npy / .npz file (or of documents the command
+line read, for a map with a text stage), pairs written to a file.
 
     featurehash dedup INPUT --spec SPEC --threshold T [--target-recall R] [--verify exact|codes]
         [--memory-budget 2GB] --pairs OUT.npz|OUT.parquet [--clusters OUT.npy]
@@ -34,22 +35,24 @@ def parse_bytes(text: str | None) -> int | None:
     return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
 
 
-def run(feature_map, args) -> dict:
+def run(feature_map, args, rows=None) -> dict:
     """Run the command for parsed arguments (input, threshold, target_recall, verify, memory_budget,
-    pairs, clusters, mode, progress); the summary to print."""
+    pairs, clusters, mode, progress); the summary to print. `rows`: the input's rows when the caller read
+    them (an iterable of CSR chunks of a text file, hashed by the map's text stage), else args.input is read."""
     budget = parse_bytes(args.memory_budget)
     if args.clusters is not None and not args.clusters.endswith(".npy"):
         args.clusters = f"{args.clusters}.npy"   # as numpy.save names it
-    if not args.input.endswith((".npy", ".npz")):
-        raise InputError(args.input, "expected an .npy or .npz file")
+    if rows is None and not args.input.endswith((".npy", ".npz")):
+        raise InputError(args.input, "expected an .npy or .npz file (or .jsonl / .txt documents)")
+    source = args.input if rows is None else rows
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     options = {"target_recall": args.target_recall, "verify": args.verify, "memory_budget": budget,
                "output": args.pairs, "progress": progress}
     try:
         if args.clusters is None:
-            pairs, clusters = similarity_join(args.input, feature_map, args.threshold, **options), None
+            pairs, clusters = similarity_join(source, feature_map, args.threshold, **options), None
         else:
-            clusters = duplicate_clusters(args.input, feature_map, args.threshold, mode=args.mode, **options)
+            clusters = duplicate_clusters(source, feature_map, args.threshold, mode=args.mode, **options)
             pairs = clusters.pairs
     except InputError as exc:   # the library's field names, told as the command line's
         names = {"x": args.input, "output": "--pairs", "feature_map": "--spec", "threshold": "--threshold",

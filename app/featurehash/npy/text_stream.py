@@ -68,6 +68,24 @@ def text_chunks(path: str, chunk_rows: int) -> Iterator[tuple[int, list]]:
         yield first, rows
 
 
+def text_rows(feature_map: FeatureMap, path: str, chunk_rows: int = DEFAULT_CHUNK_LINES):
+    """The lines of a .jsonl / .txt file as the map's sparse input rows (CSR chunks of `chunk_rows` lines, hashed
+    by the spec's text stage), for the near-duplicate join; InputError naming the file (and line) otherwise."""
+    stage = feature_map.text_stage
+    if stage is None:
+        raise InputError(path, "a text file needs a spec with a text stage (\"input\": {\"hashing\": {...}})")
+    _count_lines(path)
+
+    def chunks():
+        for first, rows in text_chunks(path, chunk_rows):
+            try:
+                yield stage.transform(rows, dtype=np.float64)
+            except InputError as exc:
+                raise _lines_named(exc, path, first) from None
+
+    return chunks()
+
+
 def _count_lines(path: str) -> int:
     if not os.path.isfile(path):
         raise InputError(path, "no such file" if not os.path.exists(path) else "not a file")
