@@ -343,3 +343,21 @@ def test_every_selector_matches_a_workload(manifests):
             continue
         assert any(_matches(selector, w["spec"]["template"]["metadata"]["labels"]) for w in workloads), \
             f"{doc['kind']} {doc['metadata']['name']} selects no pods"
+
+
+def test_one_version_everywhere():
+    """The package's version is the image tag in the Dockerfile, compose, the Kubernetes manifests and the deploy
+    README, and the newest entry of the CHANGELOG; the LICENSE is the one pyproject names."""
+    import re
+
+    import featurehash
+
+    root = Path(__file__).resolve().parent.parent
+    version = featurehash.__version__
+    for name in ("Dockerfile", "docker-compose.yml", "deploy/featurehash-deployment.yaml", "deploy/README.md"):
+        tags = set(re.findall(r"featurehash:(\d+\.\d+\.\d+)", (root / name).read_text()))
+        assert tags == {version}, f"{name} tags the image {sorted(tags)}, the package is {version}"
+    newest = re.search(r"^## (\d+\.\d+\.\d+)", (root / "CHANGELOG.md").read_text(), re.M).group(1)
+    assert newest == version
+    assert (root / "LICENSE").read_text().startswith("MIT License")
+    assert 'license = { text = "MIT" }' in (root / "pyproject.toml").read_text()
