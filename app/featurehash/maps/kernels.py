@@ -24,12 +24,18 @@ def _dense_pair(X, Y) -> tuple[np.ndarray, np.ndarray]:
     only the columns where X or Y has an entry: every kernel using this sums per-coordinate terms that are 0
     where both entries are 0, so the value is unchanged and the width is at most nnz(X) + nnz(Y)."""
     if (sp.issparse(X) or sp.issparse(Y)) and X.shape[1] > 2 * (_nnz(X) + _nnz(Y)) + 64:
-        X, Y = sp.csr_matrix(X), sp.csr_matrix(Y)
-        columns = np.union1d(X.indices, Y.indices)
-        # Remapped by hand: scipy's column indexing allocates a table as wide as the matrix (2^30 entries).
-        X, Y = (sp.csr_matrix((M.data, np.searchsorted(columns, M.indices), M.indptr),
-                              shape=(M.shape[0], max(1, columns.size))) for M in (X, Y))
+        X, Y = shared_columns(X, Y)
     return _dense64(X), _dense64(Y)
+
+
+def shared_columns(X, Y) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """X and Y as CSR over only the columns where either has an entry, in column order: what kernels that sum
+    per-coordinate terms vanishing at (0, 0) need of rows far wider than their nonzeros. O(nnz); the indices are
+    remapped by hand, since scipy's column indexing allocates a table as wide as the matrix (2^30 entries)."""
+    X, Y = sp.csr_matrix(X), sp.csr_matrix(Y)
+    columns = np.union1d(X.indices, Y.indices)
+    return tuple(sp.csr_matrix((M.data, np.searchsorted(columns, M.indices), M.indptr),
+                               shape=(M.shape[0], max(1, columns.size))) for M in (X, Y))
 
 
 def _nnz(X) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ..maps.kernels import shared_columns
 from ..maps.lsh import best_matches, collision_probability, exact_similarities, match_fractions
 from .lsh_inline import INLINE_COMPARISONS, INLINE_ROWS, _small_input
 from .lsh_layout import (IndexConfig, check_fraction, check_positive_int, check_query_ids, item_number,
@@ -221,6 +222,5 @@ def _over_shared_columns(X, q: int, candidates):
     row = sp.csr_matrix(X[q])
     if not sp.issparse(candidates):
         return row.toarray().ravel(), candidates
-    candidates = sp.csr_matrix(candidates)
-    columns = np.union1d(row.indices, candidates.indices)
-    return row[:, columns].toarray().ravel(), candidates[:, columns]
+    row, candidates = shared_columns(row, candidates)
+    return row.toarray().ravel(), candidates
