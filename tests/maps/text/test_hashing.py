@@ -113,6 +113,8 @@ def test_seeds_give_independent_columns_and_the_id_pins_the_map():
         create_map({"method": "hashing", "input_dim": 5, "n_components": 1024})
     with pytest.raises(SpecError, match="ngram_range"):
         create_map({"method": "hashing", "n_components": 1024, "params": {"ngram_range": [3, 2]}})
+    with pytest.raises(SpecError, match="weighting"):   # refused when the spec is made, not at its first transform
+        create_map({"method": "hashing", "n_components": 1024, "params": {"hash": "sklearn", "weighting": "sublinear"}})
     with pytest.raises(SpecError, match="token_pattern"):
         create_map({"method": "hashing", "n_components": 1024, "params": {"token_pattern": "(a)(b)"}})
 

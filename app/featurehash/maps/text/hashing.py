@@ -35,11 +35,12 @@ hash pass over the tokens' bytes; memory O(tokens), never O(n_components) per ro
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from ..base import FeatureMap, require
 from ..errors import InputError
@@ -62,10 +63,17 @@ class HashingParams(BaseModel):
     lowercase: bool = True
     strip_accents: Literal["unicode", "ascii"] | None = None
     token_pattern: str = Field(default=DEFAULT_TOKEN_PATTERN, max_length=1000)
+    hash: Literal["murmur3", "sklearn"] = "murmur3"   # before weighting, whose check reads it
     weighting: Literal["count", "binary", "sublinear"] = "count"
     norm: Literal["l2", "l1", "none"] = "l2"
     alternate_sign: bool = True
-    hash: Literal["murmur3", "sklearn"] = "murmur3"
+
+    @field_validator("weighting")
+    @classmethod
+    def _weighting(cls, value: str, info: ValidationInfo) -> str:
+        if value == "sublinear" and info.data.get("hash") == "sklearn":
+            raise ValueError("'sublinear' is not a scikit-learn hashing option; use hash 'murmur3'")
+        return value
 
     @field_validator("ngram_range")
     @classmethod
@@ -78,7 +86,6 @@ class HashingParams(BaseModel):
     @field_validator("token_pattern")
     @classmethod
     def _token_pattern(cls, value: str) -> str:
-        import re
         try:
             groups = re.compile(value).groups
         except re.error as exc:
@@ -154,12 +161,8 @@ class HashingMap(FeatureMap):
         features = sp.csr_matrix((values[kept].astype(dtype), columns[kept].astype(np.int32), indptr),
                                  shape=(rows.n_rows, n))
         features.sum_duplicates()
-        if self.params.weighting == "binary":
+        if self.params.weighting == "binary":   # "sublinear" is refused with this hash (HashingParams)
             features.data.fill(1)
-        elif self.params.weighting == "sublinear":
-            # sklearn has no sublinear option on the hasher: weigh the tokens first, as the default mode does.
-            raise InputError("params.weighting", "'sublinear' is not a scikit-learn hashing option; "
-                                                 "use hash 'murmur3'")
         normalize_rows(features.data, features.indptr, self.params.norm)
         return features
 
@@ -206,13 +209,9 @@ class HashingMap(FeatureMap):
 def _weighted_tokens(row_of: np.ndarray, token: np.ndarray, weights: np.ndarray | None, weighting: str):
     """Per distinct (row, token) in sorted order: (row, token, weight) with the weighting applied; tokens whose
     weight ends up 0 are dropped (a weight summing to <= 0 under "sublinear" too)."""
-    keys = (row_of << 32) | token if token.max(initial=0) < 2**32 else None
-    if keys is None:   # a vocabulary past 2^32 tokens: group by the pair
-        pairs, inverse = np.unique(np.stack([row_of, token], axis=1), axis=0, return_inverse=True)
-        distinct_row, distinct_token = pairs[:, 0], pairs[:, 1]
-    else:
-        distinct, inverse = np.unique(keys, return_inverse=True)
-        distinct_row, distinct_token = distinct >> 32, distinct & 0xFFFFFFFF
+    # tokens are 32-bit hashes or vocabulary ids (< 2^32), rows < 2^31: one int64 key per (row, token)
+    distinct, inverse = np.unique((row_of << 32) | token, return_inverse=True)
+    distinct_row, distinct_token = distinct >> 32, distinct & 0xFFFFFFFF
     inverse = inverse.ravel()
     total = np.bincount(inverse, weights=weights, minlength=distinct_row.size).astype(np.float64, copy=False)
     if weighting == "binary":

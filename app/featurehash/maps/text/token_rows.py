@@ -111,12 +111,12 @@ def token_rows(X, analyzer: Analyzer, field: str = "documents") -> TokenRows:
                                 f"got {type(X).__name__}")
     if not X:
         raise InputError(field, "the batch is empty")
-    kinds = {kind for kind in map(_kind_of, X) if kind is not None}
-    if "?" in kinds or len(kinds) > 1:
-        row = next(i for i, r in enumerate(X) if _kind_of(r) not in (None, min(kinds - {"?"}, default=None)))
-        raise InputError(field, f"row {row}: every row must be of one kind: documents (strings), token lists "
-                                f"(lists of strings) or weighted tokens ({{token: weight}})")
-    kind = kinds.pop() if kinds else "tokens"
+    kinds = [_kind_of(row) for row in X]
+    kind = next((found for found in kinds if found is not None), "tokens")   # all rows empty: empty token lists
+    for index, found in enumerate(kinds):
+        if found not in (None, kind) or found == "?":
+            raise InputError(field, f"row {index}: every row must be of one kind: documents (strings), token lists "
+                                    f"(lists of strings) or weighted tokens ({{token: weight}})")
     tokens: list[str] = []
     weights: list[float] = []
     lengths = np.empty(len(X), dtype=np.int64)
