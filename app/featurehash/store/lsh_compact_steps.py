@@ -16,11 +16,10 @@ import hashlib
 
 import numpy as np
 
-from ..maps import InputError
 from . import lsh_compact_scripts as scripts
 from .lsh_compact import members_of, pack_strings
 from .lsh_inline import INLINE_ROWS, _small_input
-from .lsh_layout import check_item_ids
+from .lsh_layout import check_item_ids, distinct_ids
 from .redis_steps import MAX_TRANSACTION_ATTEMPTS, Compute, RoundTrip, Scan, TransactionConflict, persisted
 
 COMPACT_BATCH_OPERATIONS = 60_000  # bucket operations per script call: ~50 ms of Redis at a time
@@ -123,9 +122,7 @@ class _CompactSteps:
     def _remove_steps(self, ids):
         if self.config.layout < 3:
             return (yield from super()._remove_steps(ids))
-        if not isinstance(ids, list) or not all(isinstance(item_id, str) for item_id in ids):
-            raise InputError("ids", "expected a list of strings")
-        ids = list(dict.fromkeys(ids))
+        ids = distinct_ids(ids)
         removed: list[str] = []
         for start in range(0, len(ids), self._compact_batch()):
             batch = ids[start:start + self._compact_batch()]

@@ -152,6 +152,13 @@ def check_item_ids(ids: Any, rows: int, field: str = "ids") -> list[str]:
     return ids
 
 
+def distinct_ids(ids: Any, field: str = "ids") -> list[str]:
+    """The ids of a removal: a list of strings, repeats dropped (first occurrence kept, order kept)."""
+    if not isinstance(ids, list) or not all(isinstance(item_id, str) for item_id in ids):
+        raise InputError(field, "expected a list of strings")
+    return list(dict.fromkeys(ids))
+
+
 def check_query_ids(ids: Any, field: str = "ids") -> list[str]:
     """Ids of stored items to look up: a non-empty list of strings of 1 to MAX_ITEM_ID_BYTES bytes of UTF-8
     (repeats allowed; an id no item has is for the lookup to report)."""

@@ -8,7 +8,7 @@ import hashlib
 
 from ..maps import InputError
 from .lsh_inline import INLINE_ROWS, _small_input
-from .lsh_layout import check_item_ids, item_number, pack_record
+from .lsh_layout import check_item_ids, distinct_ids, item_number, pack_record
 from .redis_steps import MAX_TRANSACTION_ATTEMPTS, Compute, RoundTrip, Transaction, TransactionConflict, persisted
 
 WRITE_BATCH_COMMANDS = 10_000   # per transaction: bounds how long its script blocks Redis (~10 ms)
@@ -117,9 +117,7 @@ class _WriteSteps:
         """Per batch: read the records, then one script deletes those still as read (else read again).
         No MULTI: Redis at maxmemory refuses any command queued in one, and deleting must free memory
         then. The script's first write is a DEL, after which Redis lets it finish (featurehash.store.durability)."""
-        if not isinstance(ids, list) or not all(isinstance(item_id, str) for item_id in ids):
-            raise InputError("ids", "expected a list of strings")
-        ids = list(dict.fromkeys(ids))
+        ids = distinct_ids(ids)
         removed: list[str] = []
         for start in range(0, len(ids), self._batch_size()):
             batch = ids[start:start + self._batch_size()]
