@@ -2,6 +2,14 @@
 
 All functions take two 2-D arrays (dense or scipy.sparse) of equal width and return
 the n x m kernel matrix in float64. They favour clarity over speed: O(n m d).
+
+Scales: `gamma` everywhere (DESIGN.md), and optionally per-dimension (ARD) `lengthscales` l, which divide
+the inputs coordinatewise before the kernel sees them (u = x / l). Which "Laplacian" is which:
+- `laplacian` is the L1 kernel exp(-gamma ||u - v||_1), a product of one-dimensional kernels (its
+  spectrum is a product of Cauchy densities): featurehash's "laplacian" everywhere;
+- `matern` with nu = 1/2 is the L2 "exponential" kernel exp(-sqrt(2 gamma) ||u - v||_2) (its spectrum is
+  a multivariate Cauchy, t with 1 degree of freedom); the two agree only in one dimension.
+The data-driven bandwidths ("scale", "median") are computed here from a fit sample (`data_bandwidth`).
 """
 
 from __future__ import annotations
@@ -9,6 +17,10 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from scipy.spatial.distance import cdist
+from scipy.special import gammaln, kve
+
+from .errors import SpecError
+from .numerics import _portable_math as pm
 
 # Pairs handled per block by the GMM kernel, which needs an n x m x d intermediate.
 _GMM_BLOCK_ELEMENTS = 2**24
@@ -47,14 +59,62 @@ def squared_distances(X, Y) -> np.ndarray:
     return np.maximum(cdist(X, Y, "sqeuclidean"), 0.0)
 
 
-def gaussian(X, Y, gamma: float) -> np.ndarray:
-    """exp(-gamma * ||x - y||_2^2)."""
-    return np.exp(-gamma * squared_distances(X, Y))
+def scaled(X, lengthscales=None):
+    """X with column i divided by lengthscales[i] (per-dimension, ARD, scales); X itself without them.
+    Sparse input stays sparse (its stored entries are divided)."""
+    if lengthscales is None:
+        return X
+    scales = np.asarray(lengthscales, dtype=np.float64)
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, dtype=np.float64, copy=True)
+        X.data /= scales[X.indices]
+        return X
+    return np.asarray(X, dtype=np.float64) / scales
 
 
-def laplacian(X, Y, gamma: float) -> np.ndarray:
-    """exp(-gamma * ||x - y||_1)."""
-    return np.exp(-gamma * cdist(*_dense_pair(X, Y), "cityblock"))
+def gaussian(X, Y, gamma: float, lengthscales=None) -> np.ndarray:
+    """exp(-gamma * ||u - v||_2^2), u = x / lengthscales (coordinatewise; u = x without them)."""
+    return np.exp(-gamma * squared_distances(scaled(X, lengthscales), scaled(Y, lengthscales)))
+
+
+def laplacian(X, Y, gamma: float, lengthscales=None) -> np.ndarray:
+    """The L1 Laplacian exp(-gamma * ||u - v||_1), u = x / lengthscales: a product over coordinates (not the
+    L2 exponential kernel, which is `matern` with nu = 1/2)."""
+    return np.exp(-gamma * cdist(*_dense_pair(scaled(X, lengthscales), scaled(Y, lengthscales)), "cityblock"))
+
+
+# nu with a closed form: k = p(z) e^-z, p a polynomial (Rasmussen & Williams 2006, eq. 4.16-4.17).
+MATERN_CLOSED_FORMS = (0.5, 1.5, 2.5)
+
+
+def matern(X, Y, gamma: float, nu: float, lengthscales=None) -> np.ndarray:
+    """Matérn kernel (Rasmussen & Williams, "Gaussian Processes for Machine Learning", 2006, eq. 4.14):
+        k(r) = 2^(1 - nu) / Gamma(nu) z^nu K_nu(z),  z = sqrt(2 nu) r / l,  r = ||u - v||_2,
+    u = x / lengthscales, with the length l = 1 / sqrt(2 gamma): scikit-learn's Matern(length_scale=l, nu),
+    and as nu -> infinity the Gaussian exp(-gamma r^2) of the same gamma. So scikit-learn's
+    Matern(length_scale=s, nu) is gamma = 1/2 with lengthscales s (a vector, or s repeated), or
+    gamma = 1 / (2 s^2) without lengthscales. K_nu is the modified Bessel function of the second kind."""
+    distances = np.sqrt(squared_distances(scaled(X, lengthscales), scaled(Y, lengthscales)))
+    return matern_of_distance(distances, gamma, nu)
+
+
+def matern_of_distance(r: np.ndarray, gamma: float, nu: float) -> np.ndarray:
+    """The Matérn kernel of `matern` as a function of the (scaled) L2 distance r >= 0.
+    nu = 1/2: e^-z; 3/2: (1 + z) e^-z; 5/2: (1 + z + z^2/3) e^-z (R & W eq. 4.16-4.17); other nu from
+    the exponentially scaled Bessel function in log space, log k = (1 - nu) log 2 - log Gamma(nu)
+    + nu log z + log(K_nu(z) e^z) - z, so neither z^nu nor K_nu(z) overflows."""
+    z = np.sqrt(4.0 * nu * gamma) * np.asarray(r, dtype=np.float64)
+    if nu == 0.5:
+        return np.exp(-z)
+    if nu == 1.5:
+        return (1.0 + z) * np.exp(-z)
+    if nu == 2.5:
+        return (1.0 + z + z * z / 3.0) * np.exp(-z)
+    positive = z > 1e-12   # below, k = 1 - O(z^min(2, 2 nu)) rounds to 1 for every nu the maps accept
+    safe = np.where(positive, z, 1.0)
+    with np.errstate(over="ignore", divide="ignore"):
+        log_k = ((1.0 - nu) * np.log(2.0) - gammaln(nu) + nu * np.log(safe) + np.log(kve(nu, safe)) - safe)
+    return np.where(positive, np.exp(np.minimum(log_k, 0.0)), 1.0)
 
 
 def gaussian_anova(X, Y, gamma: float, subsets) -> np.ndarray:
@@ -222,3 +282,59 @@ def skewed_chi2(X, Y, skewedness: float) -> np.ndarray:
         return 0.5 * (np.log(x + c) + np.log(y + c)) + np.log(2.0) - np.log(x + y + 2.0 * c)
 
     return np.exp(_pairwise_sum(X, Y, log_term))
+
+
+# -- data-driven bandwidths -----------------------------------------------------------------------------
+
+BANDWIDTH_RULES = ("scale", "median")
+# Elements of pair differences held at once while the median rule measures distances.
+_PAIR_BLOCK_ELEMENTS = 2**20
+
+
+def check_lengthscales(lengthscales, input_dim: int) -> None:
+    """Per-dimension lengthscales: one per input coordinate (positive and finite: the params model)."""
+    if lengthscales is not None and len(lengthscales) != input_dim:
+        raise SpecError("params.lengthscales", f"one lengthscale per input dimension: {input_dim} numbers, "
+                        f"not {len(lengthscales)}")
+
+
+def data_bandwidth(rule: str, kernel: str, sample: np.ndarray, pairs: tuple[np.ndarray, np.ndarray]) -> float:
+    """gamma from the rows of `sample` (already divided by any lengthscales), the same float on every machine.
+
+    - "scale": scikit-learn's SVC rule gamma = 1 / (d var(X)), the variance over all entries (1.0 when it is
+      0, as scikit-learn does); for the L1 `laplacian`, whose gamma multiplies a distance rather than a
+      squared one, gamma = 1 / (d std(X)).
+    - "median": the median heuristic (e.g. Gretton et al., "A kernel two-sample test", JMLR 2012): m the
+      median distance between the rows of `pairs` (`randomness.distinct_pairs`: all pairs of a small
+      sample, else a seeded sample of them), gamma = 1 / (2 m^2) for the Gaussian and Matérn (length
+      l = m), gamma = 1 / m for the L1 Laplacian (m the median L1 distance).
+    Only IEEE +, -, *, /, sqrt and sums in index order (`ordered_sum`), and the lower median of the sorted
+    distances (an element, not an average): no BLAS reduction whose order varies with the machine.
+    """
+    n, d = sample.shape
+    l1 = kernel == "laplacian"
+    if rule == "scale":
+        entries = np.ascontiguousarray(sample, dtype=np.float64).ravel()
+        mean = float(pm.ordered_sum(entries)) / entries.size
+        centred = entries - mean
+        variance = float(pm.ordered_sum(centred * centred)) / entries.size
+        if variance == 0.0:
+            return 1.0
+        return 1.0 / (d * float(np.sqrt(variance))) if l1 else 1.0 / (d * variance)
+    first, second = pairs
+    if first.size == 0:
+        raise SpecError("params.fit_sample", "the median rule needs at least 2 rows")
+    distances = np.empty(first.size)
+    step = max(1, _PAIR_BLOCK_ELEMENTS // max(d, 1))
+    for start in range(0, first.size, step):
+        block = slice(start, start + step)
+        difference = sample[first[block]] - sample[second[block]]
+        terms = np.abs(difference) if l1 else difference * difference
+        distances[block] = pm.ordered_sum(terms, axis=1)
+    if not l1:
+        distances = np.sqrt(distances)
+    median = float(np.sort(distances)[(distances.size - 1) // 2])
+    if not median > 0.0:
+        raise SpecError("params.fit_sample", "the median distance between sampled rows is 0 (mostly "
+                        "repeated rows): send more varied rows or give gamma as a number")
+    return 1.0 / median if l1 else 1.0 / (2.0 * median * median)

@@ -19,6 +19,8 @@ from typing import Iterator
 import numpy as np
 from scipy.special import ndtri
 
+from .numerics import _portable_math as pm
+
 _TWO_POW_MINUS_53 = 2.0**-53
 
 
@@ -74,3 +76,75 @@ def phase(words: np.ndarray) -> np.ndarray:
 def counter_key(seed: int, tag: str) -> np.uint64:
     """A 64-bit key for counter-based variates, itself drawn from the raw stream."""
     return raw_words(seed, tag, 1)[0]
+
+
+# -- variates that need more than one word (Matérn frequencies, the median bandwidth rule) --------------
+
+# chi-square variates with an integer number of degrees of freedom up to this are sums of squared normals.
+MAX_SUMMED_DOF = 64
+# Marsaglia-Tsang accepts at least 95% of its proposals, so every variate is drawn long before this.
+_GAMMA_ROUNDS = 64
+
+
+def chi_square(seed: int, tag: str, count: int, dof: float) -> np.ndarray:
+    """`count` chi-square variates with `dof` > 0 degrees of freedom, float64.
+
+    Integer dof <= MAX_SUMMED_DOF: the sum of dof squared normals (`normal`), added in a fixed order;
+    otherwise 2 Gamma(dof / 2, 1) (`gamma_variates`). Both use only ndtri, IEEE +, -, *, /, sqrt and the
+    portable exp / log of `numerics._portable_math`, so the numbers are the same bits on every machine."""
+    if float(dof).is_integer() and dof <= MAX_SUMMED_DOF:
+        normals = normal(raw_words(seed, tag, count * int(dof))).reshape(count, int(dof))
+        total = np.zeros(count)
+        for column in range(int(dof)):
+            total += normals[:, column] * normals[:, column]
+        return total
+    return 2.0 * gamma_variates(seed, tag, count, dof / 2.0)
+
+
+def gamma_variates(seed: int, tag: str, count: int, shape: float) -> np.ndarray:
+    """`count` Gamma(shape, 1) variates, shape > 0, by Marsaglia & Tsang ("A simple method for generating
+    gamma variables", ACM TOMS 2000): d = a - 1/3, c = 1 / sqrt(9 d); propose v = (1 + c x)^3, x normal,
+    accept d v when log U < x^2 / 2 + d - d v + d log v. Round r draws 2 count words (x of variate i from
+    word i, U from word count + i) whether or not i is still pending, so a variate depends on its index and
+    round only. Shape < 1 uses Gamma(a) = Gamma(a + 1) U^(1/a) with U from the stream `tag`.boost."""
+    a = shape + 1.0 if shape < 1.0 else shape
+    d = a - 1.0 / 3.0
+    c = 1.0 / np.sqrt(9.0 * d)
+    out = np.zeros(count)
+    pending = np.ones(count, dtype=bool)
+    stream = _stream(seed, tag)
+    for _ in range(_GAMMA_ROUNDS):
+        if not pending.any():
+            break
+        words = np.asarray(stream.random_raw(2 * count), dtype=np.uint64)
+        x = normal(words[:count])
+        base = 1.0 + c * x
+        v = base * base * base
+        positive = v > 0
+        safe_v = np.where(positive, v, 1.0)
+        accept = positive & (pm.log(uniform_open(words[count:])) < 0.5 * x * x + d - d * safe_v + d * pm.log(safe_v))
+        taken = pending & accept
+        out[taken] = d * safe_v[taken]
+        pending &= ~accept
+    if pending.any():   # about 0.05^64 per variate: never seen, refused rather than looped on
+        raise RuntimeError("gamma sampler did not accept within its rounds")
+    if shape < 1.0:
+        boost = uniform_open(raw_words(seed, f"{tag}.boost", count))
+        out = out * pm.exp(pm.log(boost) / shape)
+    return out
+
+
+def distinct_pairs(seed: int, tag: str, rows: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(i, j) index pairs of distinct rows of `rows`: every pair i < j once when there are at most `count`,
+    else `count` pairs drawn uniformly with replacement (i = floor(n U), j = floor((n - 1) U') shifted past
+    i), exact integer arithmetic on the stream's words."""
+    if rows < 2:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if rows * (rows - 1) // 2 <= count:
+        first, second = np.triu_indices(rows, k=1)
+        return first.astype(np.int64), second.astype(np.int64)
+    words = raw_words(seed, tag, 2 * count)
+    first = np.floor(uniform_open(words[:count]) * rows).astype(np.int64)
+    second = np.floor(uniform_open(words[count:]) * (rows - 1)).astype(np.int64)
+    second += second >= first
+    return first, second

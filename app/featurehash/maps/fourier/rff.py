@@ -1,7 +1,16 @@
 """Random Fourier features (Rahimi & Recht, NIPS 2007; papers/001_*).
 
-Kernels: Gaussian k(x, y) = exp(-gamma ||x - y||_2^2), frequencies w ~ N(0, 2 gamma I);
-Laplacian k(x, y) = exp(-gamma ||x - y||_1), frequencies w_i ~ Cauchy(0, gamma).
+Kernels (u = x / lengthscales coordinatewise with per-dimension `lengthscales`, u = x without):
+- Gaussian k(x, y) = exp(-gamma ||u - v||_2^2), frequencies w ~ N(0, 2 gamma I);
+- Laplacian k(x, y) = exp(-gamma ||u - v||_1), the L1 one (a product of one-dimensional kernels),
+  frequencies w_i ~ Cauchy(0, gamma) independently;
+- Matérn (`kernel` "matern", smoothness `nu` > 0, default 3/2): k = 2^(1 - nu) / Gamma(nu) z^nu K_nu(z),
+  z = sqrt(2 nu) ||u - v||_2 / l with l = 1 / sqrt(2 gamma) (scikit-learn's Matern(length_scale=l, nu);
+  Rasmussen & Williams 2006, eq. 4.14), frequencies multivariate t with 2 nu degrees of freedom and scale
+  1 / l (R & W eq. 4.15; `_kernel_scale`). nu = 1/2 is the L2 exponential kernel exp(-||u - v||_2 / l),
+  which is not the L1 "laplacian" above except in one dimension.
+Frequencies with lengthscales have column i divided by l_i. `gamma` may be "scale" or "median" with
+`fit_sample` rows: the number is computed when the spec is made and stored (`kernels.data_bandwidth`).
 
 Features (D = n_components):
 - "phase":   z(x) = sqrt(2/D) cos(W^T x + b), D frequencies, b ~ U[0, 2 pi);
@@ -24,6 +33,7 @@ from .. import kernels
 from .. import randomness
 from ._fourier_kernels import unit_rows_into
 from ._fourier_pass import FourierPass, block_rows, project_into
+from ._kernel_scale import Bandwidth, FiniteRows, Lengthscales, matern_radius_factors, resolve_kernel_scale
 from ._orthogonal_frequencies import orthogonal_gaussian, padded_width, structured_gaussian
 from ._structured_projection import StructuredProjection
 from ..base import DenseFeatureMap, largest_magnitude, require
@@ -52,10 +62,25 @@ class GaussianFrequencyParams(BaseModel):
         return without_default_frequencies(handler(self))
 
 
+# Params left out of the stored spec while unset, so specs without them keep their ids.
+OPTIONAL_FIELDS = ("nu", "lengthscales", "fit_sample")
+
+
 class RFFParams(GaussianFrequencyParams):
-    kernel: Literal["gaussian", "laplacian"] = "gaussian"
-    gamma: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    kernel: Literal["gaussian", "laplacian", "matern"] = "gaussian"
+    gamma: Bandwidth = 1.0
     variant: Literal["cos_sin", "phase"] = "cos_sin"
+    nu: float | None = Field(default=None, gt=0, le=100, allow_inf_nan=False)
+    lengthscales: Lengthscales | None = None
+    fit_sample: FiniteRows | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_defaults(self, handler):
+        params = without_default_frequencies(handler(self))
+        for name in OPTIONAL_FIELDS:
+            if params.get(name, 0) is None:
+                del params[name]
+        return params
 
 
 class RFFMap(DenseFeatureMap):
@@ -76,17 +101,35 @@ class RFFMap(DenseFeatureMap):
         self._structured_row_norm = np.inf
         self._passes: dict[np.dtype, FourierPass] = {}
         self._projectors: dict[np.dtype, object] = {}
+        self._t_factors: np.ndarray | None = None
 
     @staticmethod
     def _frequency_count(spec: MapSpec, variant: str) -> int:
         return spec.n_components // 2 if variant == "cos_sin" else spec.n_components
 
     @classmethod
+    def complete_params(cls, params, *, input_dim: int, n_components: int, seed: int):
+        """Matérn's nu and a data-driven gamma resolved into the spec (`_kernel_scale`); the maps built on
+        this one with their own params (nrff, srf) have neither."""
+        if not isinstance(params, RFFParams):
+            return params
+        return resolve_kernel_scale(params, input_dim=input_dim, seed=seed, tag=cls.method)
+
+    @classmethod
     def check_spec(cls, spec: MapSpec) -> None:
+        frequencies = spec.params.get("frequencies", "iid")
         if spec.params.get("kernel") == "laplacian":
-            require(spec.params.get("frequencies", "iid") == "iid", "params.frequencies",
+            require(frequencies == "iid", "params.frequencies",
                     "orthogonal and structured frequencies are for the Gaussian kernel: the Laplacian's "
                     "are Cauchy (use 'iid')")
+        if spec.params.get("kernel") == "matern":
+            require(frequencies != "structured", "params.frequencies",
+                    "structured frequencies have fixed lengths and not quite uniform directions: Matérn "
+                    "features from them would be biased (use 'iid' or 'orthogonal')")
+        if spec.params.get("lengthscales") is not None:
+            require(frequencies != "structured", "params.frequencies",
+                    "the structured projection acts on the raw input and cannot apply lengthscales "
+                    "(use 'iid' or 'orthogonal')")
         if spec.params["variant"] == "cos_sin":
             require(spec.n_components % 2 == 0 and spec.n_components >= 2, "n_components",
                     "variant 'cos_sin' pairs cos and sin features: n_components must be even")
@@ -105,14 +148,30 @@ class RFFMap(DenseFeatureMap):
         block by block of their own construction."""
         tag, d = f"{self.method}.frequencies", self.input_dim
         if self.params.frequencies == "orthogonal":
-            out[...] = orthogonal_gaussian(self.spec.seed, tag, out.shape[0], d) * scale
+            out[...] = self._scaled_rows(orthogonal_gaussian(self.spec.seed, tag, out.shape[0], d), slice(None), scale)
             return
         if self.params.frequencies == "structured":
             out[...] = structured_gaussian(self.spec.seed, tag, out.shape[0], d) * scale
             return
         law = self._unit_law()
         for rows, words in randomness.row_blocks(self.spec.seed, tag, out.shape[0], d):
-            out[rows] = law(words).reshape(-1, d) * scale
+            out[rows] = self._scaled_rows(law(words).reshape(-1, d), rows, scale)
+
+    def _scaled_rows(self, rows: np.ndarray, which: slice, scale: float) -> np.ndarray:
+        """Unit-law rows `which` times `scale`, Matérn's t factors (one per row) and 1 / lengthscales (per
+        column): Gaussian and Laplacian rows without lengthscales are rows * scale, as they always were."""
+        rows = rows * scale
+        if getattr(self.params, "kernel", None) == "matern":
+            rows *= self._matern_factors()[which, None]
+        if getattr(self.params, "lengthscales", None) is not None:
+            rows /= np.asarray(self.params.lengthscales)
+        return rows
+
+    def _matern_factors(self) -> np.ndarray:
+        if self._t_factors is None:
+            self._t_factors = matern_radius_factors(self.spec.seed, f"{self.method}.frequencies.chi2",
+                                                    self._n_frequencies, self.params.nu)
+        return self._t_factors
 
     def _unit_law(self):
         return randomness.cauchy if self.params.kernel == "laplacian" else randomness.normal
@@ -243,9 +302,12 @@ class RFFMap(DenseFeatureMap):
     def exact_kernel(self, X, Y=None) -> np.ndarray:
         X = self.check(X, "x")
         Y = X if Y is None else self.check(Y, "y")
-        if self.params.kernel == "laplacian":
-            return kernels.laplacian(X, Y, self.params.gamma)
-        return kernels.gaussian(X, Y, self.params.gamma)
+        p = self.params
+        if p.kernel == "laplacian":
+            return kernels.laplacian(X, Y, p.gamma, p.lengthscales)
+        if p.kernel == "matern":
+            return kernels.matern(X, Y, p.gamma, p.nu, p.lengthscales)
+        return kernels.gaussian(X, Y, p.gamma, p.lengthscales)
 
 
 class UnitSphereInputs:
