@@ -22,6 +22,7 @@ from featurehash.maps.fitted.nystroem import KERNEL_PARAMETERS, MAX_STORED_NUMBE
 GOLDEN = json.loads((Path(__file__).resolve().parents[2] / "golden" / "kernel_approximation.json").read_text())
 SPEC_FIELDS = ("method", "input_dim", "n_components", "seed", "params")
 KERNEL_PARAMS = {"gaussian": {"gamma": 0.2}, "laplacian": {"gamma": 0.1}, "chi2": {"gamma": 0.3},
+                 "matern": {"gamma": 0.2, "nu": 2.5},
                  "polynomial": {"gamma": 0.2, "degree": 3, "coef0": 0.5}, "gmm": {"power": 0.6}, "arccos0": {},
                  "arccos1": {}, "arccos2": {}}
 

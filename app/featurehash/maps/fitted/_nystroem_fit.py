@@ -99,6 +99,16 @@ def _gmm(X: np.ndarray, Y: np.ndarray, power: float) -> np.ndarray:
 _SQUARED_DISTANCE, _L1_DISTANCE, _INNER_PRODUCT = 0, 1, 2
 
 
+def _matern(r: np.ndarray, gamma: float, nu: float) -> np.ndarray:
+    """`kernels.matern_of_distance` for nu in {1/2, 3/2, 5/2}, with the portable exp."""
+    z = math.sqrt(4.0 * nu * gamma) * r
+    if nu == 0.5:
+        return pm.exp(-z)
+    if nu == 1.5:
+        return (1.0 + z) * pm.exp(-z)
+    return (1.0 + z + z * z / 3.0) * pm.exp(-z)
+
+
 @numba.njit(cache=True)
 def _paired_sums(X: np.ndarray, Y: np.ndarray, kind: int) -> np.ndarray:
     """Per row r, sum_i of (x_ri - y_i)^2, |x_ri - y_i| or x_ri y_i (y = Y[r], or Y[0] for one row),
@@ -128,6 +138,8 @@ def paired_kernel(kernel: str, params, X: np.ndarray, Y: np.ndarray) -> np.ndarr
         return pm.exp(-params.gamma * _paired_sums(X, rows, _SQUARED_DISTANCE))
     if kernel == "laplacian":
         return pm.exp(-params.gamma * _paired_sums(X, rows, _L1_DISTANCE))
+    if kernel == "matern":
+        return _matern(np.sqrt(_paired_sums(X, rows, _SQUARED_DISTANCE)), params.gamma, params.nu)
     if kernel == "polynomial":
         return pm.integer_power(params.gamma * _paired_sums(X, rows, _INNER_PRODUCT) + params.coef0, params.degree)
     Y = np.broadcast_to(rows, X.shape)

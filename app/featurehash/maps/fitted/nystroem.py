@@ -1,11 +1,17 @@
 """Nystroem features (Williams & Seeger, "Using the Nystroem method to speed up kernel machines", NIPS
 2001), fitted to rows of the user's data, for any kernel featurehash computes exactly.
 
-Kernels (`kernel`): "gaussian" exp(-gamma ||x - y||^2), "laplacian" exp(-gamma ||x - y||_1), "chi2"
+Kernels (`kernel`): "gaussian" exp(-gamma ||u - v||^2), "laplacian" (the L1 one) exp(-gamma ||u - v||_1),
+"matern" (nu in {1/2, 3/2, 5/2}, default 3/2; length l = 1 / sqrt(2 gamma), scikit-learn's
+Matern(length_scale=l, nu); nu = 1/2 is the L2 exponential exp(-||u - v||_2 / l)), "chi2"
 exp(-gamma sum (x_i - y_i)^2 / (x_i + y_i)) (nonnegative entries), "polynomial"
 (gamma <x, y> + coef0)^degree, "arccos0" / "arccos1" / "arccos2" (Cho & Saul), "gmm" (Li's generalized
 min-max, pGMM with `power`); see `featurehash.maps.kernels`. Parameters a kernel does not use are refused;
-those it uses default to gamma 1, degree 3, coef0 1, power 1.
+those it uses default to gamma 1, nu 3/2, degree 3, coef0 1, power 1. For the Gaussian, Laplacian and Matérn
+kernels u = x / lengthscales coordinatewise with per-dimension `lengthscales` (else u = x), and gamma may be
+"scale" or "median" (`kernels.data_bandwidth`, on fit_sample / lengthscales): resolved into the number
+before the fit. Matérn's nu is one of the closed forms because the fit's columns must be the same bits on
+every machine (`_nystroem_fit.paired_kernel`: the portable exp; a Bessel function has no portable form here).
 
 Features: with landmarks s_1 .. s_k (rows of `fit_sample`) and K_SS = L L^T their Gram matrix,
     z(x) = L^-1 [k(s_1, x), ..., k(s_k, x)],      <z(x), z(y)> = k_S(x)^T K_SS^-1 k_S(y),
@@ -37,9 +43,10 @@ from typing import Annotated, Literal
 
 import numpy as np
 import scipy.sparse as sp
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_serializer
 
 from .. import kernels
+from .. import randomness
 from . import _nystroem_fit as fit
 from ..base import DenseFeatureMap
 from ..errors import SpecError
@@ -49,19 +56,28 @@ MAX_STORED_NUMBERS = 2**20
 MAX_FIT_ROWS = 20_000
 MAX_FIT_WORK = 2**30
 KERNEL_PARAMETERS = {"gaussian": {"gamma": 1.0}, "laplacian": {"gamma": 1.0}, "chi2": {"gamma": 1.0},
+                     "matern": {"gamma": 1.0, "nu": 1.5},
                      "polynomial": {"gamma": 1.0, "degree": 3, "coef0": 1.0}, "gmm": {"power": 1.0},
                      "arccos0": {}, "arccos1": {}, "arccos2": {}}
 FITTED_FIELDS = ("landmarks", "normalization")
+# Kernels of a distance: per-dimension lengthscales and the data-driven gammas apply to them.
+DISTANCE_KERNELS = ("gaussian", "laplacian", "matern")
+# Params left out of the stored spec while unset (they came later: specs without them keep their ids).
+OPTIONAL_FIELDS = ("nu", "lengthscales")
+MEDIAN_PAIRS = 10_001
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+_POSITIVE = TypeAdapter(Annotated[float, Field(gt=0, allow_inf_nan=False)])
 
 
 class NystroemParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    kernel: Literal["gaussian", "laplacian", "chi2", "polynomial", "gmm", "arccos0", "arccos1",
+    kernel: Literal["gaussian", "laplacian", "matern", "chi2", "polynomial", "gmm", "arccos0", "arccos1",
                     "arccos2"] = "gaussian"
-    gamma: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    gamma: float | Literal["scale", "median"] | None = None
+    nu: Literal[0.5, 1.5, 2.5] | None = None
+    lengthscales: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] | None = None
     degree: int | None = Field(default=None, ge=1, le=20, strict=True)
     coef0: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     power: float | None = Field(default=None, gt=0, le=64, allow_inf_nan=False)
@@ -69,6 +85,25 @@ class NystroemParams(BaseModel):
     fit_sample: list[list[FiniteFloat]] | None = None
     landmarks: list[list[FiniteFloat]] | None = None
     normalization: list[list[FiniteFloat]] | None = None
+
+    @field_validator("gamma", mode="before")
+    @classmethod
+    def _gamma(cls, value):
+        """A positive finite number, or a rule resolved from fit_sample (errors named params.gamma)."""
+        if value is None or (isinstance(value, str) and value in kernels.BANDWIDTH_RULES):
+            return value
+        try:
+            return _POSITIVE.validate_python(value)
+        except ValidationError as exc:
+            raise ValueError(f"{exc.errors()[0]['msg']} (gamma is a positive number, 'scale' or 'median')") from None
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_new_fields(self, handler):
+        params = handler(self)
+        for name in OPTIONAL_FIELDS:
+            if params.get(name, 0) is None:
+                del params[name]
+        return params
 
 
 def stored_numbers(n_components: int, input_dim: int) -> int:
@@ -83,9 +118,17 @@ class NystroemMap(DenseFeatureMap):
     def complete_params(cls, params: NystroemParams, *, input_dim: int, n_components: int,
                         seed: int) -> NystroemParams:
         uses = KERNEL_PARAMETERS[params.kernel]
-        for name in ("gamma", "degree", "coef0", "power"):
+        for name in ("gamma", "nu", "degree", "coef0", "power"):
             if name not in uses and getattr(params, name) is not None:
                 raise SpecError(f"params.{name}", f"the {params.kernel} kernel has no {name}")
+        if params.kernel not in DISTANCE_KERNELS:
+            if params.lengthscales is not None:
+                raise SpecError("params.lengthscales", f"lengthscales scale the distance of the "
+                                f"{', '.join(DISTANCE_KERNELS)} kernels; the {params.kernel} kernel has none")
+            if isinstance(params.gamma, str):
+                raise SpecError("params.gamma", f"gamma {params.gamma!r} is for the {', '.join(DISTANCE_KERNELS)} "
+                                "kernels: give a number")
+        kernels.check_lengthscales(params.lengthscales, input_dim)
         defaults = {name: value for name, value in uses.items() if getattr(params, name) is None}
         resolved = params.model_copy(update=defaults) if defaults else params
         if stored_numbers(n_components, input_dim) > MAX_STORED_NUMBERS:
@@ -95,15 +138,25 @@ class NystroemMap(DenseFeatureMap):
         if params.landmarks is not None or params.normalization is not None:
             _check_fitted(resolved, input_dim, n_components)
             return resolved
+        if isinstance(resolved.gamma, str) and resolved.fit_sample is None:
+            raise SpecError("params.gamma", f"gamma {resolved.gamma!r} is computed from fit_sample, which a "
+                            "stored spec no longer has: give the number")
         sample = _fit_sample(resolved, input_dim, n_components)
-        chosen, inverse = fit.fit_landmarks(sample, resolved.kernel, resolved, n_components, resolved.sampling, seed)
+        scaled = kernels.scaled(sample, resolved.lengthscales)
+        if isinstance(resolved.gamma, str):
+            pairs = randomness.distinct_pairs(seed, "nystroem.bandwidth", scaled.shape[0], MEDIAN_PAIRS)
+            resolved = resolved.model_copy(update={
+                "gamma": kernels.data_bandwidth(resolved.gamma, resolved.kernel, scaled, pairs)})
+        chosen, inverse = fit.fit_landmarks(scaled, resolved.kernel, resolved, n_components, resolved.sampling, seed)
         return resolved.model_copy(update={
             "fit_sample": None, "landmarks": sample[chosen].tolist(),
             "normalization": [inverse[i, :i + 1].tolist() for i in range(len(chosen))]})
 
     def __init__(self, spec):
         super().__init__(spec)
-        self._landmarks = np.asarray(self.params.landmarks, dtype=np.float64).reshape(-1, spec.input_dim)
+        # Landmarks are stored as the user's rows; the kernel sees them (and every input) over the lengthscales.
+        self._landmarks = kernels.scaled(np.asarray(self.params.landmarks, dtype=np.float64).reshape(-1, spec.input_dim),
+                                         self.params.lengthscales)
         k = self._landmarks.shape[0]
         inverse = np.zeros((k, k))
         for i, row in enumerate(self.params.normalization):
@@ -131,10 +184,10 @@ class NystroemMap(DenseFeatureMap):
         return X
 
     def _working_copy(self, X, dtype: np.dtype):
-        return X.astype(np.float64, copy=False)
+        return kernels.scaled(X.astype(np.float64, copy=False), self.params.lengthscales)
 
     def landmark_kernel(self, X) -> np.ndarray:
-        """K(X, S) in float64: X against the stored landmarks."""
+        """K(X, S) in float64: X (a working copy: over the lengthscales) against the stored landmarks."""
         p, S = self.params, self._landmarks
         if p.kernel in ("gaussian", "polynomial"):
             block = np.asarray(X @ S.T)
@@ -148,7 +201,7 @@ class NystroemMap(DenseFeatureMap):
             np.maximum(block, 0.0, out=block)
             block *= -p.gamma
             return np.exp(block, out=block)
-        return _kernel(p, to_dense(X), S)
+        return _kernel(p, to_dense(X), S, scaled=True)
 
     def _features_into(self, X, out: np.ndarray) -> None:
         k = self._landmarks.shape[0]
@@ -160,15 +213,19 @@ class NystroemMap(DenseFeatureMap):
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:
         X = self.check(X, "x")
-        return _kernel(self.params, X, X if Y is None else self.check(Y, "y"))
+        return _kernel(self.params, X, X if Y is None else self.check(Y, "y"), scaled=False)
 
 
-def _kernel(p: NystroemParams, X, Y) -> np.ndarray:
-    """The exact kernel the params name, X against Y (featurehash.maps.kernels)."""
+def _kernel(p: NystroemParams, X, Y, *, scaled: bool) -> np.ndarray:
+    """The exact kernel the params name, X against Y (featurehash.maps.kernels); `scaled`: the rows are
+    divided by the lengthscales already."""
+    lengthscales = None if scaled else p.lengthscales
     if p.kernel == "gaussian":
-        return kernels.gaussian(X, Y, p.gamma)
+        return kernels.gaussian(X, Y, p.gamma, lengthscales)
     if p.kernel == "laplacian":
-        return kernels.laplacian(X, Y, p.gamma)
+        return kernels.laplacian(X, Y, p.gamma, lengthscales)
+    if p.kernel == "matern":
+        return kernels.matern(X, Y, p.gamma, p.nu, lengthscales)
     if p.kernel == "chi2":
         return kernels.chi2(X, Y, p.gamma)
     if p.kernel == "polynomial":
