@@ -203,24 +203,36 @@ class _OneHotTransformer(_FeatureMapTransformer):
 class RandomFourierFeatures(_FeatureMapTransformer):
     """Random Fourier features (method "rff"; Rahimi & Recht, NIPS 2007).
 
-    Kernel: Gaussian exp(-gamma ||x - y||^2) (`kernel="gaussian"`) or Laplacian
-    exp(-gamma ||x - y||_1) (`kernel="laplacian"`). `variant` "cos_sin" (n_components / 2
-    frequencies, lower variance) or "phase" (sqrt(2/D) cos(W^T x + b), as RBFSampler).
-    `frequencies` "iid", "orthogonal" or "structured" (Gaussian kernel; Yu et al., NIPS 2016).
-    See `featurehash.maps.fourier.rff`.
+    Kernel: Gaussian exp(-gamma ||x - y||^2) (`kernel="gaussian"`), the L1 Laplacian
+    exp(-gamma ||x - y||_1) (`kernel="laplacian"`) or Matérn (`kernel="matern"`, smoothness `nu`,
+    length 1 / sqrt(2 gamma): scikit-learn's Matern(length_scale=s, nu) is gamma=0.5, lengthscales=s).
+    `lengthscales`: per-feature scales (a number or one per feature), dividing X's columns.
+    `gamma="scale"` or `"median"`: computed from at most `fit_rows` evenly spaced rows of X and stored.
+    `variant` "cos_sin" (n_components / 2 frequencies, lower variance) or "phase" (sqrt(2/D)
+    cos(W^T x + b), as RBFSampler). `frequencies` "iid", "orthogonal" or "structured" (Yu et al.,
+    NIPS 2016). See `featurehash.maps.fourier.rff`.
     """
 
     _method = "rff"
-    _spec_params = ("kernel", "gamma", "variant", "frequencies")
+    _spec_params = ("kernel", "gamma", "variant", "frequencies", "nu")
 
     def __init__(self, *, n_components=100, gamma=1.0, kernel="gaussian", variant="cos_sin", frequencies="iid",
-                 random_state=None):
+                 nu=None, lengthscales=None, fit_rows=2000, random_state=None):
         self.n_components = n_components
         self.gamma = gamma
         self.kernel = kernel
         self.variant = variant
         self.frequencies = frequencies
+        self.nu = nu
+        self.lengthscales = lengthscales
+        self.fit_rows = fit_rows
         self.random_state = random_state
+
+    def _params(self, X) -> dict[str, Any]:
+        params = _with_lengthscales(self, X, super()._params(X))
+        if isinstance(self.gamma, str):
+            params["fit_sample"] = _evenly_spaced_rows(self, X, minimum=2, purpose="compute gamma from")
+        return params
 
 
 class NormalizedRandomFourierFeatures(_FeatureMapTransformer):
@@ -350,6 +362,14 @@ class QuadratureFeatures(_FeatureMapTransformer):
         return {**params, **(self.fit_options or {}), "fit_sample": sample}
 
 
+def _with_lengthscales(estimator, X, params: dict[str, Any]) -> dict[str, Any]:
+    """params with the estimator's `lengthscales` as the spec's list: a number is repeated per feature."""
+    if estimator.lengthscales is not None:
+        scales = np.asarray(estimator.lengthscales, dtype=np.float64)
+        params["lengthscales"] = (np.full(X.shape[1], float(scales)) if scales.ndim == 0 else scales.ravel()).tolist()
+    return params
+
+
 def _evenly_spaced_rows(estimator, X, *, minimum: int, purpose: str) -> list[list[float]]:
     """At most `estimator.fit_rows` evenly spaced rows of X, as the fit_sample of a spec."""
     fit_rows = _plain(estimator.fit_rows)
@@ -419,21 +439,25 @@ class TensorSketchFeatures(_FeatureMapTransformer):
 class NystroemFeatures(_FeatureMapTransformer):
     """Nystroem features (method "nystroem"; Williams & Seeger, NIPS 2001), as scikit-learn's Nystroem.
 
-    Kernel (`kernel`): "gaussian", "laplacian", "chi2" (gamma), "polynomial" (gamma, degree, coef0),
-    "gmm" (power), "arccos0" / "arccos1" / "arccos2"; unset parameters take the spec's defaults.
+    Kernel (`kernel`): "gaussian", "laplacian", "chi2" (gamma), "matern" (gamma, nu in 0.5, 1.5, 2.5),
+    "polynomial" (gamma, degree, coef0), "gmm" (power), "arccos0" / "arccos1" / "arccos2"; unset
+    parameters take the spec's defaults. Gaussian, Laplacian and Matérn take `lengthscales` (a number or
+    one per feature) and `gamma="scale"` or `"median"` (computed from the fit rows).
     `fit` chooses n_components landmarks among `fit_rows` evenly spaced rows of X (at most) by
     randomly pivoted Cholesky (`sampling="rpcholesky"`) or uniformly (`"uniform"`), and `spec_`
     stores the landmarks and the normalisation (not the rows). See `featurehash.maps.fitted.nystroem`.
     """
 
     _method = "nystroem"
-    _spec_params = ("kernel", "gamma", "degree", "coef0", "power", "sampling")
+    _spec_params = ("kernel", "gamma", "nu", "degree", "coef0", "power", "sampling")
 
-    def __init__(self, *, n_components=100, kernel="gaussian", gamma=None, degree=None, coef0=None, power=None,
-                 sampling="rpcholesky", fit_rows=2000, random_state=None):
+    def __init__(self, *, n_components=100, kernel="gaussian", gamma=None, nu=None, lengthscales=None, degree=None,
+                 coef0=None, power=None, sampling="rpcholesky", fit_rows=2000, random_state=None):
         self.n_components = n_components
         self.kernel = kernel
         self.gamma = gamma
+        self.nu = nu
+        self.lengthscales = lengthscales
         self.degree = degree
         self.coef0 = coef0
         self.power = power
@@ -442,8 +466,8 @@ class NystroemFeatures(_FeatureMapTransformer):
         self.random_state = random_state
 
     def _params(self, X) -> dict[str, Any]:
-        return {**super()._params(X), "fit_sample": _evenly_spaced_rows(self, X, minimum=1,
-                                                                       purpose="choose landmarks from")}
+        return {**_with_lengthscales(self, X, super()._params(X)),
+                "fit_sample": _evenly_spaced_rows(self, X, minimum=1, purpose="choose landmarks from")}
 
 
 class AdditiveChi2Features(_FeatureMapTransformer):
