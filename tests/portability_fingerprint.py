@@ -26,13 +26,15 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 GOLDEN_FILES = ("golden.json", "binning.json", "quadrature.json", "random_maclaurin.json", "srf_shells.json",
                 "ssf.json", "tensorsketch.json", "kernel_approximation.json", "frequencies.json",
                 "gcws_mixed_bits.json", "ssf_rotation.json", "quadrature_forward.json",
-                "ssf_search.json")
+                "ssf_search.json", "matern.json")
 DENSE_REQUESTS = {
     "rff_cos_sin": {"method": "rff", "params": {"gamma": 0.02}},
     "rff_phase": {"method": "rff", "params": {"gamma": 0.02, "variant": "phase"}},
     "rff_laplacian": {"method": "rff", "params": {"kernel": "laplacian", "gamma": 0.05}},
     "rff_orthogonal": {"method": "rff", "params": {"gamma": 0.02, "frequencies": "orthogonal"}},
     "rff_structured": {"method": "rff", "params": {"gamma": 0.02, "variant": "phase", "frequencies": "structured"}},
+    "rff_matern": {"method": "rff", "params": {"kernel": "matern", "nu": 0.8, "gamma": 0.02,
+                                                "lengthscales": [1.0 + i / 64 for i in range(64)]}},
     "nrff": {"method": "nrff", "params": {"gamma": 2.0}},
     "nrff_orthogonal": {"method": "nrff", "params": {"gamma": 2.0, "frequencies": "orthogonal"}},
     "srf": {"method": "srf", "params": {"degree": 5, "bias": 3.0}},
@@ -47,6 +49,7 @@ DENSE_REQUESTS = {
 FITTED_DENSE_REQUESTS = {
     "nystroem_gaussian": {"method": "nystroem", "params": {"gamma": 0.02}},
     "nystroem_arccos1": {"method": "nystroem", "params": {"kernel": "arccos1", "sampling": "uniform"}},
+    "nystroem_matern_median": {"method": "nystroem", "params": {"kernel": "matern", "nu": 2.5, "gamma": "median"}},
 }
 DENSE_SHAPE = (1500, 64, 512)  # rows, input_dim, n_components
 BATCH_CUTS = (0, 1, 17, 400, 1023, 1500)

@@ -53,6 +53,8 @@ CASES = [
     ("nystroem_matern_ard_median", {"method": "nystroem", "input_dim": 3, "n_components": 6, "seed": 71,
                                     "params": {"kernel": "matern", "nu": 0.5, "gamma": "median",
                                                "lengthscales": [1.0, 0.5, 2.0], "fit_sample": _rows(25, 3, 4)}}),
+    ("quadrature_subsampled_ard", {"method": "quadrature", "input_dim": 3, "n_components": 12, "seed": 73,
+                                   "params": {"gamma": 0.4, "lengthscales": [2.0, 0.5, 1.0]}}),
     ("nystroem_gaussian_scale", {"method": "nystroem", "input_dim": 4, "n_components": 5, "seed": 72,
                                  "params": {"gamma": "scale", "fit_sample": _rows(20, 4, 5)}}),
 ]

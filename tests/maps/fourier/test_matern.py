@@ -1,10 +1,12 @@
-"""Matérn kernels, per-dimension (ARD) lengthscales and data-driven gammas (issue 34) for rff and nystroem:
+"""Matérn kernels, per-dimension (ARD) lengthscales and data-driven gammas (issue 34) for rff and nystroem
+(lengthscales also for quadrature):
 - the exact Matérn kernel equals scikit-learn's Matern(length_scale, nu) under the documented
   parameterisation (gamma = 1/2 with lengthscales = length_scale), closed forms and Bessel form alike;
 - the chi-square / gamma variates behind the t frequencies follow their laws (Kolmogorov-Smirnov);
 - each estimate against its exact kernel within 5 standard deviations of the Monte-Carlo estimate at
   D features, the standard deviation from theory (see `estimate_sd`);
 - unbiased over seeds: the mean of the estimate over 240 seeds is within 4.5 of its standard errors;
+- quadrature grids with lengthscales are the grids of the scaled inputs;
 - the data-driven gammas: scikit-learn's "scale", the median heuristic, both computed in a fixed order
   (equal to a plain-Python sequential computation, bit for bit);
 - specs: unset new params leave the canonical JSON (old ids kept), named field errors;
@@ -182,6 +184,23 @@ def test_nystroem_resolves_gamma_and_lengthscales_before_its_fit():
                                                                 (1.0, 0.5, 2.0)], nu=1.5)(X[:4]), rtol=1e-10)
 
 
+@pytest.mark.parametrize("grid, D", [("dense", 82), ("sparse", 50), ("subsampled", 64), ("reweighted", 40)])
+def test_quadrature_lengthscales_are_the_rule_of_the_scaled_inputs(grid, D):
+    """Per-dimension lengthscales on a quadrature grid give the features (and kernels) of the same grid on
+    x / l: every coordinate of the rule is divided by its scale, the reweighted fit is made on the sample / l."""
+    scales = np.array([0.5, 1.0, 2.0, 1.5])
+    X, sample = points(6, 4, 17), points(60, 4, 18)
+    extra = {"points_per_dim": 3} if grid == "dense" else {"level": 2} if grid == "sparse" else {}
+    made = {}
+    for name, (rows, params) in {"ard": (sample, {"lengthscales": scales.tolist()}), "scaled": (sample / scales, {})}.items():
+        fit = {"fit_sample": rows.tolist()} if grid == "reweighted" else {}
+        made[name] = create_map({"method": "quadrature", "input_dim": 4, "n_components": D, "seed": 2,
+                                 "params": {"grid": grid, "gamma": 0.3, **extra, **fit, **params}})
+    np.testing.assert_allclose(made["ard"].kernel(X), made["scaled"].kernel(X / scales), atol=1e-12)
+    np.testing.assert_allclose(made["ard"].exact_kernel(X), made["scaled"].exact_kernel(X / scales), rtol=1e-13)
+    assert "lengthscales" not in made["scaled"].spec.params
+
+
 # -- specs ---------------------------------------------------------------------------------------------------
 
 def test_unset_new_params_leave_the_stored_spec_and_id_alone():
@@ -216,6 +235,7 @@ def test_unset_new_params_leave_the_stored_spec_and_id_alone():
     ("nystroem", {"kernel": "chi2", "lengthscales": [1.0, 1.0]}, "params.lengthscales"),
     ("nystroem", {"kernel": "polynomial", "gamma": "scale"}, "params.gamma"),
     ("nystroem", {"lengthscales": [1.0]}, "params.lengthscales"),
+    ("quadrature", {"lengthscales": [1.0, 2.0, 3.0]}, "params.lengthscales"),
 ])
 def test_bad_params_are_refused_naming_the_field(method, params, field):
     if method == "nystroem":

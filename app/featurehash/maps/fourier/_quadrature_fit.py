@@ -10,6 +10,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
+from .. import kernels
 from .. import randomness
 from . import _quadrature_design as design
 from . import _quadrature_rules as rules
@@ -26,6 +27,7 @@ def resolve_params(params: QuadratureParams, *, input_dim: int, n_components: in
     for a new reweighted request the fit."""
     subsets = anova_subsets(params.anova, input_dim)
     subset_sizes = family_sizes(params.anova, input_dim)
+    kernels.check_lengthscales(params.lengthscales, input_dim)
     grid, updates = params.grid, {}
     fit_names = ("fit_sample", "fit_pairs", "candidates", "selection", "penalty", "diagonal_weight",
                  *FITTED_FIELDS)
@@ -119,6 +121,8 @@ def _complete_reweighted(params: QuadratureParams, subsets: list[list[int]], inp
                         f"{2 * MAX_CANDIDATES} features")
     if resolved.candidates < len(subsets):
         raise SpecError("params.candidates", f"need at least one candidate per subset ({len(subsets)})")
+    # The rule is fitted to the kernel of u = x / lengthscales; the map divides W's columns likewise.
+    sample = kernels.scaled(sample, params.lengthscales)
     fit = fit_reweighted(sample, subsets, n_points, seed, gamma=resolved.gamma, points_per_dim=L,
                          candidates=resolved.candidates, fit_pairs=resolved.fit_pairs,
                          penalty="forward" if resolved.selects_forward else resolved.penalty,

@@ -50,11 +50,11 @@ class QuadratureGrid:
         points, weights = self.unit_rule()
         scale = math.sqrt(2.0 * self.params.gamma)
         if self.params.anova is None:
-            return points[0] * scale, weights[0]
+            return self._per_dimension(points[0] * scale, slice(None)), weights[0]
         counts = [len(block) for block in points]
         rows = np.repeat(np.arange(sum(counts)), np.repeat([len(subset) for subset in self.subsets], counts))
         columns = np.concatenate([np.tile(subset, c) for subset, c in zip(self.subsets, counts)])
-        values = np.concatenate([block.ravel() for block in points]) * scale
+        values = self._per_dimension(np.concatenate([block.ravel() for block in points]) * scale, columns)
         W = sp.csr_matrix((values, (rows, columns)), shape=(sum(counts), self.input_dim))
         W.sort_indices()
         return W, np.concatenate(weights)
@@ -79,14 +79,21 @@ class QuadratureGrid:
         for rows, words in randomness.row_blocks(self.spec.seed, "quadrature.points", P, size):
             indices = rules.subsample(L, rows.stop - rows.start, size, randomness.uniform_open(words))
             if self.params.anova is None:
-                W[rows] = nodes[indices] * scale
+                W[rows] = self._per_dimension(nodes[indices] * scale, slice(None))
             else:
                 entries = slice(rows.start * size, rows.stop * size)
-                W.data[entries] = (nodes[indices] * scale).ravel()
+                W.data[entries] = self._per_dimension((nodes[indices] * scale).ravel(), columns[owners[rows]].ravel())
                 W.indices[entries] = columns[owners[rows]].ravel()
         if sp.issparse(W):
             W.sort_indices()
         return W, weights
+
+    def _per_dimension(self, values: np.ndarray, columns) -> np.ndarray:
+        """Frequency entries of input coordinates `columns` (a slice: the last axis) divided by their
+        lengthscales: the rule of the kernel of u = x / l. Unchanged without lengthscales."""
+        if self.params.lengthscales is None:
+            return values
+        return values / np.asarray(self.params.lengthscales)[columns]
 
     def points_per_subset(self) -> list[int]:
         """How many of the P points each subset has (known from the spec, before any rule is built)."""

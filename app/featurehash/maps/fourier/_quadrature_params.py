@@ -89,14 +89,20 @@ class QuadratureParams(BaseModel):
     points: list[list[NodeIndex]] | None = Field(default=None, min_length=1)
     weights: list[NonNegativeFloat] | None = Field(default=None, min_length=1)
     point_subsets: list[NonNegativeInt] | None = Field(default=None, min_length=1)
+    # Per-dimension lengthscales l: the kernel of u = x / l (each grid's column i divided by l_i); left out
+    # of the stored spec while unset.
+    lengthscales: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] | None = None
 
     @model_serializer(mode="wrap")
     def _omit_legacy_selection(self, handler):
         """Stored params leave `selection` out at "l1_path" (or unset), so every spec made before the
-        parameter, and the same request made today with selection "l1_path", keeps its id."""
+        parameter, and the same request made today with selection "l1_path", keeps its id; the same for
+        unset lengthscales."""
         params = handler(self)
         if params.get("selection", "l1_path") in ("l1_path", None):
             params.pop("selection", None)
+        if params.get("lengthscales", 0) is None:
+            del params["lengthscales"]
         return params
 
     @property

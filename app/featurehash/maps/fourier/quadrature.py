@@ -4,7 +4,11 @@ NIPS 2017; papers/002_*; ALGORITHMS.md "Gaussian-quadrature features").
 Kernel: Gaussian k(x, y) = exp(-gamma ||x - y||^2), whose spectrum is N(0, 2 gamma I); with `anova`,
 the sparse ANOVA kernel k(x, y) = sum_{S in family} prod_{i in S} exp(-gamma (x_i - y_i)^2)
 (`featurehash.maps.kernels.gaussian_anova`; section 4), the family being the sliding windows of `window`
-consecutive coordinates (d - r + 1 of them) or an explicit list of `subsets`.
+consecutive coordinates (d - r + 1 of them) or an explicit list of `subsets`. With per-dimension
+`lengthscales` l, x_i is read as x_i / l_i in both: the spectrum is a product over coordinates, so every grid
+keeps its rule with coordinate i of each node divided by l_i (the reweighted fit runs on fit_sample / l).
+Matérn kernels are not offered: their spectrum (multivariate t) is no product over coordinates, so no tensor
+grid of a 1-D rule integrates it.
 
 Points w_i and weights a_i >= 0 with k(x - y) ~ sum_i a_i cos(w_i . (x - y)) give the features
     z(x) = [sqrt(a_i) cos(w_i . x)]_i ++ [sqrt(a_i) sin(w_i . x)]_i           (output dim 2 P)
@@ -266,6 +270,8 @@ class QuadratureMap(QuadratureGrid, DenseFeatureMap):
     def exact_kernel(self, X, Y=None) -> np.ndarray:
         X = self.check(X, "x")
         Y = X if Y is None else self.check(Y, "y")
+        scales = self.params.lengthscales
         if self.params.anova is None:
-            return kernels.gaussian(X, Y, self.params.gamma)
-        return kernels.gaussian_anova(X, Y, self.params.gamma, self.subsets)
+            return kernels.gaussian(X, Y, self.params.gamma, scales)
+        return kernels.gaussian_anova(kernels.scaled(X, scales), kernels.scaled(Y, scales), self.params.gamma,
+                                      self.subsets)
