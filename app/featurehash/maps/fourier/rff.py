@@ -101,7 +101,6 @@ class RFFMap(DenseFeatureMap):
         self._structured_row_norm = np.inf
         self._passes: dict[np.dtype, FourierPass] = {}
         self._projectors: dict[np.dtype, object] = {}
-        self._t_factors: np.ndarray | None = None
 
     @staticmethod
     def _frequency_count(spec: MapSpec, variant: str) -> int:
@@ -147,31 +146,32 @@ class RFFMap(DenseFeatureMap):
         blocks (the float64 temporaries are one block, not the matrix), orthogonal and structured ones
         block by block of their own construction."""
         tag, d = f"{self.method}.frequencies", self.input_dim
+        factors = self._row_factors(out.shape[0])
         if self.params.frequencies == "orthogonal":
-            out[...] = self._scaled_rows(orthogonal_gaussian(self.spec.seed, tag, out.shape[0], d), slice(None), scale)
+            out[...] = self._scaled_rows(orthogonal_gaussian(self.spec.seed, tag, out.shape[0], d), factors, scale)
             return
         if self.params.frequencies == "structured":
             out[...] = structured_gaussian(self.spec.seed, tag, out.shape[0], d) * scale
             return
         law = self._unit_law()
         for rows, words in randomness.row_blocks(self.spec.seed, tag, out.shape[0], d):
-            out[rows] = self._scaled_rows(law(words).reshape(-1, d), rows, scale)
+            out[rows] = self._scaled_rows(law(words).reshape(-1, d), None if factors is None else factors[rows], scale)
 
-    def _scaled_rows(self, rows: np.ndarray, which: slice, scale: float) -> np.ndarray:
-        """Unit-law rows `which` times `scale`, Matérn's t factors (one per row) and 1 / lengthscales (per
-        column): Gaussian and Laplacian rows without lengthscales are rows * scale, as they always were."""
+    def _row_factors(self, count: int) -> np.ndarray | None:
+        """Matérn's t factors sqrt(2 nu / chi^2_(2 nu)), one per frequency (`_kernel_scale`); None otherwise."""
+        if getattr(self.params, "kernel", None) != "matern":
+            return None
+        return matern_radius_factors(self.spec.seed, f"{self.method}.frequencies.chi2", count, self.params.nu)
+
+    def _scaled_rows(self, rows: np.ndarray, factors: np.ndarray | None, scale: float) -> np.ndarray:
+        """Unit-law rows times `scale`, the t factors (one per row) and 1 / lengthscales (per column):
+        Gaussian and Laplacian rows without lengthscales are rows * scale, as they always were."""
         rows = rows * scale
-        if getattr(self.params, "kernel", None) == "matern":
-            rows *= self._matern_factors()[which, None]
+        if factors is not None:
+            rows *= factors[:, None]
         if getattr(self.params, "lengthscales", None) is not None:
             rows /= np.asarray(self.params.lengthscales)
         return rows
-
-    def _matern_factors(self) -> np.ndarray:
-        if self._t_factors is None:
-            self._t_factors = matern_radius_factors(self.spec.seed, f"{self.method}.frequencies.chi2",
-                                                    self._n_frequencies, self.params.nu)
-        return self._t_factors
 
     def _unit_law(self):
         return randomness.cauchy if self.params.kernel == "laplacian" else randomness.normal
