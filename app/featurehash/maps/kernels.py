@@ -291,6 +291,16 @@ BANDWIDTH_RULES = ("scale", "median")
 _PAIR_BLOCK_ELEMENTS = 2**20
 
 
+def _sequential_sum(values: np.ndarray, term) -> float:
+    """sum of term(values) added strictly in index order, block by block (each block's accumulate starts
+    from the running total: the same bits as one accumulate over everything, with block-sized temporaries)."""
+    total = 0.0
+    for start in range(0, values.size, _PAIR_BLOCK_ELEMENTS):
+        block = term(values[start:start + _PAIR_BLOCK_ELEMENTS])
+        total = float(np.add.accumulate(np.concatenate(([total], block)))[-1])
+    return total
+
+
 def check_lengthscales(lengthscales, input_dim: int) -> None:
     """Per-dimension lengthscales: one per input coordinate (positive and finite: the params model)."""
     if lengthscales is not None and len(lengthscales) != input_dim:
@@ -315,9 +325,8 @@ def data_bandwidth(rule: str, kernel: str, sample: np.ndarray, pairs: tuple[np.n
     l1 = kernel == "laplacian"
     if rule == "scale":
         entries = np.ascontiguousarray(sample, dtype=np.float64).ravel()
-        mean = float(pm.ordered_sum(entries)) / entries.size
-        centred = entries - mean
-        variance = float(pm.ordered_sum(centred * centred)) / entries.size
+        mean = _sequential_sum(entries, lambda block: block) / entries.size
+        variance = _sequential_sum(entries, lambda block: (block - mean) * (block - mean)) / entries.size
         if variance == 0.0:
             return 1.0
         return 1.0 / (d * float(np.sqrt(variance))) if l1 else 1.0 / (d * variance)

@@ -30,7 +30,7 @@ from ..errors import SpecError
 
 # The fit sample behind a data-driven bandwidth: rows, and numbers (rows x input_dim) at most.
 MAX_FIT_ROWS = 20_000
-MAX_FIT_NUMBERS = 2**24
+MAX_FIT_NUMBERS = 2**22
 # Pairs whose median distance sets gamma for "median" (odd: the median is one of them).
 MEDIAN_PAIRS = 10_001
 DEFAULT_NU = 1.5   # scikit-learn's Matern default
