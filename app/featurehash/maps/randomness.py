@@ -104,9 +104,10 @@ def chi_square(seed: int, tag: str, count: int, dof: float) -> np.ndarray:
 def gamma_variates(seed: int, tag: str, count: int, shape: float) -> np.ndarray:
     """`count` Gamma(shape, 1) variates, shape > 0, by Marsaglia & Tsang ("A simple method for generating
     gamma variables", ACM TOMS 2000): d = a - 1/3, c = 1 / sqrt(9 d); propose v = (1 + c x)^3, x normal,
-    accept d v when log U < x^2 / 2 + d - d v + d log v. Round r draws 2 count words (x of variate i from
-    word i, U from word count + i) whether or not i is still pending, so a variate depends on its index and
-    round only. Shape < 1 uses Gamma(a) = Gamma(a + 1) U^(1/a) with U from the stream `tag`.boost."""
+    accept d v when log U < x^2 / 2 + d - d v + d log v. Round r draws the next 2 count words of the stream
+    (x of variate i from word i, U from word count + i) whether or not i is still pending, so variate i is a
+    function of (seed, tag, count, i) alone, whatever happens to the others. Shape < 1 uses
+    Gamma(a) = Gamma(a + 1) U^(1/a) with U from the stream `tag`.boost."""
     a = shape + 1.0 if shape < 1.0 else shape
     d = a - 1.0 / 3.0
     c = 1.0 / np.sqrt(9.0 * d)
