@@ -107,7 +107,7 @@ def _operation(path: str, method: str, op: dict) -> list[str]:
         for ctype, media in body.get("content", {}).items():
             out += _examples(ctype, media)
     out += ["**Responses**", "", "| status | description | body |", "|---|---|---|"]
-    for status, resp in op.get("responses", {}).items():
+    for status, resp in sorted(op.get("responses", {}).items()):
         bodies = ", ".join(f"`{ctype}` {_type(media.get('schema', {}))}"
                            for ctype, media in resp.get("content", {}).items())
         out.append(f"| {status} | {_cell(resp.get('description', ''))} | {bodies} |")
@@ -126,8 +126,15 @@ def _examples(ctype: str, media: dict) -> list[str]:
     for name, value in examples.items():
         if not isinstance(value, (dict, list)):
             continue
-        out += [f"Example ({_cell(name)}, `{ctype}`):", "", "```json", json.dumps(value, indent=1)[:4000], "```", ""]
+        out += [f"Example ({_cell(name)}, `{ctype}`):", "", "```json", _json(value), "```", ""]
     return out
+
+
+def _json(value) -> str:
+    """A body as it is sent: one line per top-level field."""
+    if isinstance(value, dict) and value:
+        return "{\n" + ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in value.items()) + "\n}"
+    return json.dumps(value)
 
 
 def _schema_section(name: str, schema: dict) -> list[str]:
