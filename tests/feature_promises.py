@@ -1,4 +1,5 @@
-"""The README's promise for dense features ("What is exact"), as one assertion the golden tests share.
+"""The documented promise for dense features (docs/exactness.md, "What is exact"), as one assertion the golden
+tests share.
 
 Two float32 computations of the same features (another CPU, BLAS kernel, thread count or batch cut)
 differ by at most 4 times the float32 error max |z32 - z64| of the same rows plus 64 float32 ulps of the

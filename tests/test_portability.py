@@ -1,4 +1,4 @@
-"""One spec, one map, on every machine (DESIGN.md "What the same map promises"; README "What is exact").
+"""One spec, one map, on every machine (DESIGN.md "What the same map promises"; docs/exactness.md "What is exact").
 
 CI runs on whatever CPU it gets, so the other CPUs are simulated here: `tests/portability_fingerprint.py`
 runs in subprocesses under other OpenBLAS kernels (OPENBLAS_CORETYPE), with numpy's AVX-512 and AVX2
@@ -26,7 +26,7 @@ from feature_promises import FLOAT32_ERROR_FACTOR, FLOAT64_RELATIVE
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "portability_fingerprint.py"
-# The promise for dense features (README "What is exact", tests/feature_promises.py): two float32
+# The promise for dense features (docs/exactness.md "What is exact", tests/feature_promises.py): two float32
 # computations of the same rows (another CPU, BLAS kernel, thread count or batch cut) differ by at most
 # 4 times the float32 error max |z32 - z64| (measured ratio <= 0.88 here); float64 features by at most
 # 1e-11 of the largest feature (measured <= 4.5e-13, Laplacian RFF, whose Cauchy frequencies give

@@ -2,7 +2,8 @@
 
 The service must give the estimator's id and its features: discrete codes and one-hot indices exactly,
 float32 features bit for bit from the same float32 input, float64 features to 1e-12, and the service's
-default float32 features (from float64 input) within the README's bound of the estimator's float64 features.
+default float32 features (from float64 input) within the documented bound (docs/guides/offline-training.md) of
+the estimator's float64 features.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from featurehash.sklearn import (AdditiveChi2Features, GCWSFeatures, NormalizedR
                                  RandomMaclaurinFeatures, SkewedChi2Features, SphericalRandomFeatures,
                                  SphericalStructuredFeatures, TensorSketchFeatures)
 
-# The README's bound ("Offline training, online scoring"): float32 features differ from float64 ones by at
-# most this times the largest feature (64 float32 epsilons; measured up to 20). Not for Laplacian RFF, whose
-# Cauchy frequencies make cosine arguments in the thousands: their float32 rounding is the README's exception.
+# The documented bound (docs/guides/offline-training.md, "Offline training, online scoring"): float32 features
+# differ from float64 ones by at most this times the largest feature (64 float32 epsilons; measured up to 20).
+# Not for Laplacian RFF, whose Cauchy frequencies make cosine arguments in the thousands: their float32
+# rounding is the documented exception.
 FLOAT32_BOUND = 64 * 2.0**-24
 
 ESTIMATORS = [

@@ -510,8 +510,8 @@ def test_golden_spec_refits_to_the_stored_numbers(name):
 
 @pytest.mark.parametrize("name", list(GOLDEN["cases"]))
 def test_an_old_request_now_gets_the_shells_and_its_stored_spec_still_works(name):
-    """What README promises: the request behind a stored mixture spec now fits shells (another
-    id), while the stored spec itself is still accepted as it is, under its own id."""
+    """What docs/methods/polynomial.md promises: the request behind a stored mixture spec now fits shells
+    (another id), while the stored spec itself is still accepted as it is, under its own id."""
     old = GOLDEN["cases"][name]
     assert old["request"] == GOLDEN_SHELLS["cases"][name]["request"]
     assert create_map(old["request"]).spec.id == GOLDEN_SHELLS["cases"][name]["spec"]["id"] != old["spec"]["id"]

@@ -1,7 +1,7 @@
 """Structured frequencies without the dense W (`_structured_projection`): the O(D log d) projection
 is X W^T for the W of `structured_gaussian`, the maps' features match the dense-W path within the
-README's dense-feature promise, the map holds O(D) bytes, and the transform is the same whatever the
-row split, sparse or dense input, and compiles without fused multiply-adds."""
+documented dense-feature promise (docs/exactness.md), the map holds O(D) bytes, and the transform is the
+same whatever the row split, sparse or dense input, and compiles without fused multiply-adds."""
 
 from __future__ import annotations
 

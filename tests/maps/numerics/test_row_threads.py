@@ -47,7 +47,7 @@ def test_threads_blocks_and_chunks_give_the_same_features(method, params, monkey
         m.features_into(X, shared64, threads=threads)
         m.features_into(X.astype(np.float32), shared32, threads=threads)
         # Rows are computed independently: other cuts change at most the products' last bits (in
-        # float32 amplified by large phases, as another BLAS kernel would: the README promise).
+        # float32 amplified by large phases, as another BLAS kernel would: the promise of docs/exactness.md).
         assert_dense_features_match(shared32, shared64, alone32, alone64)
     np.testing.assert_allclose(m.transform(sp.csr_matrix(X), dtype=np.float64), alone64, rtol=0, atol=1e-12)
 
