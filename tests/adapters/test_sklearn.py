@@ -62,6 +62,7 @@ def expected_failures(estimator) -> dict[str, str]:
 STRICT = {"xfail_strict": True} if "xfail_strict" in inspect.signature(parametrize_with_checks).parameters else {}
 
 
+@pytest.mark.filterwarnings("ignore:n_components=1:UserWarning")   # the checks' size, raised to a valid one
 @parametrize_with_checks(CHECKED, expected_failed_checks=expected_failures, **STRICT)
 def test_sklearn_estimator_checks(estimator, check):
     # check_array_api_input is skipped by scikit-learn itself unless SCIPY_ARRAY_API=1 was set before scipy
