@@ -26,7 +26,7 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 GOLDEN_FILES = ("golden.json", "binning.json", "quadrature.json", "random_maclaurin.json", "srf_shells.json",
                 "ssf.json", "tensorsketch.json", "kernel_approximation.json", "frequencies.json",
                 "gcws_mixed_bits.json", "ssf_rotation.json", "quadrature_forward.json",
-                "ssf_search.json", "matern.json")
+                "ssf_search.json", "matern.json", "empty_rows.json")
 DENSE_REQUESTS = {
     "rff_cos_sin": {"method": "rff", "params": {"gamma": 0.02}},
     "rff_phase": {"method": "rff", "params": {"gamma": 0.02, "variant": "phase"}},

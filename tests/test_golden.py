@@ -17,6 +17,7 @@ import pytest
 
 from featurehash.maps import FORMAT_VERSION, create_map, resolve_spec
 from featurehash.maps import randomness
+from featurehash.maps.base import EMPTY_CODE
 from feature_promises import assert_dense_features_match
 
 GOLDEN = json.loads((Path(__file__).resolve().parent / "golden" / "golden.json").read_text())
@@ -106,3 +107,39 @@ def test_raw_randomness(entry):
     np.testing.assert_allclose(randomness.cauchy(words), entry["cauchy"], **RAW)
     np.testing.assert_allclose(randomness.phase(words), entry["phase"], **RAW)
     assert int(randomness.counter_key(entry["seed"], entry["tag"])) == entry["counter_key"]
+
+
+# -- params.empty_rows (tests/golden/empty_rows.json, make_golden_empty_rows.py) ----------------------------------
+
+EMPTY_ROWS_CASES = json.loads((Path(__file__).resolve().parent / "golden" / "empty_rows.json").read_text())["cases"]
+
+
+@pytest.mark.parametrize("name", list(EMPTY_ROWS_CASES))
+def test_empty_rows_option(name):
+    """The spec keeps its id and its all-zero row its explicit result; the other rows get what the map without
+    the option gives them (`empty_rows` "error" is the default, left out of the stored params)."""
+    case = EMPTY_ROWS_CASES[name]
+    stored, expected = case["spec"], case["expected"]
+    assert create_map(case["request"]).spec.id == stored["id"]
+    m = from_stored_spec(case)
+    X = np.array(case["input"], dtype=np.float64)
+    empty = np.flatnonzero(~X.any(axis=1))
+    others = np.flatnonzero(X.any(axis=1))
+    without = create_map({**case["request"], "params": {k: v for k, v in case["request"]["params"].items()
+                                                        if k != "empty_rows"}})
+    assert "empty_rows" not in without.spec.params and without.spec.id != stored["id"]
+    np.testing.assert_allclose(m.exact_kernel(X), expected["exact_kernel"], rtol=1e-12, atol=1e-15)
+    if m.one_hot:
+        codes = m.hash(X)
+        assert codes.tolist() == expected["hash"] and (codes[empty] == EMPTY_CODE).all()
+        np.testing.assert_array_equal(codes[others], without.hash(X[others]))
+        features = m.transform(X)
+        assert features.indices.tolist() == expected["indices"] and features.dim == expected["dim"]
+        np.testing.assert_array_equal(features.indices[others], without.transform(X[others]).indices)
+        np.testing.assert_array_equal(m.kernel(X), np.array(expected["kernel"]))
+        return
+    Z64, Z32 = m.transform(X, dtype=np.float64), m.transform(X)
+    assert_dense_features_match(Z32, Z64, expected["transform_float32"], expected["transform_float64"])
+    assert not Z64[empty].any() and not Z32[empty].any()
+    np.testing.assert_array_equal(Z64[others], without.transform(X[others], dtype=np.float64))
+    np.testing.assert_allclose(m.kernel(X), expected["kernel"], rtol=1e-12, atol=1e-12)

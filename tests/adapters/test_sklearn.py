@@ -19,7 +19,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.utils import estimator_checks
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from featurehash import SpecError, create_map
+from featurehash import InputError, SpecError, create_map
+from featurehash.maps.base import EMPTY_CODE
 from featurehash.maps import METHODS
 from featurehash.sklearn import (ESTIMATORS, AdditiveChi2Features, GCWSFeatures, HashingFeatures,
                                  NormalizedRandomFourierFeatures, NystroemFeatures, QuadratureFeatures,
@@ -29,7 +30,7 @@ from featurehash.sklearn import (ESTIMATORS, AdditiveChi2Features, GCWSFeatures,
 # Each method at its defaults, plus the variants that change what fit does or what sizes are valid.
 CHECKED = [
     RandomFourierFeatures(), RandomFourierFeatures(variant="phase", kernel="laplacian"),
-    NormalizedRandomFourierFeatures(), GCWSFeatures(), GCWSFeatures(zero_bit=True, bits=4),
+    NormalizedRandomFourierFeatures(), GCWSFeatures(), GCWSFeatures(zero_bit=True, bits=4, sampler="dart"),
     SphericalRandomFeatures(), SphericalStructuredFeatures(), SphericalStructuredFeatures(kernel="arccos1"),
     QuadratureFeatures(), QuadratureFeatures(grid="reweighted", n_components=20), RandomBinningFeatures(),
     RandomMaclaurinFeatures(), TensorSketchFeatures(), NystroemFeatures(), NystroemFeatures(kernel="arccos1"),
@@ -37,42 +38,23 @@ CHECKED = [
     SkewedChi2Features(skewedness=5.0),
 ]
 # These checks transform standardised data (entries down to about -1.5): below -skewedness at the default 1.
+# scikit-learn's own SkewedChi2Sampler passes them only by its class name (_enforce_estimator_tags_X shifts the
+# data of an estimator named "SkewedChi2Sampler"; a subclass under another name fails the same three checks),
+# and no tag says "entries > -c": positive_only would make fit refuse every negative entry
+# (check_positive_only_tag_during_fit), which the kernel accepts down to -skewedness.
 BELOW_MINUS_SKEWEDNESS_CHECKS = ("check_transformer_data_not_an_array", "check_transformer_general",
                                  "check_transformer_preserve_dtypes")
 # check_array_api_input too (its data reach -2.6): run for every estimator but the default SkewedChi2Features.
 ARRAY_API_CHECKED = [e for e in CHECKED if not (isinstance(e, SkewedChi2Features) and e.skewedness <= 1.5)]
 
-# These checks set n_components = 1 (hard-coded in scikit-learn), a size some maps do not have.
-SIZE_ONE_CHECKS = ("check_dont_overwrite_parameters", "check_fit2d_predict1d", "check_methods_subset_invariance",
-                   "check_methods_sample_order_invariance", "check_fit2d_1sample", "check_fit2d_1feature")
-
-
-def _size_one_reason(estimator) -> str | None:
-    if isinstance(estimator, SphericalStructuredFeatures):
-        return "SSF needs n_components a multiple of 4 and >= 4 ceil(n_features / 2); the check sets 1"
-    if isinstance(estimator, QuadratureFeatures):
-        return "quadrature features come as cos/sin pairs (n_components even); the check sets 1"
-    if isinstance(estimator, RandomFourierFeatures) and estimator.variant == "cos_sin":
-        return "variant cos_sin pairs cos and sin features (n_components even); the check sets 1"
-    return None
-
 
 def expected_failures(estimator) -> dict[str, str]:
-    """Every expected failure, with its reason; test_checks_at_a_valid_size and
-    test_integer_and_float32_input_without_zero_rows run the same checks where the map applies."""
-    failures = {}
-    if (reason := _size_one_reason(estimator)) is not None:
-        failures.update({name: reason + " (rerun at the smallest valid size below)" for name in SIZE_ONE_CHECKS})
-        if getattr(estimator, "grid", None) == "reweighted":
-            del failures["check_fit2d_1sample"]  # passes: one row cannot be fitted, refused before the size is
+    """The only expected failures: where scikit-learn's own equivalent cannot pass either."""
     if isinstance(estimator, SkewedChi2Features) and estimator.skewedness <= 1.5:
-        failures.update({name: "entries <= -skewedness have no log(x + c): refused like scikit-learn's "
-                         "SkewedChi2Sampler (skewedness=5 passes them)" for name in BELOW_MINUS_SKEWEDNESS_CHECKS})
-    if isinstance(estimator, (NormalizedRandomFourierFeatures, SphericalRandomFeatures, GCWSFeatures)):
-        failures["check_estimators_dtypes"] = (
-            "the data cast to int has an all-zero row, which this map refuses like the service does (NRFF and SRF "
-            "need a direction, GCWS a nonzero entry); dtypes are checked on nonzero rows below")
-    return failures
+        return {name: "entries <= -skewedness have no log(x + c): refused like scikit-learn's SkewedChi2Sampler, "
+                "which passes only through a class-name exception in scikit-learn's checks (skewedness=5 passes)"
+                for name in BELOW_MINUS_SKEWEDNESS_CHECKS}
+    return {}
 
 
 # An expected failure that passes fails the run (scikit-learn >= 1.7; 1.6, the floor the extra allows, has no
@@ -80,32 +62,12 @@ def expected_failures(estimator) -> dict[str, str]:
 STRICT = {"xfail_strict": True} if "xfail_strict" in inspect.signature(parametrize_with_checks).parameters else {}
 
 
+@pytest.mark.filterwarnings("ignore:n_components=1:UserWarning")   # the checks' size, raised to a valid one
 @parametrize_with_checks(CHECKED, expected_failed_checks=expected_failures, **STRICT)
 def test_sklearn_estimator_checks(estimator, check):
     # check_array_api_input is skipped by scikit-learn itself unless SCIPY_ARRAY_API=1 was set before scipy
     # was imported: test_array_api_checks_in_a_fresh_process runs it with that set.
     check(estimator)
-
-
-def _at_smallest_valid_size(estimator):
-    """The estimator, but n_components = 1 (what SIZE_ONE_CHECKS set) read as the smallest size its map has."""
-    base = type(estimator)
-
-    class SmallestValidSize(base):
-        def _spec_request(self, X):
-            request = super()._spec_request(X)
-            if request["n_components"] == 1:
-                request["n_components"] = 4 * -(-X.shape[1] // 2) if base is SphericalStructuredFeatures else 2
-            return request
-
-    SmallestValidSize.__name__ = base.__name__
-    return SmallestValidSize(**estimator.get_params())
-
-
-@pytest.mark.parametrize("name", SIZE_ONE_CHECKS)
-@pytest.mark.parametrize("estimator", [e for e in CHECKED if _size_one_reason(e)], ids=repr)
-def test_checks_at_a_valid_size(estimator, name):
-    getattr(estimator_checks, name)(type(estimator).__name__, _at_smallest_valid_size(estimator))
 
 
 def test_array_api_checks_in_a_fresh_process():
@@ -142,6 +104,9 @@ def test_every_method_has_an_estimator_whose_defaults_are_the_specs():
             assert estimator_defaults["n_components"] == 100
             assert estimator_defaults["random_state"] is None
         for name in cls._spec_params:
+            if name == "empty_rows":   # the explicit empty result, so that a pipeline's empty rows pass
+                assert getattr(spec_defaults, name) == "error" and estimator_defaults[name] in ("zero", "code")
+                continue
             assert estimator_defaults[name] == getattr(spec_defaults, name), (method, name)
 
 
@@ -150,12 +115,51 @@ def _data(n=40, d=6, seed=0):
 
 
 @pytest.mark.parametrize("cls", [NormalizedRandomFourierFeatures, SphericalRandomFeatures, GCWSFeatures])
-def test_integer_and_float32_input_without_zero_rows(cls):
-    X = 1 + np.abs(3 * _data())
-    for dtype, expected in ((np.int64, np.float64), (np.int32, np.float64), (np.float32, np.float32),
-                            (np.float64, np.float64)):
-        Z = cls(random_state=0).fit(X.astype(dtype)).transform(X.astype(dtype))
-        assert Z.dtype == expected and Z.shape[0] == X.shape[0]
+def test_all_zero_rows_get_the_empty_result_or_the_error_asked_for(cls):
+    """empty_rows: the explicit empty result by default (in spec_), or "error" as the spec's default; the
+    nonzero rows' features are those of the map without the option."""
+    X = 1 + np.abs(3 * _data(n=6))
+    X[[1, 4]] = 0
+    kept = [0, 2, 3, 5]
+    estimator = cls(n_components=16, random_state=0).fit(X)
+    assert estimator.spec_["params"]["empty_rows"] == estimator.empty_rows
+    refusing = cls(n_components=16, random_state=0, empty_rows="error").fit(X[kept])
+    assert "empty_rows" not in refusing.spec_["params"]   # the spec's default: left out, the id unchanged
+    with pytest.raises(InputError, match=r"row\(s\) 1, 4"):
+        refusing.transform(X)
+    Z = _dense(estimator.transform(X))
+    np.testing.assert_allclose(Z[kept], _dense(refusing.transform(X[kept])), atol=1e-12)
+    if cls is GCWSFeatures:
+        codes = estimator.hash(X)
+        assert (codes[[1, 4]] == EMPTY_CODE).all() and not (codes[kept] == EMPTY_CODE).any()
+        # Two empty rows share every one-hot feature (GMM(0, 0) = 1); with a nonempty row about 2^-bits.
+        assert Z[1] @ Z[4] == pytest.approx(1.0) and (Z[kept] @ Z[1]).max() < 0.2
+    else:
+        assert not Z[[1, 4]].any()   # the zero feature vector: kernel estimate 0 with every row
+    with pytest.raises(SpecError) as bad:
+        cls(empty_rows="zero" if cls is GCWSFeatures else "code").fit(X)
+    assert bad.value.field == "empty_rows"
+
+
+@pytest.mark.parametrize("estimator, n_features, expected", [
+    (RandomFourierFeatures(n_components=7), 3, 8), (RandomFourierFeatures(n_components=7, variant="phase"), 3, 7),
+    (NormalizedRandomFourierFeatures(n_components=5, variant="cos_sin"), 3, 6),
+    (SphericalStructuredFeatures(n_components=1), 5, 12), (SphericalStructuredFeatures(n_components=13), 5, 16),
+    (SphericalStructuredFeatures(n_components=100), 64, 128), (QuadratureFeatures(n_components=9), 3, 10)],
+    ids=repr)
+def test_n_components_is_raised_to_the_next_size_the_map_has(estimator, n_features, expected):
+    X = _data(d=n_features)
+    asked = estimator.n_components
+    if expected == asked:
+        estimator.fit(X)   # no warning: a size the map has
+    else:
+        with pytest.warns(UserWarning, match=f"n_components={asked}: .*using n_components={expected}"):
+            estimator.fit(X)
+    assert estimator.spec_["n_components"] == expected == estimator.transform(X).shape[1]
+    assert estimator.n_components == asked   # the parameter is left as given (scikit-learn's convention)
+    with pytest.raises(SpecError) as bad:
+        type(estimator)(n_components=0).fit(X)
+    assert bad.value.field == "n_components"
 
 
 @pytest.mark.parametrize("method", sorted(set(ESTIMATORS) - {"hashing"}))   # text: test_sklearn_text.py
@@ -230,7 +234,7 @@ def test_bad_parameters_name_the_estimator_parameter():
         QuadratureFeatures(grid="reweighted", fit_rows=1).fit(X)
     assert bad_rows.value.field == "fit_rows"
     with pytest.raises(SpecError) as bad_size:
-        SphericalStructuredFeatures(n_components=10).fit(X)
+        SphericalStructuredFeatures(n_components=-4).fit(X)
     assert bad_size.value.field == "n_components"
 
 

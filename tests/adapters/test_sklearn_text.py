@@ -9,14 +9,16 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
-from sklearn.feature_extraction.text import HashingVectorizer
+from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, TfidfVectorizer
 from sklearn.model_selection import cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.svm import LinearSVC
 from sklearn.utils import get_tags
 
-from featurehash import SpecError, create_map
-from featurehash.sklearn import GCWSFeatures, HashingFeatures, RandomBinningFeatures
+from featurehash import InputError, SpecError, create_map
+from featurehash.maps.base import EMPTY_CODE
+from featurehash.sklearn import (GCWSFeatures, HashingFeatures, NormalizedRandomFourierFeatures,
+                                 RandomBinningFeatures)
 
 TOPICS = {0: "the cat sat on the mat and the kitten purred while the old cat slept by the warm fire",
           1: "stock prices fell sharply as the market closed and investors sold shares of the bank"}
@@ -80,6 +82,26 @@ def test_gcws_on_raw_documents_in_a_pipeline_learns_the_topics():
     assert (fitted.transform(documents) != feature_map.transform(documents).to_csr(np.float64)).nnz == 0
     binning = RandomBinningFeatures(n_components=16, gamma=0.1, text={}, random_state=1).fit(documents)
     assert binning.transform(documents).shape == (80, 16 << 8) and binning.hash(documents).shape == (80, 16)
+
+
+def test_bag_of_words_with_empty_documents_in_a_pipeline():
+    """CountVectorizer gives an empty document (or one of punctuation only) an all-zero row: GCWS gives it the
+    reserved code (empty_rows="code", the default), NRFF after tf-idf the zero vector; "error" names the rows."""
+    documents, labels = labelled_documents(40)
+    documents[3], documents[17] = "", "!?"
+    pipeline = make_pipeline(CountVectorizer(), GCWSFeatures(n_components=64, bits=4, random_state=0), LinearSVC())
+    assert pipeline.fit(documents, labels).score(documents, labels) > 0.9
+    counts = pipeline[0].transform(documents)
+    codes = pipeline[1].hash(counts)
+    assert (codes[[3, 17]] == EMPTY_CODE).all() and (codes[[0, 1, 2]] != EMPTY_CODE).all()
+    assert pipeline.predict(["", "the cat sat"]).shape == (2,)
+    text_gcws = GCWSFeatures(n_components=64, random_state=0, text={}).fit(documents)
+    np.testing.assert_array_equal(text_gcws.hash(["", "the cat sat"])[0], EMPTY_CODE)
+    dense = make_pipeline(TfidfVectorizer(), NormalizedRandomFourierFeatures(n_components=64, random_state=0),
+                          LinearSVC()).fit(documents, labels)
+    assert not dense[:2].transform(["!?"]).any()
+    with pytest.raises(InputError, match=r"row\(s\) 3, 17"):
+        make_pipeline(CountVectorizer(), GCWSFeatures(empty_rows="error")).fit_transform(documents)
 
 
 def test_text_errors_name_the_estimator_parameter():

@@ -245,3 +245,21 @@ def test_documents_join_through_the_maps_text_stage():
     assert (pairs.i.tolist(), pairs.j.tolist()) == ([0], [2]) == (expected.i.tolist(), expected.j.tolist())
     np.testing.assert_array_equal(pairs.similarity, expected.similarity)
     assert duplicate_clusters(documents, feature_map, 0.5).labels.tolist() == [0, 1, 0]
+
+
+def test_empty_rows_with_the_code_option_are_duplicates_of_each_other_only():
+    """gcws params.empty_rows "code": all-zero rows share the reserved code, so they are a group of exact
+    duplicates (GMM(0, 0) = 1 by the kernel's convention) and never a nonempty row's; without the option
+    the join refuses them, naming the rows."""
+    X = np.abs(np.random.default_rng(5).standard_normal((40, 8)))
+    X[[3, 7, 20]] = 0
+    X[11] = X[10] * 1.001
+    spec = {"method": "gcws", "input_dim": 8, "n_components": 64, "seed": 1, "params": {"sampler": "dart"}}
+    m = create_map({**spec, "params": {**spec["params"], "empty_rows": "code"}})
+    for verify in ("exact", "codes"):
+        pairs = similarity_join(sp.csr_matrix(X), m, 0.8, verify=verify)
+        found = dict(zip(zip(pairs.i.tolist(), pairs.j.tolist()), pairs.similarity.tolist()))
+        with_empty = {pair: s for pair, s in found.items() if {3, 7, 20} & set(pair)}
+        assert with_empty == {(3, 7): 1.0, (3, 20): 1.0, (7, 20): 1.0} and (10, 11) in found
+    with pytest.raises(InputError, match=r"row\(s\) 3, 7, 20"):
+        similarity_join(X, create_map(spec), 0.8)

@@ -25,6 +25,27 @@ CHUNK_ELEMENTS = 2**21
 SHARED_MIN_ELEMENTS = 2**18
 SHARED_CHUNKS_PER_THREAD = 3
 
+# `params.empty_rows` of the maps that refuse an all-zero row by default (nrff and srf: no direction; gcws: no
+# entry to sample). A choice other than "error" is written into the spec (so it has its own id); "error" is
+# left out of the stored params, so every spec made before the parameter keeps its id. The results:
+# - "zero" (dense maps): the zero feature vector, so the kernel estimate of an empty row with any row,
+#   another empty row included, is 0; `exact_kernel` says 0 for those pairs too;
+# - "code" (discrete codes): EMPTY_CODE in every sample, which no sampled code takes, so an empty row's
+#   code never matches a nonempty row's; two empty rows have equal codes (equal samples: the estimate is 1,
+#   as GMM(0, 0) = 1 by the exact kernel's convention) and LSH reports them as duplicates of each other.
+EMPTY_ROWS = {"dense": ("error", "zero"), "codes": ("error", "code")}
+# Dart codes are < 2^62, 0-bit codes (i*) < 2^31; a full ICWS code i* << 32 | zigzag(t*) reaches 2^63 - 1 only
+# with i* = 2^31 - 1, the negative part of coordinate 2^30 - 1 (input_dim = 2^30, MAX_INPUT_DIM, and a negative
+# entry there), and zigzag(t*)'s low 32 bits all ones: 2^-32 a sample at most, on such data only.
+EMPTY_CODE = 2**63 - 1
+
+
+def without_default_empty_rows(params: dict) -> dict:
+    """Stored params leave `empty_rows` out at "error" (a params serializer's step)."""
+    if params.get("empty_rows") == "error":
+        del params["empty_rows"]
+    return params
+
 
 @dataclass(frozen=True)
 class OneHotFeatures:
@@ -126,12 +147,23 @@ class FeatureMap(ABC):
     def check(self, X, field: str = "vectors"):
         if self.text_stage is not None and self.text_stage.accepts(X):
             X = self.text_stage.transform(X, dtype=np.float64)
-        return check_input(X, self.spec.input_dim, field=field, zero_rows_refused=self.zero_rows_refused)
+        refused = self.zero_rows_refused
+        if refused is not None and self.empty_rows != "error":
+            refused = None
+        return check_input(X, self.spec.input_dim, field=field, zero_rows_refused=refused)
 
     @property
     def zero_rows_refused(self) -> str | None:
         """Why `check` refuses an all-zero row (said in the error), or None where one is allowed."""
         return None
+
+    @property
+    def empty_rows(self) -> str:
+        """What an all-zero row gives, for maps whose math needs a nonzero row (`params.empty_rows`, see
+        EMPTY_ROWS): "error" (refused, naming the row: the default), "zero" (dense maps: the zero feature
+        vector) or "code" (GCWS: EMPTY_CODE in every sample)."""
+        # The params' own dict: getattr of a field a pydantic model lacks raises inside (~5 us, measured).
+        return self.params.__dict__.get("empty_rows", "error")
 
     @abstractmethod
     def transform(self, X, *, dtype=None):

@@ -6,7 +6,8 @@ Inputs are scaled to unit l2 norm u; z_j(u) = sqrt(2) cos(sqrt(gamma) r_j^T u + 
 r_j ~ N(0, I), w_j ~ U[0, 2 pi) (the "phase" form of the paper; "cos_sin" is offered
 too), and the map returns z / ||z||. The inner product of two outputs estimates the
 kernel with asymptotic variance V_n / k (Theorem 3), below plain RFF's V / k
-(Theorem 2). A vector with no nonzero entry has no direction and is rejected.
+(Theorem 2). A vector with no nonzero entry has no direction and is rejected, unless
+`empty_rows` is "zero" (its features are then the zero vector: featurehash.maps.base.EMPTY_ROWS).
 
 Bias: consistent, not unbiased. The estimate is A / sqrt(B C) with A, B, C the means over the D
 features of z(u) z(v), z(u)^2, z(v)^2; dividing by the estimated norms adds, to first order in 1/D
@@ -27,16 +28,22 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_serializer
 
 from .. import kernels
 from .. import randomness
-from .rff import GaussianFrequencyParams, RFFMap, UnitSphereInputs
+from ..base import EMPTY_ROWS, without_default_empty_rows
+from .rff import GaussianFrequencyParams, RFFMap, UnitSphereInputs, without_default_frequencies
 
 
 class NRFFParams(GaussianFrequencyParams):
     gamma: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     variant: Literal["phase", "cos_sin"] = "phase"
+    empty_rows: Literal[EMPTY_ROWS["dense"]] = "error"   # featurehash.maps.base.EMPTY_ROWS
+
+    @model_serializer(mode="wrap")
+    def _omit_default_frequencies(self, handler):   # the parent's name: this serializer replaces it
+        return without_default_empty_rows(without_default_frequencies(handler(self)))
 
 
 class NRFFMap(UnitSphereInputs, RFFMap):
@@ -57,4 +64,4 @@ class NRFFMap(UnitSphereInputs, RFFMap):
     def exact_kernel(self, X, Y=None) -> np.ndarray:
         X = self.check(X, "x")
         Y = X if Y is None else self.check(Y, "y")
-        return kernels.normalized_rbf(X, Y, self.params.gamma)
+        return self._on_directions(kernels.normalized_rbf, X, Y, self.params.gamma)

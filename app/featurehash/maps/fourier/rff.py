@@ -37,7 +37,7 @@ from ._kernel_scale import Bandwidth, FiniteRows, Lengthscales, matern_radius_fa
 from ._orthogonal_frequencies import orthogonal_gaussian, padded_width, structured_gaussian
 from ._structured_projection import StructuredProjection
 from ..base import DenseFeatureMap, largest_magnitude, require
-from ..inputs import unit_rows
+from ..inputs import unit_rows, zero_rows
 from ..spec import MapSpec
 
 
@@ -317,14 +317,34 @@ class UnitSphereInputs:
 
     @property
     def zero_rows_refused(self) -> str:
-        return f"{self.method.upper()} needs a direction (its kernel is defined on the unit sphere)"
+        return (f"{self.method.upper()} needs a direction (its kernel is defined on the unit sphere); "
+                "params.empty_rows = 'zero' gives such a row the zero feature vector")
 
     def _working_copy(self, X, dtype: np.dtype):
-        if isinstance(X, np.ndarray):   # one compiled pass, no float64 temporaries (rows checked nonzero)
+        if isinstance(X, np.ndarray):   # one compiled pass, no float64 temporaries; an all-zero row stays zero
             out = np.empty(X.shape, dtype=dtype)
             unit_rows_into(X, out)
             return out
-        return unit_rows(X).astype(dtype, copy=False)
+        with np.errstate(divide="ignore"):   # an all-zero CSR row (empty_rows "zero") stores nothing to scale
+            return unit_rows(X).astype(dtype, copy=False)
+
+    def _features_into(self, X, out: np.ndarray) -> bool:
+        """The features, then zeros for the all-zero rows `check` let through (params.empty_rows "zero")."""
+        finite = super()._features_into(X, out)
+        if self.empty_rows == "zero":
+            out[zero_rows(X)] = 0
+        return finite
+
+    def _on_directions(self, kernel, X, Y, *args) -> np.ndarray:
+        """kernel(X, Y, *args) of checked rows; 0 for a pair with an all-zero row (empty_rows "zero", whose
+        features are 0), whose direction the kernel does not have."""
+        if self.empty_rows == "error":
+            return kernel(X, Y, *args)
+        x_rows, y_rows = np.flatnonzero(~zero_rows(X)), np.flatnonzero(~zero_rows(Y))
+        out = np.zeros((X.shape[0], Y.shape[0]))
+        if x_rows.size and y_rows.size:
+            out[np.ix_(x_rows, y_rows)] = kernel(X[x_rows], Y[y_rows], *args)
+        return out
 
     def _row_l1(self, X) -> np.ndarray:
         """Rows are scaled to unit l2 norm first, so ||x||_1 <= sqrt(d)."""

@@ -1,7 +1,7 @@
 """Spherical random features for polynomial kernels (Pennington, Yu, Kumar, NIPS 2015; papers/000_*).
 
 Kernel, on inputs scaled to unit l2 norm (the map scales them; an all-zero vector has no
-direction and is rejected):
+direction and is rejected, unless `empty_rows` is "zero": featurehash.maps.base.EMPTY_ROWS):
     K(x, y) = (1 - ||x - y||^2 / a^2)^p = alpha (q + <x, y>)^p,  q = a^2/2 - 1,  alpha = (2/a^2)^p,
 with `degree` p >= 1 and `bias` a >= 2 (eq. 2). K(z) is not positive definite on R^d
 (Lemma 1, Corollary 1), so SRF targets K^, the Fourier transform of the clipped mixture
@@ -43,6 +43,7 @@ from ._orthogonal_frequencies import orthogonal_unit_rows, padded_width, structu
 from ._spherical_mixture import mixture_kernel, mixture_mass, mixture_radii
 from ._structured_projection import structured_row_squares
 from ._spherical_shells import fit_shells, shell_radii, shells_kernel, shells_mass
+from ..base import EMPTY_ROWS, without_default_empty_rows
 from ..errors import SpecError
 from .rff import (
     GaussianFrequencyParams,
@@ -82,13 +83,14 @@ class SRFParams(GaussianFrequencyParams):
     radii: list[ShellRadius] | None = Field(default=None, min_length=1, max_length=MAX_SHELLS)
     masses: list[PositiveFloat] | None = Field(default=None, min_length=1, max_length=MAX_SHELLS)
     mass: PositiveFloat | None = None
+    empty_rows: Literal[EMPTY_ROWS["dense"]] = "error"   # featurehash.maps.base.EMPTY_ROWS
 
     @model_serializer(mode="wrap")
     def _without_the_other_spectrum(self, handler):
         """A spec holds one spectrum: the keys of the other are left out (not null), so specs stored
         before the shells existed keep their canonical JSON, hence their ids (and `frequencies` at
-        "iid", as for rff)."""
-        data = without_default_frequencies(handler(self))
+        "iid", as for rff, and `empty_rows` at "error")."""
+        data = without_default_empty_rows(without_default_frequencies(handler(self)))
         for name in ("weights", "scales", "radii", "masses"):
             if data.get(name) is None:
                 data.pop(name, None)
@@ -195,7 +197,7 @@ class SRFMap(UnitSphereInputs, RFFMap):
         """K = (1 - ||x - y||^2 / a^2)^p = alpha (q + <x, y>)^p on the unit-normalised rows."""
         X = self.check(X, "x")
         Y = X if Y is None else self.check(Y, "y")
-        return kernels.spherical_polynomial(X, Y, self.params.degree, self.params.bias)
+        return self._on_directions(kernels.spherical_polynomial, X, Y, self.params.degree, self.params.bias)
 
     def fitted_kernel(self, X, Y=None) -> np.ndarray:
         """K^, the kernel the features are unbiased for: the fitted spectrum's transform at

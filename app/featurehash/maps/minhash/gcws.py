@@ -53,8 +53,8 @@ from ..numerics import _counter_random
 from . import _gcws_kernels
 from .. import randomness
 from .gcws_dart import DartSampler
-from ..base import DiscreteCodeMap, OneHotFeatures
-from ..inputs import csr_parts
+from ..base import EMPTY_CODE, EMPTY_ROWS, DiscreteCodeMap, OneHotFeatures, without_default_empty_rows
+from ..inputs import csr_parts, zero_rows
 from ..spec import MapSpec
 
 DEFAULT_TABLE_BUDGET_BYTES = 256 * 2**20
@@ -65,9 +65,9 @@ _PARALLEL_KERNEL_LOCK = threading.Lock()
 # Below this many rows the kernel runs on the calling thread: waking numba's pool costs
 # more than it saves, and concurrent small requests then hash in parallel instead.
 PARALLEL_MIN_ROWS = 8
-# The codes of an empty document when a text spec asks for them (`"input": {..., "empty": "code"}`,
-# featurehash.maps.text.stage); no sampled code takes this value (dart codes are < 2^62).
-EMPTY_TEXT_CODE = 2**63 - 1
+# The codes of an all-zero row with `empty_rows = "code"`, and of an empty document when a text spec asks for
+# them (`"input": {..., "empty": "code"}`, featurehash.maps.text.stage): featurehash.maps.base.EMPTY_CODE.
+EMPTY_TEXT_CODE = EMPTY_CODE
 
 
 class GCWSParams(BaseModel):
@@ -80,13 +80,14 @@ class GCWSParams(BaseModel):
     # None (an absent key: every spec stored before the parameter) means "index"; new requests get
     # "mixed_code" written out by `complete_new_request`.
     bit_source: Literal["index", "mixed_code"] | None = None
+    empty_rows: Literal[EMPTY_ROWS["codes"]] = "error"   # featurehash.maps.base.EMPTY_ROWS
 
     @model_serializer(mode="wrap")
     def _omit_legacy_defaults(self, handler):
-        """Stored params leave `sampler` out at "icws" and `bit_source` at "index" (or unset): the id of
-        every spec made before those parameters existed (and of the same spec asked for today with those
-        values) stays what it was."""
-        params = handler(self)
+        """Stored params leave `sampler` out at "icws", `bit_source` at "index" (or unset) and `empty_rows` at
+        "error": the id of every spec made before those parameters existed (and of the same spec asked for
+        today with those values) stays what it was."""
+        params = without_default_empty_rows(handler(self))
         if params.get("sampler") == "icws":
             del params["sampler"]
         if params.get("bit_source") in ("index", None):
@@ -123,7 +124,15 @@ class GCWSMap(DiscreteCodeMap):
                            self._n_coordinates * spec.n_components * _TABLE_BYTES_PER_ENTRY <= table_budget_bytes)
         self._table: tuple[np.ndarray, ...] | None = None
 
-    zero_rows_refused = "GCWS samples only nonzero entries, so a vector needs one"
+    zero_rows_refused = ("GCWS samples only nonzero entries, so a vector needs one; params.empty_rows = 'code' "
+                         "gives such a row a reserved code")
+
+    @property
+    def empty_rows(self) -> str:
+        """"code" with params.empty_rows "code", or for a text spec whose stage asks it for empty documents."""
+        if self.params.empty_rows == "code" or getattr(self.text_stage, "empty_code", False):
+            return "code"
+        return "error"
 
     def check(self, X, field: str = "vectors"):
         X = super().check(X, field)
@@ -161,8 +170,24 @@ class GCWSMap(DiscreteCodeMap):
 
     def samples(self, X) -> tuple[np.ndarray, np.ndarray]:
         """(i*, t*) for every row and sample ("icws"), or (i*, dart identity) ("dart"): two int64
-        arrays of shape (n, k)."""
+        arrays of shape (n, k). An all-zero row (let through by `empty_rows`) has EMPTY_CODE in both."""
         X = self.check(X)
+        sampled = self._sampled_rows(X)
+        if sampled is None:
+            return self._samples(X)
+        i_star, t_star = (np.full((X.shape[0], self.spec.n_components), EMPTY_CODE, dtype=np.int64) for _ in "it")
+        if sampled.size:
+            i_star[sampled], t_star[sampled] = self._samples(X[sampled])
+        return i_star, t_star
+
+    def _sampled_rows(self, X) -> np.ndarray | None:
+        """None when every row of checked X is sampled, else the rows that are (all-zero rows are not)."""
+        if self.empty_rows == "error":
+            return None
+        flags = zero_rows(X)
+        return np.flatnonzero(~flags) if flags.any() else None
+
+    def _samples(self, X) -> tuple[np.ndarray, np.ndarray]:
         X = csr_parts(X)
         if self._darts is not None:
             if X.shape[0] < PARALLEL_MIN_ROWS:
@@ -182,16 +207,14 @@ class GCWSMap(DiscreteCodeMap):
         return i_star, t_star
 
     def hash(self, X) -> np.ndarray:
-        stage = self.text_stage
-        if stage is not None and stage.empty_code and stage.accepts(X):
-            X = stage.transform(X, dtype=np.float64)
-            empty = np.diff(X.indptr) == 0
-            if empty.any():   # the spec chose a code for empty documents (featurehash.maps.text.stage)
-                codes = np.full((X.shape[0], self.spec.n_components), EMPTY_TEXT_CODE, dtype=np.int64)
-                if not empty.all():
-                    codes[~empty] = self._codes(*self.samples(X[~empty]))
-                return codes
-        return self._codes(*self.samples(X))
+        X = self.check(X)
+        sampled = self._sampled_rows(X)
+        if sampled is None:
+            return self._codes(*self._samples(X))
+        codes = np.full((X.shape[0], self.spec.n_components), EMPTY_CODE, dtype=np.int64)
+        if sampled.size:   # the spec chose a code for all-zero rows (empty_rows "code")
+            codes[sampled] = self._codes(*self._samples(X[sampled]))
+        return codes
 
     def _codes(self, i_star: np.ndarray, t_star: np.ndarray) -> np.ndarray:
         if self.params.zero_bit:
@@ -201,11 +224,12 @@ class GCWSMap(DiscreteCodeMap):
         return _gcws_kernels.full_codes(i_star, t_star)
 
     def transform(self, X, *, dtype=None) -> OneHotFeatures:
-        i_star, t_star = self.samples(X)
+        """The b-bit one-hot features; an all-zero row (empty_rows "code") has those of EMPTY_CODE (its i* and
+        its code in every sample), so with "mixed_code" bits its match probability with any other row is 2^-b
+        a sample, as for two rows of GMM 0, and 1 with another empty row."""
         if not self.params.mixes_bits:
-            return self._one_hot(i_star, self.params.bits)
-        return self._one_hot(_gcws_kernels.mixed_codes(self._bit_keys, self._codes(i_star, t_star)),
-                             self.params.bits)
+            return self._one_hot(self.samples(X)[0], self.params.bits)
+        return self._one_hot(_gcws_kernels.mixed_codes(self._bit_keys, self.hash(X)), self.params.bits)
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:
         X = self.check(X, "x")

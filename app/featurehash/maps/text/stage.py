@@ -39,7 +39,8 @@ def resolve_input(document: dict[str, Any], cls) -> dict[str, Any]:
         raise SpecError("input.empty", f"one of {', '.join(EMPTY_CHOICES)}")
     if empty == "code" and cls.method != "gcws":
         raise SpecError("input.empty", "'code' is for gcws, whose codes need a nonzero row; other maps take an "
-                                       "empty document as the zero vector")
+                                       "empty document as the zero vector (which nrff and srf refuse unless "
+                                       "params.empty_rows is 'zero')")
     params = stage["hashing"] if stage["hashing"] is not None else {}
     if not isinstance(params, dict):
         raise SpecError("input.hashing", "expected an object")
