@@ -4,6 +4,10 @@ first bad row, and BLAS's thread count given back."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -197,3 +201,34 @@ def test_fused_unit_rows_equal_the_separate_pass():
         cos_sin(P.astype(dtype), np.full(1003, 0.3, dtype=dtype), separate, False)
         kernels.normalize_rows(separate)
         assert np.array_equal(fused, separate)
+
+
+HOLD_EVERY_OPENBLAS = """
+import json, os, numpy, scipy.linalg  # scipy's own OpenBLAS beside numpy's
+from threadpoolctl import ThreadpoolController, threadpool_info
+from featurehash.maps.numerics import _row_threads as row_threads
+libraries = [info for info in threadpool_info() if info["internal_api"] == "openblas"]
+numpy_home = os.path.realpath(os.path.dirname(numpy.__file__))
+others = [info["filepath"] for info in libraries if not os.path.realpath(info["filepath"]).startswith(numpy_home)]
+for path in others:   # scipy's at one thread: the count must still be numpy's two
+    ThreadpoolController().select(filepath=path).limit(limits=1)
+count = row_threads._blas.count()
+with row_threads.held_blas():
+    inside = sorted({info["num_threads"] for info in threadpool_info() if info["internal_api"] == "openblas"})
+after = {info["filepath"]: info["num_threads"] for info in threadpool_info() if info["internal_api"] == "openblas"}
+numpys = [after[info["filepath"]] for info in libraries if info["filepath"] not in others]
+print(json.dumps({"libraries": len(libraries), "count": count, "inside": inside, "numpys_after": numpys}))
+"""
+
+
+@pytest.mark.parametrize("hash_seed", ["1", "2", "4"])
+def test_every_openblas_is_held_and_numpys_is_counted(hash_seed):
+    """numpy's and scipy's OpenBLAS are both held to one thread in a shared section whatever order
+    threadpoolctl lists them in (it followed the hash seed), and the count outside is numpy's."""
+    pytest.importorskip("threadpoolctl")
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed, "OPENBLAS_NUM_THREADS": "2"}
+    out = json.loads(subprocess.run([sys.executable, "-c", HOLD_EVERY_OPENBLAS], env=env, capture_output=True,
+                                    text=True, timeout=120, check=True).stdout)
+    if out["libraries"] == 0:
+        pytest.skip("no OpenBLAS that threadpoolctl finds (another BLAS): nothing is held")
+    assert out["count"] == 2 and out["inside"] == [1] and out["numpys_after"] == [2]
