@@ -123,10 +123,13 @@ class FeatureMap(ABC):
         Maps whose constructor grows with the spec's sizes override it with arithmetic."""
         return cls(spec, **options).planned_nbytes
 
-    def check(self, X, field: str = "vectors"):
+    def check(self, X, field: str = "vectors", *, first_row: int = 0):
+        """X as the map's transforms read it, or InputError naming the rows at fault (numbered from
+        `first_row`, for a block of a larger input)."""
         if self.text_stage is not None and self.text_stage.accepts(X):
             X = self.text_stage.transform(X, dtype=np.float64)
-        return check_input(X, self.spec.input_dim, field=field, zero_rows_refused=self.zero_rows_refused)
+        return check_input(X, self.spec.input_dim, field=field, zero_rows_refused=self.zero_rows_refused,
+                           first_row=first_row)
 
     @property
     def zero_rows_refused(self) -> str | None:

@@ -125,8 +125,8 @@ class GCWSMap(DiscreteCodeMap):
 
     zero_rows_refused = "GCWS samples only nonzero entries, so a vector needs one"
 
-    def check(self, X, field: str = "vectors"):
-        X = super().check(X, field)
+    def check(self, X, field: str = "vectors", *, first_row: int = 0):
+        X = super().check(X, field, first_row=first_row)
         if self._darts is not None:
             self._darts.check_weights(X, field)
         return X
