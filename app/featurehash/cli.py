@@ -147,20 +147,38 @@ def _cmd_warm_cache(args) -> None:
     _print_json(warm())
 
 
-def _cmd_serve(args) -> None:
+def _settings(**overrides):
+    """The service's settings (environment, then the command line's overrides); a bad value is one line naming
+    its option and variable, exit code 2, as argparse does for a bad command line."""
+    from pydantic import ValidationError
+
     from .service.config import Settings
+
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        name = str(error["loc"][0]) if error.get("loc") else "settings"
+        option = f"--{name.replace('_', '-')} / " if name in overrides or name in _SERVE_OPTIONS else ""
+        print(f"featurehash: {option}FEATUREHASH_{name.upper()}: {error['msg']} (got {error.get('input')!r})",
+              file=sys.stderr)
+        raise SystemExit(BAD_INPUT) from None
+
+
+_SERVE_OPTIONS = ("host", "port", "workers", "data_dir")
+
+
+def _cmd_serve(args) -> None:
     from .service.serve import serve
 
-    overrides = {name: getattr(args, name) for name in ("host", "port", "workers", "data_dir")
-                 if getattr(args, name) is not None}
-    raise SystemExit(serve(Settings(**overrides)))
+    overrides = {name: getattr(args, name) for name in _SERVE_OPTIONS if getattr(args, name) is not None}
+    raise SystemExit(serve(_settings(**overrides)))
 
 
 def _cmd_repair_aof(args) -> None:
-    from .service.config import Settings
     from .store.embedded import EmbeddedRedisError, repair_append_only_file
 
-    data_dir = args.data_dir if args.data_dir is not None else Settings().data_dir
+    data_dir = args.data_dir if args.data_dir is not None else _settings().data_dir
     try:
         print(f"featurehash: {repair_append_only_file(data_dir)}", file=sys.stderr)
     except EmbeddedRedisError as exc:

@@ -271,3 +271,39 @@ def test_text_needs_a_spec_that_reads_it(tmp_path, capsys):
     assert main(["hash", "--spec", _write_spec(tmp_path, TEXT_GCWS), "--input", str(tmp_path / "in.txt"),
                  "--output", str(tmp_path / "out"), "--quiet"]) == 2
     assert "line 2: not UTF-8" in capsys.readouterr().err
+
+
+def _serve(*args: str, env: dict | None = None, cwd: Path) -> subprocess.CompletedProcess:
+    import os
+
+    return subprocess.run([sys.executable, "-m", "featurehash.cli", "serve", *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd, env={**os.environ, **(env or {})})
+
+
+def test_serve_on_a_port_in_use_is_one_line_before_anything_starts(tmp_path):
+    """The port is checked before Redis and the workers start: one line naming it, exit code 3 (the web
+    tier's start-up failure), and no embedded Redis left behind (no data directory made)."""
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        done = _serve("--port", str(port), cwd=tmp_path)
+    assert done.returncode == 3
+    assert done.stderr.strip().splitlines() == [f"featurehash: 127.0.0.1:{port} is already in use (another server?); "
+                                                "pick another with --port"]
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize(("args", "env", "expected"), [
+    (("--workers", "0"), {}, "featurehash: --workers / FEATUREHASH_WORKERS: Input should be greater than or equal to 1"),
+    ((), {"FEATUREHASH_WORKERS": "many"}, "featurehash: --workers / FEATUREHASH_WORKERS: Input should be a valid integer"),
+    ((), {"FEATUREHASH_MAX_BATCH_ROWS": "-1"}, "featurehash: FEATUREHASH_MAX_BATCH_ROWS: Input should be greater"),
+    (("--host", "no-such-host.invalid"), {}, "featurehash: --host / FEATUREHASH_HOST 'no-such-host.invalid' is not an "
+                                            "address of this machine"),
+])
+def test_serve_with_a_bad_setting_is_one_line_naming_it(tmp_path, args, env, expected):
+    done = _serve(*args, env=env, cwd=tmp_path)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode in (2, 3) and len(lines) == 1 and lines[0].startswith(expected), done.stderr

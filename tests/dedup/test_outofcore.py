@@ -170,5 +170,5 @@ def test_bad_parameters_refused(sparse_case, tmp_path):
         similarity_join([X[:10], X[10:20, :500]], m, THRESHOLD)
     bad = X[:40].toarray()
     bad[25, 3] = np.nan
-    with pytest.raises(InputError, match=r"x: contains NaN or infinity \(in the block of rows 20 to 39\)"):
+    with pytest.raises(InputError, match=r"x: contains NaN or infinity at row\(s\) 25 \(row 25, column 3: nan\) \(in the block of rows 20 to 39\)"):
         similarity_join([X[:20].toarray(), bad[20:]], m, THRESHOLD, verify="codes")

@@ -270,8 +270,28 @@ def test_the_compiled_check_finds_every_nan_infinity_and_zero_row_numpy_finds(dt
                     except InputError as error:
                         found = error.message
                     if nonfinite:
-                        assert found == "contains NaN or infinity"
+                        row, column = divmod(position, shape[1])
+                        assert found == f"contains NaN or infinity at row(s) {row} (row {row}, column {column}: {value})"
                     elif zero_rows and refused:
                         assert found == f"all-zero vector at row(s) {position // shape[1]}: why"
                     else:
                         assert found is None
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "csr"])
+def test_nonfinite_entries_are_named_by_row_and_column(layout):
+    """The error names every row holding a NaN or an infinity (the first ten), and the first such entry,
+    numbered from `first_row` for a block of a larger input."""
+    X = np.ones((30, 5))
+    bad_rows = [3, 7, 8, 11, 12, 13, 14, 15, 16, 17, 29]
+    for row in bad_rows:
+        X[row, row % 5] = np.inf if row % 2 else np.nan
+    view = {"C": X, "F": np.asfortranarray(X), "csr": sp.csr_matrix(X)}[layout]
+    with pytest.raises(InputError) as caught:
+        check_input(view, 5)
+    assert caught.value.message == ("contains NaN or infinity at row(s) 3, 7, 8, 11, 12, 13, 14, 15, 16, 17 ... "
+                                    "(row 3, column 3: inf)")
+    with pytest.raises(InputError, match=r"at row\(s\) 1003, 1007, .* \(row 1003, column 3: inf\)"):
+        check_input(view, 5, first_row=1000)
+    with pytest.raises(InputError, match=r"all-zero vector at row\(s\) 502: why"):
+        check_input(np.vstack([np.ones((2, 5)), np.zeros((1, 5))]), 5, zero_rows_refused="why", first_row=500)

@@ -198,7 +198,7 @@ def _checked(feature_map, source, side: str, chunk_rows: int):
     start = 0
     for chunk in row_chunks(source, chunk_rows):
         try:
-            chunk = feature_map.check(chunk, side)
+            chunk = feature_map.check(chunk, side, first_row=start)
         except InputError as exc:
             raise InputError(side, f"{exc.message} (in the block of rows {start} to {start + chunk.shape[0] - 1})") from None
         start += chunk.shape[0]

@@ -144,13 +144,15 @@ class FeatureMap(ABC):
         Maps whose constructor grows with the spec's sizes override it with arithmetic."""
         return cls(spec, **options).planned_nbytes
 
-    def check(self, X, field: str = "vectors"):
+    def check(self, X, field: str = "vectors", *, first_row: int = 0):
+        """X as the map's transforms read it, or InputError naming the rows at fault (numbered from
+        `first_row`, for a block of a larger input)."""
         if self.text_stage is not None and self.text_stage.accepts(X):
             X = self.text_stage.transform(X, dtype=np.float64)
         refused = self.zero_rows_refused
         if refused is not None and self.empty_rows != "error":
             refused = None
-        return check_input(X, self.spec.input_dim, field=field, zero_rows_refused=refused)
+        return check_input(X, self.spec.input_dim, field=field, zero_rows_refused=refused, first_row=first_row)
 
     @property
     def zero_rows_refused(self) -> str | None:

@@ -24,13 +24,14 @@ def _float_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype(dtype.type) if dtype.type in FLOAT_TYPES else np.dtype(np.float64)
 
 
-def check_input(X, input_dim: int, *, field: str = "vectors", zero_rows_refused: str | None = None):
-    """Return X as a 2-D float ndarray or a canonical CSR matrix, or raise InputError; with
-    `zero_rows_refused` (why), an all-zero row is refused too."""
+def check_input(X, input_dim: int, *, field: str = "vectors", zero_rows_refused: str | None = None,
+                first_row: int = 0):
+    """Return X as a 2-D float ndarray or a canonical CSR matrix, or raise InputError naming the rows at fault
+    (numbered from `first_row`); with `zero_rows_refused` (why), an all-zero row is refused too."""
     if sp.issparse(X):
-        X = _check_sparse(X, input_dim, field)
+        X = _check_sparse(X, input_dim, field, first_row)
         if zero_rows_refused is not None:
-            reject_zero_rows(X, field, zero_rows_refused)
+            reject_zero_rows(X, field, zero_rows_refused, first_row)
         return X
     try:
         X = np.asarray(X)
@@ -52,10 +53,31 @@ def check_input(X, input_dim: int, *, field: str = "vectors", zero_rows_refused:
             nonfinite = not math.isfinite(X.sum()) and not np.isfinite(X).all()
         zero = -1 if zero_rows_refused is not None else 0   # not counted yet
     if nonfinite:
-        raise InputError(field, "contains NaN or infinity")
+        raise InputError(field, _nonfinite_message(X, first_row))
     if zero:
-        reject_zero_rows(X, field, zero_rows_refused)
+        reject_zero_rows(X, field, zero_rows_refused, first_row)
     return X
+
+
+def _rows_shown(rows: np.ndarray, first_row: int) -> str:
+    return ", ".join(str(first_row + int(i)) for i in rows[:10]) + (" ..." if rows.size > 10 else "")
+
+
+def _nonfinite_message(X, first_row: int) -> str:
+    """Which rows hold a NaN or an infinity, and the first such entry (looked for only after the fast check
+    found one: the usual batch pays nothing for it)."""
+    if sp.issparse(X):
+        positions = np.flatnonzero(~np.isfinite(X.data))
+        rows = np.unique(np.searchsorted(X.indptr, positions, side="right") - 1)
+        row, column, value = rows[0], X.indices[positions[0]], X.data[positions[0]]
+    else:
+        bad = ~np.isfinite(X)
+        rows = np.flatnonzero(bad.any(axis=1))
+        row = rows[0]
+        column = int(np.argmax(bad[row]))
+        value = X[row, column]
+    return (f"contains NaN or infinity at row(s) {_rows_shown(rows, first_row)} (row {first_row + int(row)}, "
+            f"column {int(column)}: {float(value)})")
 
 
 # A finite x has x - x == 0; NaN and infinities give NaN. Written without branches, so the loops
@@ -86,7 +108,7 @@ def _nonfinite_and_zero_rows(X):
     return bad, zero
 
 
-def _check_sparse(X, input_dim: int, field: str) -> sp.csr_matrix:
+def _check_sparse(X, input_dim: int, field: str, first_row: int = 0) -> sp.csr_matrix:
     if X.ndim != 2:
         raise InputError(field, "expected a 2-D sparse matrix")
     _check_shape(X.shape, input_dim, field)
@@ -95,7 +117,7 @@ def _check_sparse(X, input_dim: int, field: str) -> sp.csr_matrix:
         raise InputError(field, f"expected numbers, got dtype {X.dtype}")
     X = X.astype(_float_dtype(X.dtype), copy=False)
     if not np.isfinite(X.data).all():
-        raise InputError(field, "contains NaN or infinity")
+        raise InputError(field, _nonfinite_message(X, first_row))
     if not X.has_canonical_format:
         X = X.copy()
         X.sum_duplicates()  # also sorts the indices of each row
@@ -213,14 +235,12 @@ def _dense_zero_rows(X):
     return flags
 
 
-def reject_zero_rows(X, field: str, why: str) -> None:
-    """Raise InputError naming the all-zero rows (if any)."""
+def reject_zero_rows(X, field: str, why: str, first_row: int = 0) -> None:
+    """Raise InputError naming the all-zero rows (if any), numbered from `first_row`."""
     flags = zero_rows(X)
     if not flags.any():   # the usual case, without flatnonzero's ~3 us for one vector
         return
-    empty = np.flatnonzero(flags)
-    shown = ", ".join(str(i) for i in empty[:10]) + (" ..." if empty.size > 10 else "")
-    raise InputError(field, f"all-zero vector at row(s) {shown}: {why}")
+    raise InputError(field, f"all-zero vector at row(s) {_rows_shown(np.flatnonzero(flags), first_row)}: {why}")
 
 
 def reject_negative(X, field: str, what: str) -> None:

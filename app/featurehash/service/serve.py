@@ -13,9 +13,11 @@ dies unasked is started again with backoff (WebTier), each time with a line on s
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -39,7 +41,30 @@ def _metrics_dir(settings: Settings) -> str:
     return str(path.resolve())
 
 
+def _address_problem(host: str, port: int) -> str | None:
+    """Why the web tier could not listen on host:port (in use, or a host that is no address here), found
+    before Redis and the workers start, so the launcher says it in one line instead of uvicorn's log after
+    its start-up."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return f"--host / FEATUREHASH_HOST {host!r} is not an address of this machine ({exc.strerror})"
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as uvicorn binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return f"{host}:{port} is already in use (another server?); pick another with --port"
+            return f"cannot listen on {host}:{port}: {exc.strerror}"
+    return None
+
+
 def serve(settings: Settings) -> int:
+    if (problem := _address_problem(settings.host, settings.port)) is not None:
+        _say(problem)
+        return STARTUP_FAILURE
     embedded = None
     env = {**os.environ, "FEATUREHASH_HOST": settings.host, "FEATUREHASH_PORT": str(settings.port),
            "FEATUREHASH_WORKERS": str(settings.workers), "FEATUREHASH_DATA_DIR": str(settings.data_dir),

@@ -177,8 +177,8 @@ class NystroemMap(DenseFeatureMap):
     def nbytes(self) -> int:
         return self.planned_nbytes
 
-    def check(self, X, field: str = "vectors"):
-        X = super().check(X, field)
+    def check(self, X, field: str = "vectors", *, first_row: int = 0):
+        X = super().check(X, field, first_row=first_row)
         if self.params.kernel == "chi2":
             reject_negative(X, field, "the chi2 kernel")
         return X

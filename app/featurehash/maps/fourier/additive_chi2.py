@@ -72,8 +72,8 @@ class AdditiveChi2Map(DenseFeatureMap):
     def nbytes(self) -> int:
         return 0
 
-    def check(self, X, field: str = "vectors"):
-        X = super().check(X, field)
+    def check(self, X, field: str = "vectors", *, first_row: int = 0):
+        X = super().check(X, field, first_row=first_row)
         reject_negative(X, field, self.method)
         return X
 

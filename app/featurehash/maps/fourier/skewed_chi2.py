@@ -66,8 +66,8 @@ class SkewedChi2Map(DenseFeatureMap):
     def nbytes(self) -> int:
         return sum(a.nbytes for pair in self._parameters.values() for a in pair)
 
-    def check(self, X, field: str = "vectors"):
-        X = super().check(X, field)
+    def check(self, X, field: str = "vectors", *, first_row: int = 0):
+        X = super().check(X, field, first_row=first_row)
         values = X.data if sp.issparse(X) else X
         lowest = float(values.min()) if values.size else 0.0
         if sp.issparse(X) and X.nnz < X.shape[0] * X.shape[1]:

@@ -134,8 +134,8 @@ class GCWSMap(DiscreteCodeMap):
             return "code"
         return "error"
 
-    def check(self, X, field: str = "vectors"):
-        X = super().check(X, field)
+    def check(self, X, field: str = "vectors", *, first_row: int = 0):
+        X = super().check(X, field, first_row=first_row)
         if self._darts is not None:
             self._darts.check_weights(X, field)
         return X

@@ -127,7 +127,7 @@ class HashingMap(FeatureMap):
         """Whether X is text this map reads (a front stage leaves numeric input to the map after it)."""
         return isinstance(X, TokenRows) or is_text_batch(X)
 
-    def check(self, X, field: str = "documents") -> TokenRows:
+    def check(self, X, field: str = "documents", *, first_row: int = 0) -> TokenRows:
         return X if isinstance(X, TokenRows) else token_rows(X, self.analyzer, field)
 
     def hashes(self, rows: TokenRows) -> np.ndarray:
