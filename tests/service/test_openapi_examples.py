@@ -99,3 +99,16 @@ def test_every_example_succeeds_sent_as_it_is_in_order(document, server):
     assert set(sent) == operations
     assert sent.index("create_index") < sent.index("add_items") < sent.index("query_index") \
         < sent.index("delete_items") < sent.index("delete_index") < sent.index("delete_map")
+
+
+def test_a_form_of_nulls_is_told_that_one_input_is_required(server):
+    """What an older /docs sent ("Try it out" filling every field with null): a 422 saying an input is missing,
+    not that two were sent."""
+    with server.client() as http:
+        gcws = http.post("/v1/maps", json=EXAMPLE_SPECS["gcws"]).json()["id"]
+        refused = http.post(f"/v1/maps/{gcws}/transform", json={"vectors": None, "sparse_vectors": None})
+        y_nulls = http.post(f"/v1/maps/{gcws}/kernel", json={"x": [[1, 2, 3, 4]], "y": None, "sparse_y": None})
+        assert http.delete(f"/v1/maps/{gcws}").status_code == 204
+    assert refused.status_code == 422 and refused.json()["field"] == "vectors"
+    assert "one input is required" in refused.json()["detail"] and "not both" not in refused.json()["detail"]
+    assert y_nulls.status_code == 422 and y_nulls.json()["field"] == "y" and "leave out" in y_nulls.json()["detail"]

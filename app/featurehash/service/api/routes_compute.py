@@ -210,7 +210,8 @@ def _bands(body, query_bands: int | None):
     return query_bands if in_body is None else in_body
 
 
-@router.post("/kernel", openapi_extra=body_doc(KernelRequest, text_with=TEXT_MAP), responses={200: {"model": KernelResponse}},
+@router.post("/kernel", openapi_extra=body_doc(KernelRequest, text_with=TEXT_MAP),
+             responses={200: {"model": KernelResponse}},
              dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)])
 async def kernel(request: Request, map_id: str = Path(openapi_examples=MAP_ID_EXAMPLES),
                  state: ServiceState = Depends(get_state)):
