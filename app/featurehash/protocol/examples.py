@@ -23,7 +23,7 @@ EXAMPLE_TEXT_GCWS = {"method": "gcws", "n_components": 64, "seed": 1,
                      "input": {"hashing": {"ngram_range": [3, 3], "weighting": "binary"}}}
 EXAMPLE_SPECS = {"gcws": EXAMPLE_GCWS, "rff": EXAMPLE_RFF, "hashing": EXAMPLE_HASHING,
                  "gcws over text": EXAMPLE_TEXT_GCWS}
-# featurehash.maps.registry.resolve_spec(spec).id of each (pinned by the test above)
+# featurehash.maps.registry.resolve_spec(spec).id of each (checked by tests/service/test_openapi_examples.py)
 EXAMPLE_MAP_IDS = {"gcws": "gcws-v1-67eefb812edb7a5f4dee12a2", "rff": "rff-v1-ce6227a80a47f7b3ad692249",
                    "hashing": "hashing-v1-794dd735bf61d19127355206",
                    "gcws over text": "gcws-v1-3f766cc9c9aad901897cdf31"}
