@@ -142,6 +142,29 @@ def test_async_client_answers_like_the_sync_client(embedded_server):
         client.delete_index("async-client")
 
 
+def test_create_map_takes_the_spec_as_the_library_does_sync_and_async(embedded_server):
+    """A spec dict (as featurehash.create_map takes it), a featurehash.maps.MapSpec, a resolved spec posted
+    back and the keyword form make the one map the library makes; a spec given both ways is a TypeError."""
+    spec = {"method": "rff", "input_dim": 3, "n_components": 4, "seed": 31, "params": {"gamma": 0.5}}
+    library = create_map(spec).spec
+
+    async def run():
+        async with AsyncFeatureHashClient(embedded_server.url) as client:
+            return [await client.create_map(spec), await client.create_map(library)]
+
+    with FeatureHashClient(embedded_server.url) as client:
+        made = [client.create_map(spec), client.create_map(library), client.create_map("rff", 3, 4, seed=31,
+                                                                                        params={"gamma": 0.5})]
+        made.append(client.create_map(made[0]))
+        made += asyncio.run(run())
+        with pytest.raises(TypeError, match="input_dim"):
+            client.create_map(spec, input_dim=3)
+        with pytest.raises(TypeError, match="twice"):
+            client.create_map("rff", method="rff", input_dim=3, n_components=4)
+    assert all(answer == made[0] for answer in made) and made[0]["id"] == library.id
+    assert made[0]["params"] == library.params
+
+
 def test_query_items_and_duplicates_sync_and_async(embedded_server):
     X = np.random.default_rng(5).random((6, 6)) ** 4 + 0.01
     X = np.vstack([X, X[:1] * 1.01])  # a6: a near copy of a0
@@ -394,6 +417,13 @@ REFUSALS = {
     "create_map: input_dim 0": (lambda c, m: c.create_map("rff", 0, 8),
                                 lambda m: ("POST", "/v1/maps", _json_body({"method": "rff", "input_dim": 0,
                                                                          "n_components": 8}))),
+    "create_map (a spec dict): input_dim 0": (
+        lambda c, m: c.create_map({"method": "rff", "input_dim": 0, "n_components": 8}),
+        lambda m: ("POST", "/v1/maps", _json_body({"method": "rff", "input_dim": 0, "n_components": 8}))),
+    "create_map (a spec dict): an unknown field": (
+        lambda c, m: c.create_map({"method": "rff", "input_dim": 4, "n_components": 8, "gamma": 0.5}),
+        lambda m: ("POST", "/v1/maps", _json_body({"method": "rff", "input_dim": 4, "n_components": 8,
+                                                  "gamma": 0.5}))),
     "delete_items: no ids": (lambda c, m: c.delete_items(CHECKS_INDEX, []),
                              lambda m: ("POST", f"{ITEMS}/delete", _json_body({"ids": []}))),
     "delete_item: a backslash": (lambda c, m: c.delete_item(CHECKS_INDEX, "a\\b"),
@@ -404,7 +434,7 @@ REFUSALS = {
     "list_indexes: limit 1001": (lambda c, m: c.list_indexes(limit=1001),
                                  lambda m: ("GET", "/v1/indexes", {"params": {"limit": 1001}})),
 }
-ASYNC_REFUSALS = ("add: 4 rows, 3 ids (.npy)", "add: 4 rows, 3 ids (JSON)", "add: ragged rows (JSON)",
+ASYNC_REFUSALS = ("create_map (a spec dict): input_dim 0", "add: 4 rows, 3 ids (.npy)", "add: 4 rows, 3 ids (JSON)", "add: ragged rows (JSON)",
                   "query: top_k 0 (.npy)", "hash: bands not a divisor", "query_items: no ids",
                   "duplicates: threshold 0")
 

@@ -1,11 +1,13 @@
 """Python clients for the featurehash service (httpx): `FeatureHashClient` and `AsyncFeatureHashClient`.
 
     with FeatureHashClient("http://127.0.0.1:8000") as client:
-        spec = client.create_map("rff", input_dim=64, n_components=1024, params={"gamma": 0.1})
+        spec = client.create_map({"method": "rff", "input_dim": 64, "n_components": 1024, "params": {"gamma": 0.1}})
         Z = client.transform(spec["id"], X)                     # float32 ndarray, sent and read as .npy
     async with AsyncFeatureHashClient("http://127.0.0.1:8000") as client:
         Z = await client.transform(spec["id"], X)
 
+create_map takes the spec as featurehash.create_map does (a dict, or a featurehash.maps.MapSpec), or the
+method's name and the other fields as keywords: create_map("rff", input_dim=64, n_components=1024, ...).
 Both speak the same operations, written once as generators of requests (`operations._Operations`) that
 the two clients (`sync`, `async_client`) drive. Each first checks its inputs by the service's own rules
 (featurehash.client.checks):

@@ -9,7 +9,7 @@ import httpx
 import numpy as np
 
 from ..maps import FeatureHashError, OneHotFeatures
-from .operations import _Operations
+from .operations import SpecArgument, _Operations
 from .results import (
     AddedItems,
     BandedCodes,
@@ -79,10 +79,15 @@ class AsyncFeatureHashClient:
         except FeatureHashError as refused:
             raise _refusal(refused) from None
 
-    async def create_map(self, method: str, input_dim: int | None, n_components: int, *, seed: int | None = None,
-                params: dict[str, Any] | None = None, input: dict[str, Any] | None = None) -> MapSpec:
-        return await self._run(self._ops.create_map(method, input_dim, n_components, seed=seed, params=params,
-                input=input))
+    async def create_map(self, spec: SpecArgument = None, input_dim: int | None = None,
+                         n_components: int | None = None, *, method: str | None = None, seed: int | None = None,
+                         params: dict[str, Any] | None = None, input: dict[str, Any] | None = None) -> MapSpec:
+        """The resolved spec (the same id for the same spec, whoever creates it). The spec as
+        featurehash.create_map takes it (a dict such as {"method": "rff", "input_dim": 3, "n_components": 4,
+        "params": {"gamma": 0.5}}, a resolved spec, or a featurehash.maps.MapSpec), or the method's name with
+        the other fields as keywords: create_map("rff", input_dim=3, n_components=4, params={...})."""
+        return await self._run(self._ops.create_map(spec, input_dim, n_components, method=method, seed=seed,
+                                                      params=params, input=input))
 
     async def get_map(self, map_id: str) -> MapSpec:
         return await self._run(self._ops.get_map(map_id))

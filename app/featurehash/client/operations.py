@@ -5,6 +5,7 @@ their answers."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -12,7 +13,7 @@ import orjson
 
 import scipy.sparse as sp
 
-from ..maps import OneHotFeatures
+from ..maps import MapSpec, OneHotFeatures
 from ..protocol.text_inputs import TEXT_KINDS
 from ..store.lsh_layout import check_positive_int
 from . import checks
@@ -34,6 +35,29 @@ from .wire import (
 )
 
 
+# What create_map takes: the spec as featurehash.create_map does (a dict, a resolved spec posted back, or a
+# featurehash.maps.MapSpec), or its method's name with the other fields as keywords.
+SpecArgument = str | Mapping[str, Any] | MapSpec | None
+KEYWORD_ORDER = ("method", "input_dim", "n_components", "seed", "params", "input")
+
+
+def map_request(spec: SpecArgument, **keywords: Any) -> dict[str, Any]:
+    """The body of POST /v1/maps; TypeError for a spec given both ways (its fields are checked by the service's
+    model afterwards, as for any body)."""
+    if isinstance(spec, MapSpec):
+        spec = spec.to_dict()
+    given = [key for key in KEYWORD_ORDER if keywords.get(key) is not None]
+    if isinstance(spec, Mapping):
+        if given:
+            raise TypeError(f"create_map: give {given[0]!r} inside the spec dict, or the method name and keywords; "
+                            "not both")
+        return dict(spec)
+    if spec is not None and keywords.get("method") is not None:
+        raise TypeError("create_map: the method given twice (as the spec and as method=)")
+    body = {key: keywords[key] for key in given}
+    return body if spec is None else {"method": spec, **body}
+
+
 def _csr(body: dict[str, Any], dtype) -> sp.csr_matrix:
     """Sparse features answered as {"dim", "indices": [[...]], "values": [[...]]}."""
     lengths = [len(row) for row in body["indices"]]
@@ -51,11 +75,11 @@ class _Operations:
     def __init__(self) -> None:
         self.known = checks.KnownMaps()
 
-    def create_map(self, method: str, input_dim: int | None, n_components: int, *, seed: int | None = None,
-                   params: dict[str, Any] | None = None, input: dict[str, Any] | None = None) -> Operation:
-        optional = {"input_dim": input_dim, "seed": seed, "params": params, "input": input}
-        body = {"method": method, "n_components": n_components,
-                **{key: value for key, value in optional.items() if value is not None}}
+    def create_map(self, spec: SpecArgument = None, input_dim: int | None = None, n_components: int | None = None,
+                   *, method: str | None = None, seed: int | None = None, params: dict[str, Any] | None = None,
+                   input: dict[str, Any] | None = None) -> Operation:
+        body = map_request(spec, method=method, input_dim=input_dim, n_components=n_components, seed=seed,
+                           params=params, input=input)
         call = _json_call("POST", "/v1/maps", body)
         checks.create_map_body(call.content)
         return self.known.learn_map((yield call).json())

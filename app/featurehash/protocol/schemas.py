@@ -11,10 +11,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from ..maps import METHODS
-from ..maps.registry import resolve_spec
 from ..maps.spec import MAX_COMPONENTS, MAX_INPUT_DIM, MAX_SEED
 from ..store.lsh_indexes import DEFAULT_RECALL_AT_THRESHOLD, DEFAULT_THRESHOLD, MAX_FOREST_LEVELS
 from ..store.lsh_layout import MAX_BANDS, MAX_ITEM_ID_BYTES, NAME_PATTERN
+# The documented examples (featurehash.protocol.examples) work in order against a fresh service.
+from .examples import (EXAMPLE_DOCUMENTS, EXAMPLE_GCWS, EXAMPLE_GCWS_ID, EXAMPLE_HASHING,  # noqa: F401
+                       EXAMPLE_RFF, EXAMPLE_ROWS, EXAMPLE_TEXT_GCWS, EXAMPLE_TEXT_GCWS_ID)
 
 MAX_TOP_K = 1000
 # Item ids as check_item_ids takes them (their UTF-8 length, at most MAX_ITEM_ID_BYTES, is not a JSON
@@ -22,20 +24,6 @@ MAX_TOP_K = 1000
 ITEM_ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": MAX_ITEM_ID_BYTES,
                   "pattern": "^[^/\\\\\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029]+$",
                   "not": {"enum": [".", ".."]}}
-
-# The documented examples work in this order against a fresh service ("Try it out" in /docs): the two
-# maps, then transform (either map), hash and an index (the GCWS map), items and a query.
-EXAMPLE_RFF = {"method": "rff", "input_dim": 4, "n_components": 8, "seed": 1, "params": {"gamma": 0.5}}
-EXAMPLE_GCWS = {"method": "gcws", "input_dim": 4, "n_components": 16, "seed": 1}
-EXAMPLE_GCWS_ID = resolve_spec(EXAMPLE_GCWS).id
-EXAMPLE_ROWS = [[0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]]
-# Text (documents, tokens, weighted_tokens): the hashing trick as a map, and GCWS over word 3-shingles of text.
-EXAMPLE_HASHING = {"method": "hashing", "n_components": 1024, "seed": 1}
-EXAMPLE_TEXT_GCWS = {"method": "gcws", "n_components": 64, "seed": 1,
-                     "input": {"hashing": {"ngram_range": [3, 3], "weighting": "binary"}}}
-EXAMPLE_TEXT_GCWS_ID = resolve_spec(EXAMPLE_TEXT_GCWS).id
-EXAMPLE_DOCUMENTS = ["the quick brown fox jumps over the lazy dog", "the quick brown fox jumped over a lazy dog"]
-
 
 def _omit_default(schema: dict[str, Any]) -> None:
     schema.pop("default", None)
@@ -114,8 +102,8 @@ class VectorsRequest(BaseModel):
 
 
 class HashRequest(VectorsRequest):
-    model_config = ConfigDict(json_schema_extra={"examples": [{"vectors": EXAMPLE_ROWS, "bands": 4},
-                                                               {"documents": EXAMPLE_DOCUMENTS, "bands": 4}]})
+    model_config = ConfigDict(json_schema_extra={"examples": [{"vectors": EXAMPLE_ROWS},
+                                                               {"documents": EXAMPLE_DOCUMENTS}]})
 
     bands: int | None = Field(default=None, ge=1, le=MAX_COMPONENTS,
                               description="LSH bands: k must be a multiple of it")
@@ -367,14 +355,30 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
 BODY_MODELS: dict[str, type[BaseModel]] = {}
 
 
+INPUT_KINDS = ("documents", "x_documents", "tokens", "weighted_tokens", "vectors", "sparse_vectors", "x", "ids")
+
+
 def _example_name(example: dict[str, Any], number: int) -> str:
     if "method" in example:
         return example["method"] + (" over text" if "input" in example else "")
-    text = next((key for key in example if key.endswith(("documents", "tokens"))), None)
-    return text or f"example {number}"
+    if "map_id" in example:
+        return f"index '{example['name']}'"
+    if "mode" in example:
+        return example["mode"]
+    return next((key for key in INPUT_KINDS if key in example), f"example {number}")
 
 
-def body_doc(model: type[BaseModel], npy: bool = True, query: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
+def _example(example: dict[str, Any], text_with: dict[str, str] | None) -> dict[str, Any]:
+    """A named example; a text body's says which path parameters it goes with (a map or index that reads text)."""
+    if text_with is None or not any(key.endswith(("documents", "tokens")) for key in example):
+        return {"value": example}
+    where = ", ".join(f"{name} = {value}" for name, value in text_with.items())
+    return {"value": example, "description": f"text: send it with {where} (a map that reads text)",
+            "x-parameters": text_with}
+
+
+def body_doc(model: type[BaseModel], npy: bool = True, query: tuple[dict[str, Any], ...] = (),
+             text_with: dict[str, str] | None = None) -> dict[str, Any]:
     """openapi_extra documenting a raw-read body as JSON (and .npy where accepted) by reference to its
     model's schema, and the query parameters the route reads itself."""
     BODY_MODELS[model.__name__] = model
@@ -382,7 +386,7 @@ def body_doc(model: type[BaseModel], npy: bool = True, query: tuple[dict[str, An
     examples = (model.model_config.get("json_schema_extra") or {}).get("examples")
     if examples:  # what /docs fills "Try it out" with (a menu when there are several)
         content["application/json"]["examples"] = {
-            _example_name(example, number): {"value": example}
+            _example_name(example, number): _example(example, text_with)
             for number, example in enumerate(examples, start=1)}
     if npy:
         content.update(NPY_CONTENT)
@@ -397,9 +401,9 @@ BEARER_SECURITY = [{"HTTPBearer": []}]
 
 
 def plain_route_doc(model: type[BaseModel], path: tuple[dict[str, Any], ...],
-                    query: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
+                    query: tuple[dict[str, Any], ...] = (), text_with: dict[str, str] | None = None) -> dict[str, Any]:
     """body_doc for a route that reads its path and query parameters and the API key itself."""
-    extra = body_doc(model, query=query)
+    extra = body_doc(model, query=query, text_with=text_with)
     extra["parameters"] = [{"in": "path", "required": True, **parameter} for parameter in path] \
         + extra.get("parameters", [])
     extra["security"] = BEARER_SECURITY

@@ -60,6 +60,11 @@ def rows_from(body: dict[str, Any] | np.ndarray, key: str, input_dim: int, limit
         return Rows(body, key)
     texts = text_fields(key)
     given = [name for name in (key, f"sparse_{key}", *texts) if name in body]
+    if given and all(body[name] is None for name in given):   # e.g. a form filling in every field with null
+        if not required:
+            raise InputError(given[0], f"null: leave out {', '.join(repr(name) for name in given)} or send one")
+        raise InputError(key, f"missing: one input is required, null is none: send '{key}' (a list of rows), "
+                              f"'sparse_{key}' or {', '.join(repr(name) for name in texts)}")
     if given == [key, f"sparse_{key}"]:
         vectors_from(body, key, input_dim)   # refuses the two, naming `key`
     if len(given) > 1:

@@ -19,7 +19,7 @@ from typing import Literal
 import numpy as np
 import orjson
 import scipy.sparse as sp
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import TypeAdapter
 from starlette.concurrency import run_in_threadpool
@@ -38,6 +38,7 @@ from .errors import NotAcceptable
 from .lanes import run_batch
 from .metrics import BATCH_ROWS
 from .plain_route import PlainRoute
+from ...protocol.examples import MAP_ID_EXAMPLES, TEXT_MAP, query_examples
 from ...protocol.schemas import (NPY_CONTENT, DenseFeatures, HashRequest, HashResponse, KernelRequest, KernelResponse,
                       OneHotFeaturesResponse, SparseFeaturesResponse, VectorsRequest, body_doc, errors, operation_id,
                       plain_route_doc)
@@ -45,15 +46,17 @@ from .streams import RowResult, json_answer, npy_answer
 
 router = APIRouter(prefix="/v1/maps/{map_id}", tags=["features"], responses=errors(401, 404, 413, 415, 422, 503),
                    generate_unique_id_function=operation_id, route_class=PlainRoute)
-MAP_ID = {"name": "map_id", "schema": {"title": "Map Id", "type": "string"}}
+MAP_ID = {"name": "map_id", "schema": {"title": "Map Id", "type": "string"}, "examples": MAP_ID_EXAMPLES}
 DTYPE = TypeAdapter(Literal["float32", "float64"])
 DTYPE_QUERY = {"name": "dtype", "schema": {"default": "float32", "enum": ["float32", "float64"], "title": "Dtype",
-                                           "type": "string"}}
+                                           "type": "string"},
+               "examples": query_examples("float32", "dense features as float32 (the default)")}
 BANDS = TypeAdapter(int | None)
 BANDS_DESCRIPTION = "LSH bands, for any body type (a JSON body may carry it instead)"
 BANDS_QUERY = {"name": "bands", "description": BANDS_DESCRIPTION,
                "schema": {"type": "integer", "minimum": 1, "maximum": MAX_COMPONENTS,
-                          "description": BANDS_DESCRIPTION, "title": "Bands"}}
+                          "description": BANDS_DESCRIPTION, "title": "Bands"},
+               "examples": query_examples(4, "4 bands of the example maps' 16 (or 64) codes: their band keys too")}
 TRANSFORM_ROWS, HASH_ROWS, KERNEL_ROWS = (BATCH_ROWS.labels(name) for name in ("transform", "hash", "kernel"))
 ONE_HOT_HEADERS = {"X-Feature-Dim": {"description": "one-hot maps with an .npy answer: the feature dimension",
                                      "schema": {"type": "integer"}},
@@ -116,7 +119,7 @@ def _one_hot_features(feature_map: FeatureMap, X, npy: bool, settings) -> Respon
     return json_answer({"dim": first.dim, "scale": first.scale}, "indices", result)
 
 
-@router.post("/transform", openapi_extra=plain_route_doc(VectorsRequest, (MAP_ID,), (DTYPE_QUERY,)),
+@router.post("/transform", openapi_extra=plain_route_doc(VectorsRequest, (MAP_ID,), (DTYPE_QUERY,), TEXT_MAP),
              responses={200: {"model": DenseFeatures | OneHotFeaturesResponse | SparseFeaturesResponse,
                               "content": NPY_CONTENT, "headers": ONE_HOT_HEADERS,
                               "description": "dense features, a one-hot map's indices, or a hashing map's sparse "
@@ -155,7 +158,7 @@ async def transform(request: Request):
     return await _run(raw, prepare, answer)
 
 
-@router.post("/hash", openapi_extra=plain_route_doc(HashRequest, (MAP_ID,), (BANDS_QUERY,)),
+@router.post("/hash", openapi_extra=plain_route_doc(HashRequest, (MAP_ID,), (BANDS_QUERY,), TEXT_MAP),
              responses={200: {"model": HashResponse, "content": NPY_CONTENT,
                               "description": "codes; .npy with Accept: application/x-npy (JSON whenever bands "
                                              "are asked for: codes and band keys)"}})
@@ -207,9 +210,11 @@ def _bands(body, query_bands: int | None):
     return query_bands if in_body is None else in_body
 
 
-@router.post("/kernel", openapi_extra=body_doc(KernelRequest), responses={200: {"model": KernelResponse}},
+@router.post("/kernel", openapi_extra=body_doc(KernelRequest, text_with=TEXT_MAP),
+             responses={200: {"model": KernelResponse}},
              dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)])
-async def kernel(map_id: str, request: Request, state: ServiceState = Depends(get_state)):
+async def kernel(request: Request, map_id: str = Path(openapi_examples=MAP_ID_EXAMPLES),
+                 state: ServiceState = Depends(get_state)):
     raw, feature_map = await _prepare(request, state)
     content_type = request.headers.get("content-type")
     settings = state.settings

@@ -9,7 +9,7 @@ smaller than the hop to a worker thread (single vectors, small bodies).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
@@ -26,6 +26,7 @@ from .deps import ServiceState, get_state, percent_decoded_utf8, refuse_unknown_
 from .errors import MapNotFound
 from .duplicates import NDJSON, bounded_duplicates, duplicates_answer
 from .metrics import BATCH_ROWS
+from ...protocol.examples import INDEX_ID_EXAMPLES, ITEM_ID_EXAMPLES, TEXT_INDEX, query_examples
 from ...protocol.schemas import (ITEM_ID_SCHEMA, LOCATION, MAX_TOP_K, AddItemsRequest, AddItemsResponse, CreateIndexRequest,
                       DeleteItemsRequest, DeleteItemsResponse, DuplicatesRequest, DuplicatesResponse,
                       IndexListResponse, IndexQueryRequest, IndexQueryResponse, IndexResponse, body_doc, errors,
@@ -39,13 +40,17 @@ BODY_ERRORS = errors(404, 409, 413, 415, 422)
 ITEM_IDS_QUERY = {"name": "ids", "description": "with an .npy body: one id per row (or the X-Item-Ids header)",
                   "schema": {"type": "array", "items": ITEM_ID_SCHEMA}, "style": "form", "explode": True}
 QUERY_OPTIONS = ({"name": "top_k", "description": "with an .npy body: neighbours per query vector",
-                  "schema": {"type": "integer", "minimum": 1, "maximum": MAX_TOP_K, "default": 10}},
+                  "schema": {"type": "integer", "minimum": 1, "maximum": MAX_TOP_K, "default": 10},
+                  "examples": query_examples(2, "2 neighbours (a JSON body's own top_k wins)")},
                  {"name": "min_similarity", "description": "with an .npy body: drop estimates below it",
-                  "schema": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.0}},
+                  "schema": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.0},
+                  "examples": query_examples(0.1, "leave out neighbours below 0.1")},
                  {"name": "target_recall", "description": "with an .npy body: widen the search over the "
                   "index's forest until the S-curve promises this recall for the k-th result",
-                  "schema": {"type": "number", "minimum": 0, "maximum": 1}})
+                  "schema": {"type": "number", "minimum": 0, "maximum": 1},
+                  "examples": query_examples(0.9, "probe until recall 0.9 is promised (as far as the forest goes)")})
 
+IndexId = Annotated[str, Path(openapi_examples=INDEX_ID_EXAMPLES)]
 ITEM_IDS_HEADER = "x-item-ids"
 # Bodies and answers this small are decoded and encoded on the event loop: in ~0.1 ms, less than
 # a thread-pool hop (0.35 ms measured here); see also the index's own INLINE_ROWS.
@@ -147,20 +152,23 @@ async def create_index(request: Request, state: ServiceState = Depends(get_state
 
 
 @router.get("", response_model=IndexListResponse, responses=errors(422))
-async def list_indexes(after: str | None = Query(default=None, description="cursor from the previous page"),
-                       limit: int = Query(default=100, ge=1, le=1000),
+async def list_indexes(after: str | None = Query(default=None, description="cursor from the previous page (an index "
+                                                "name: the page starts after it)", openapi_examples=query_examples(
+                                                    "docs", "the indexes after the example 'docs'")),
+                       limit: int = Query(default=100, ge=1, le=1000,
+                                          openapi_examples=query_examples(10, "at most 10 indexes a page")),
                        state: ServiceState = Depends(get_state)):
     described, cursor = await state.indexes.list(after=after, limit=limit)
     return json_response({"indexes": described, "next": cursor})
 
 
 @router.get("/{index_id}", response_model=IndexResponse, responses=errors(404))
-async def get_index(index_id: str, state: ServiceState = Depends(get_state)):
+async def get_index(index_id: IndexId, state: ServiceState = Depends(get_state)):
     return json_response(await state.indexes.describe(index_id))
 
 
 @router.delete("/{index_id}", status_code=204, responses={204: {"description": "deleted"}, **errors(404, 409)})
-async def delete_index(index_id: str, state: ServiceState = Depends(get_state)):
+async def delete_index(index_id: IndexId, state: ServiceState = Depends(get_state)):
     """Forgets the index at once, then removes its keys (SCAN + UNLINK) before answering."""
     await state.indexes.delete(index_id)
     return Response(status_code=204)
@@ -169,8 +177,8 @@ async def delete_index(index_id: str, state: ServiceState = Depends(get_state)):
 # -- items and queries -----------------------------------------------------------------------------
 
 @router.post("/{index_id}/items", response_model=AddItemsResponse, responses=BODY_ERRORS,
-             openapi_extra=body_doc(AddItemsRequest, query=(ITEM_IDS_QUERY,)))
-async def add_items(index_id: str, request: Request, state: ServiceState = Depends(get_state)):
+             openapi_extra=body_doc(AddItemsRequest, query=(ITEM_IDS_QUERY,), text_with=TEXT_INDEX))
+async def add_items(index_id: IndexId, request: Request, state: ServiceState = Depends(get_state)):
     """Adds or replaces items, written in pipelined transactions of a few hundred items."""
     raw = await read_body(request)
     index = await _open(state, index_id)
@@ -190,9 +198,10 @@ async def add_items(index_id: str, request: Request, state: ServiceState = Depen
 
 @router.delete("/{index_id}/items/{item_id}", status_code=204,
                responses={204: {"description": "deleted"}, **errors(404, 409, 422)})
-async def delete_item(index_id: str, request: Request,
+async def delete_item(request: Request,
+                      index_id: IndexId,
                       item_id: str = Path(description="the id, percent-encoded (ids are stored as UTF-8)",
-                                          json_schema_extra=ITEM_ID_SCHEMA),
+                                          json_schema_extra=ITEM_ID_SCHEMA, openapi_examples=ITEM_ID_EXAMPLES),
                       state: ServiceState = Depends(get_state)):
     """One item; an id that is not one path segment is refused (send it to .../items/delete)."""
     raw_item_id = request.scope.get("raw_path", b"").rsplit(b"/", 1)[-1]
@@ -207,7 +216,7 @@ async def delete_item(index_id: str, request: Request,
 
 @router.post("/{index_id}/items/delete", response_model=DeleteItemsResponse, responses=BODY_ERRORS,
              openapi_extra=body_doc(DeleteItemsRequest, npy=False))
-async def delete_items(index_id: str, request: Request, state: ServiceState = Depends(get_state)):
+async def delete_items(index_id: IndexId, request: Request, state: ServiceState = Depends(get_state)):
     """Removes the items with these ids (any stored id, whatever its characters); the ids that were
     not in the index come back as "missing"."""
     fields = parse_model(await request.body(), request.headers.get("content-type"), DeleteItemsRequest)
@@ -220,8 +229,8 @@ async def delete_items(index_id: str, request: Request, state: ServiceState = De
 
 
 @router.post("/{index_id}/query", response_model=IndexQueryResponse, responses=BODY_ERRORS,
-             openapi_extra=body_doc(IndexQueryRequest, query=QUERY_OPTIONS))
-async def query_index(index_id: str, request: Request, state: ServiceState = Depends(get_state)):
+             openapi_extra=body_doc(IndexQueryRequest, query=QUERY_OPTIONS, text_with=TEXT_INDEX))
+async def query_index(index_id: IndexId, request: Request, state: ServiceState = Depends(get_state)):
     """Candidates from the query's band buckets (one pipelined round trip for the batch), re-ranked
     by the exact kernel on stored vectors (or the match fraction of all k codes); with target_recall,
     widened over the forest levels until the S-curve promises it. With `ids`, the queries are stored
@@ -256,7 +265,7 @@ async def query_index(index_id: str, request: Request, state: ServiceState = Dep
              responses={200: {"description": "the clusters (JSON, or NDJSON with Accept: application/x-ndjson)",
                               "content": {NDJSON: {"schema": {"type": "string"}}}}, **BODY_ERRORS},
              openapi_extra=body_doc(DuplicatesRequest, npy=False))
-async def find_duplicates(index_id: str, request: Request, state: ServiceState = Depends(get_state)):
+async def find_duplicates(index_id: IndexId, request: Request, state: ServiceState = Depends(get_state)):
     """The clusters of near-duplicates among the stored items: pairs sharing a band bucket, verified
     (exact kernel on stored vectors, else the codes), grouped (featurehash.store.lsh_duplicates).
     Synchronous, so bounded: an index over FEATUREHASH_MAX_DUPLICATES_ITEMS items, or whose bucket

@@ -7,8 +7,9 @@ answering from the copy of the spec each keeps (posting the same spec again re-c
 from __future__ import annotations
 
 import functools
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from ...maps import SpecError, requested_spec
@@ -18,12 +19,14 @@ from ...protocol.codecs import parse_model
 from .responses import json_response
 from .deps import ServiceState, get_state, refuse_unknown_query, require_api_key
 from .errors import MapInUse, MapNotFound
+from ...protocol.examples import EXAMPLE_GCWS_ID, MAP_ID_EXAMPLES, query_examples
 from ...protocol.schemas import LOCATION, CreateMapRequest, MapListResponse, MapSpecResponse, body_doc, errors, operation_id
 
 router = APIRouter(prefix="/v1/maps", tags=["maps"], generate_unique_id_function=operation_id,
                    dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)],
                    responses=errors(401, 422, 503, 507))
 INDEX_PAGE = 1000
+MapId = Annotated[str, Path(openapi_examples=MAP_ID_EXAMPLES)]
 
 
 @router.post("", status_code=201, response_model=MapSpecResponse, openapi_extra=body_doc(CreateMapRequest, npy=False),
@@ -59,15 +62,18 @@ def _echo_agrees(posted: dict, stored: dict) -> bool:
 
 
 @router.get("", response_model=MapListResponse, responses=errors(422))
-async def list_maps(after: str | None = Query(default=None, description="cursor from the previous page"),
-                    limit: int = Query(default=100, ge=1, le=1000),
+async def list_maps(after: str | None = Query(default=None, description="cursor from the previous page (a map id: "
+                                             "the page starts after it)", openapi_examples=query_examples(
+                                                 EXAMPLE_GCWS_ID, "the maps after the example 'gcws' map")),
+                    limit: int = Query(default=100, ge=1, le=1000,
+                                       openapi_examples=query_examples(10, "at most 10 maps a page")),
                     state: ServiceState = Depends(get_state)):
     specs, cursor = await state.store.list(after=after, limit=limit)
     return json_response({"maps": specs, "next": cursor})
 
 
 @router.get("/{map_id}", response_model=MapSpecResponse, responses=errors(404))
-async def get_map(map_id: str, state: ServiceState = Depends(get_state)):
+async def get_map(map_id: MapId, state: ServiceState = Depends(get_state)):
     spec = await state.store.get(map_id)
     if spec is None:
         raise MapNotFound(map_id)
@@ -75,8 +81,10 @@ async def get_map(map_id: str, state: ServiceState = Depends(get_state)):
 
 
 @router.delete("/{map_id}", status_code=204, responses={204: {"description": "deleted"}, **errors(404, 409, 422)})
-async def delete_map(map_id: str, force: bool = Query(default=False, description="delete it even if indexes use "
-                                                      "it (they keep answering from their copy of its spec)"),
+async def delete_map(map_id: MapId,
+                     force: bool = Query(default=False, description="delete it even if indexes use it (they keep "
+                                         "answering from their copy of its spec)", openapi_examples=query_examples(
+                                             False, "refused (409) while an index uses the map")),
                      state: ServiceState = Depends(get_state)):
     spec = None
     if not force:
