@@ -71,13 +71,12 @@ def test_sparse_features_and_kernels_of_text(client):
 @pytest.mark.parametrize("call, field", [
     (lambda fh, ids: fh.transform(ids["hashing"], [[1.0]], documents=DOCUMENTS), "documents"),
     (lambda fh, ids: fh.transform(ids["hashing"], documents=DOCUMENTS, tokens=[["a"]]), "tokens"),
-    (lambda fh, ids: fh.transform(ids["hashing"], documents=["fine", ""]), "documents[1]"),
     (lambda fh, ids: fh.transform(ids["hashing"], weighted_tokens=[{"a": -1.0}]), "weighted_tokens[0]"),
     (lambda fh, ids: fh.transform(ids["hashing"], weighted_tokens=[{"a": float("nan")}]), "weighted_tokens[0]"),
     (lambda fh, ids: fh.transform(ids["plain"], documents=DOCUMENTS), "documents"),
     (lambda fh, ids: fh.transform(ids["hashing"], [[1.0]]), "vectors"),
     (lambda fh, ids: fh.hash(ids["hashing"], documents=DOCUMENTS), "method"),
-    (lambda fh, ids: fh.kernel(ids["hashing"], documents=DOCUMENTS, y_documents=[" "]), "y_documents[0]"),
+    (lambda fh, ids: fh.kernel(ids["hashing"], documents=DOCUMENTS, y_documents=[3]), "y_documents[0]"),
 ])
 def test_the_client_refuses_what_the_service_refuses_before_sending(client, call, field):
     ids = {"hashing": client.create_map("hashing", None, 64, seed=2)["id"],
@@ -87,6 +86,14 @@ def test_the_client_refuses_what_the_service_refuses_before_sending(client, call
         call(client, ids)
     assert refusal.value.field == field and refusal.value.status == 422, refusal.value
     assert len(client.transport.sent) == sent
+
+
+def test_an_empty_document_is_sent_and_answered_as_in_the_library(client):
+    spec = client.create_map("hashing", None, 64, seed=2)
+    documents = ["the quick brown fox", "", "  "]
+    features = client.transform(spec["id"], documents=documents, dtype="float64")
+    assert (features != create_map(spec).transform(documents, dtype=np.float64)).nnz == 0
+    assert features[1].nnz == 0 and features[2].nnz == 0
 
 
 def test_the_async_client_sends_text_too(embedded_server):

@@ -160,14 +160,11 @@ def test_one_input_kind_and_the_map_that_reads_it(http, maps):
 
 
 @pytest.mark.parametrize("body, field", [
-    ({"documents": ["fine", "  "]}, "documents[1]"),
     ({"documents": ["fine", 3]}, "documents[1]"),
     ({"documents": []}, "documents"),
-    ({"tokens": [["a"], []]}, "tokens[1]"),
     ({"tokens": [["a", 1]]}, "tokens[0]"),
     ({"weighted_tokens": [{"a": 1.0}, {"b": -0.5}]}, "weighted_tokens[1]"),
     ({"weighted_tokens": [{"a": True}]}, "weighted_tokens[0]"),
-    ({"weighted_tokens": [{}]}, "weighted_tokens[0]"),
     ({"documents": ["x" * (Settings().max_document_chars + 1)]}, "documents[0]"),
 ])
 def test_bad_text_is_refused_naming_the_row_or_the_limit(http, maps, body, field):
@@ -205,6 +202,30 @@ def test_a_text_map_over_text_and_all_zero_rows(http, maps):
     """A document with no word 3-shingle is an all-zero row, which GCWS refuses naming the field."""
     response = http.post(f"/v1/maps/{maps['text_gcws']['id']}/hash", json={"documents": ["two words"]})
     assert response.status_code == 422 and response.json()["field"].startswith("documents"), response.text
+
+
+@pytest.mark.parametrize("body", [{"documents": ["the quick brown fox", "  "]}, {"documents": ["the quick brown fox", ""]},
+                                  {"tokens": [["the", "quick", "brown"], []]},
+                                  {"weighted_tokens": [{"the quick brown": 1.0}, {}]}])
+def test_an_empty_document_is_the_all_zero_row_the_map_decides_about(http, maps, body):
+    """An empty document, token list or weighted-token row is the all-zero row, as in the library: the hashing
+    map gives it no features, a GCWS text map refuses it naming the row unless its spec asks for the empty
+    code (`input.empty: "code"`), whose codes are then the library's."""
+    hashing = http.post(f"/v1/maps/{maps['hashing']['id']}/transform", json=body)
+    assert hashing.status_code == 200, hashing.text
+    indices = hashing.json()["indices"]
+    assert indices[1] == [] and indices[0]
+    detail = refused(http.post(f"/v1/maps/{maps['text_gcws']['id']}/hash", json=body), 422,
+                     next(iter(body)))
+    assert "row(s) 1" in detail and "empty" in detail
+    spec = {**TEXT_GCWS, "input": {**TEXT_GCWS["input"], "empty": "code"}}
+    created = http.post("/v1/maps", json=spec)
+    assert created.status_code in (200, 201), created.text
+    answer = http.post(f"/v1/maps/{created.json()['id']}/hash", json=body)
+    assert answer.status_code == 200, answer.text
+    expected = create_map(spec).hash([["the", "quick", "brown"], []] if "tokens" in body else
+                                     [{"the quick brown": 1.0}, {}] if "weighted_tokens" in body else body["documents"])
+    assert np.array_equal(np.asarray(answer.json()["codes"], dtype=np.int64), expected)
 
 
 def test_create_map_takes_the_input_stage_and_hashing(http):

@@ -5,9 +5,11 @@ its requests with them, so both refuse the same bodies.
 Names: beside `vectors` / `sparse_vectors` a body may carry `documents`, `tokens` or `weighted_tokens`; beside
 the kernel's `x` / `sparse_x` (and `y`), `x_documents`, `x_tokens`, `x_weighted_tokens`. Exactly one of them per
 row set. Every row is checked here, before any analysis, so that a refusal names the row (`documents[3]`) and
-the cost of what follows is known from the characters counted: an empty document (or token list, or weighted
-tokens), a document over the character limit, a token that is not a string, a weight that is not a finite
-number >= 0 (bool refused), and a request over the total characters (or tokens) allowed.
+the cost of what follows is known from the characters counted: a document over the character limit, a token
+that is not a string, a weight that is not a finite number >= 0 (bool refused), and a request over the total
+characters (or tokens) allowed. An empty document (or token list, or weighted tokens) passes: it is the
+all-zero row, which the map takes as the library does (the zero vector; refused by the maps that need a
+nonzero row unless the spec gives them an empty result: `params.empty_rows`, `input.empty`).
 Cost: one pass over the rows, O(characters) for `len` only (no copy of the text).
 """
 
@@ -93,8 +95,6 @@ def checked_text(rows: Any, kind: str, field: str, limits: TextLimits) -> tuple[
         if kind == "documents":
             if not isinstance(row, str):
                 raise InputError(where, "expected a string")
-            if not row.strip():
-                raise InputError(where, "empty document: it has no text to hash")
             if len(row) > limits.max_document_chars:
                 raise InputError(where, f"{len(row)} characters exceed this service's limit of "
                                         f"{limits.max_document_chars} per document (FEATUREHASH_MAX_DOCUMENT_CHARS)")
@@ -110,8 +110,6 @@ def checked_text(rows: Any, kind: str, field: str, limits: TextLimits) -> tuple[
             pairs = row.items()
             for token, weight in pairs:
                 _check_weight(weight, token, where)
-        if not row:
-            raise InputError(where, "empty row: it has no tokens")
         tokens += len(row)
         chars += sum(map(len, row))
     if tokens > limits.max_request_tokens:
