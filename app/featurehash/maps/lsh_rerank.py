@@ -17,8 +17,9 @@ This module computes the same numbers, bit for bit, from the bytes the index sto
   and exp differ from libm's in the last bit; elementwise results do not depend on the array's shape);
   p = 1 needs no power (numpy's x ** 1.0 is x).
 
-Entry point: `packed_similarities(method, params, query, kind, words, starts, d)`; `words` is the packed
-blob as little-endian uint32 words, each vector starting at a word (`starts`, in words).
+Entry points: `packed_similarities(method, params, query, kind, words, starts, d)`, where `words` is the packed
+blob as little-endian uint32 words, each vector starting at a word (`starts`, in words); GMM (p = 1) of a
+dense query is one compiled call. `top_matches`: featurehash.maps.lsh.best_matches compiled.
 tests/maps/test_lsh_rerank.py checks it against exact_similarities and the kernels of maps/kernels.py.
 """
 
@@ -187,13 +188,72 @@ def _on_shared_columns(query_columns, query_values, columns):
     return dense, np.searchsorted(union, columns)
 
 
+@nb.njit(cache=True, nogil=True)
+def _ratios(total, distances):
+    out = np.empty(total.size)
+    for i in range(total.size):
+        both = total[i] + distances[i]
+        out[i] = (total[i] - distances[i]) / both if both > 0 else 1.0
+    return out
+
+
+@nb.njit(cache=True, nogil=True)
+def _gmm_dense(words, starts, d, half, q):
+    """GMM (power 1) of a dense query to packed dense rows, in one call. With p = 1, t(x) = sign(x) |x s| is
+    x s (the sign is symmetric under rounding; a zero's sign vanishes in every |.| it enters)."""
+    V = _dense_rows(words, starts, d, half)
+    peak = 0.0
+    for j in range(d):
+        peak = max(peak, abs(q[j]))
+    for i in range(V.shape[0]):
+        for j in range(d):
+            peak = max(peak, abs(V[i, j]))
+    scale = 1.0 / peak if peak > 0 else 1.0
+    tq, magnitudes = q * scale, np.empty(d)
+    for j in range(d):
+        magnitudes[j] = abs(tq[j])
+    absolute = _pairwise(magnitudes, 0, d)
+    for i in range(V.shape[0]):
+        for j in range(d):
+            V[i, j] = V[i, j] * scale
+    sums, distances = _dense_distances(tq, V)
+    return _ratios(absolute + sums, distances)
+
+
+@nb.njit(cache=True, nogil=True)
+def _gmm_sparse(words, starts, q):
+    """GMM (power 1) of a dense query to packed sparse rows, in one call (as _gmm_dense)."""
+    indptr, columns, values = _sparse_rows(words, starts)
+    peak = 0.0
+    for j in range(q.size):
+        peak = max(peak, abs(q[j]))
+    for e in range(values.size):
+        peak = max(peak, abs(values[e]))
+    scale = 1.0 / peak if peak > 0 else 1.0
+    tq, magnitudes = q * scale, np.empty(q.size)
+    for j in range(q.size):
+        magnitudes[j] = abs(tq[j])
+    absolute = _pairwise(magnitudes, 0, q.size)
+    sums, changes = _sparse_distances(tq, indptr, columns, values * scale)
+    return _ratios(absolute + sums, absolute + changes)
+
+
+@nb.njit(cache=True, nogil=True)
+def top_matches(similarities, tie_breaks, top_k, min_similarity):
+    """featurehash.maps.lsh.best_matches compiled: positions of the top_k highest similarities >=
+    min_similarity, best first, equal similarities in tie_breaks order."""
+    eligible = np.flatnonzero(similarities >= min_similarity)
+    by_tie = eligible[np.argsort(tie_breaks[eligible], kind="mergesort")]
+    order = by_tie[np.argsort(-similarities[by_tie], kind="mergesort")]  # stable: ties stay in tie order
+    return order[:top_k]
+
+
 def _signed_power(values: np.ndarray, scale: float, power: float) -> np.ndarray:
     return np.sign(values) * np.abs(values * scale) ** power  # exact_similarities' t(x), elementwise
 
 
 def _ratio(total: np.ndarray, distance: np.ndarray) -> np.ndarray:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(total + distance > 0, (total - distance) / (total + distance), 1.0)
+    return _ratios(np.ascontiguousarray(total, np.float64), np.ascontiguousarray(distance, np.float64))
 
 
 def packed_similarities(method: str, params: dict, query, kind: str, words: np.ndarray, starts: np.ndarray,
@@ -208,6 +268,8 @@ def packed_similarities(method: str, params: dict, query, kind: str, words: np.n
         return np.empty(0)
     if kind != "sparse":
         q = query.toarray().ravel() if sp.issparse(query) else np.asarray(query, dtype=np.float64)
+        if method == "gcws" and params.get("power", 1.0) == 1.0:
+            return _gmm_dense(words, starts, d, kind == "float16", q)
         V = _dense_rows(words, starts, d, kind == "float16")
         if method == "binning":
             return np.exp(-params["gamma"] * _dense_distances(q, V)[1])
@@ -218,6 +280,8 @@ def packed_similarities(method: str, params: dict, query, kind: str, words: np.n
         sums, distances = _dense_distances(q, V)
         absolute = np.abs(q).sum()
         return _ratio(absolute + sums, distances)
+    if method == "gcws" and params.get("power", 1.0) == 1.0 and not sp.issparse(query):
+        return _gmm_sparse(words, starts, np.asarray(query, dtype=np.float64))
     indptr, columns, values = _sparse_rows(words, starts)
     if sp.issparse(query):
         row = sp.csr_matrix(query)

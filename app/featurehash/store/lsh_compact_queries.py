@@ -39,11 +39,12 @@ class _PackedPool(_CandidatePool):
             return
         padded = (lengths + 3) // 4
         starts = len(self.blob) // 4 + np.cumsum(padded) - padded
-        all_numbers = np.concatenate([self.numbers, numbers[live]])
-        order = np.argsort(all_numbers, kind="stable")
-        self.numbers = all_numbers[order]
-        self.starts = np.concatenate([self.starts, starts[live]])[order]
-        self.ends = np.concatenate([self.ends, 4 * starts[live] + lengths[live]])[order]
+        numbers, starts, ends = numbers[live], starts[live], 4 * starts[live] + lengths[live]
+        if self.numbers.size:  # a deeper level: merged with what the pool has
+            numbers, starts = np.concatenate([self.numbers, numbers]), np.concatenate([self.starts, starts])
+            ends = np.concatenate([self.ends, ends])
+        order = np.argsort(numbers, kind="stable")
+        self.numbers, self.starts, self.ends = numbers[order], starts[order], ends[order]
         if fingerprints is not None:
             self.fingerprints = np.vstack([self.fingerprints, fingerprints[live]])[order]
         self.blob += blob

@@ -10,7 +10,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..maps.kernels import shared_columns
-from ..maps.lsh import best_matches, collision_probability, exact_similarities, match_fractions
+from ..maps.lsh import collision_probability, exact_similarities, match_fractions
+from ..maps.lsh_rerank import top_matches
 from .lsh_inline import INLINE_COMPARISONS, INLINE_ROWS, _small_input
 from .lsh_layout import (IndexConfig, check_fraction, check_positive_int, check_query_ids, item_number,
                          unpack_records_and_vectors)
@@ -222,7 +223,7 @@ class _QuerySteps:
                 similarities = self._code_similarities(fingerprints[q], pool.fingerprints[rows])
             else:
                 similarities = pool.similarities(X, q, rows)
-            best = best_matches(similarities, pool.numbers[rows], top_k, min_similarity)
+            best = top_matches(similarities, pool.numbers[rows], top_k, min_similarity)
             kth = float(similarities[best[top_k - 1]]) if best.size >= top_k else min_similarity
             ranked.append(([(pool.id_of(rows[i]), float(similarities[i])) for i in best], int(rows.size), kth))
         return ranked
