@@ -9,8 +9,8 @@ import pytest
 import scipy.sparse as sp
 
 from featurehash.maps.kernels import gmm, laplacian, shared_columns
-from featurehash.maps.lsh import best_matches, exact_similarities
-from featurehash.maps.lsh_rerank import packed_similarities, top_matches
+from featurehash.maps.lsh import band_digests, best_matches, code_fingerprints, exact_similarities
+from featurehash.maps.lsh_rerank import band_identities, packed_similarities, top_matches
 from featurehash.store.lsh_vectors import VectorCodec
 
 
@@ -93,3 +93,11 @@ def test_top_matches_are_best_matches():
             for floor in (0.0, 0.5):
                 np.testing.assert_array_equal(top_matches(similarities, numbers, top_k, floor),
                                               best_matches(similarities, numbers, top_k, floor))
+
+
+def test_band_identities_are_the_band_digests_top_bits():
+    fingerprints = code_fingerprints(np.random.default_rng(8).integers(0, 2**62, (5, 64)))
+    for bands, rows, levels in ((16, 4, [4]), (9, 7, [7, 5, 2]), (1, 64, [64, 1])):
+        expected = np.hstack([band_digests(fingerprints, bands, rows, None if level == 0 else prefix)
+                              for level, prefix in enumerate(levels)]) >> np.uint64(32)
+        np.testing.assert_array_equal(band_identities(fingerprints, bands, rows, levels), expected.astype(np.uint32))

@@ -19,7 +19,8 @@ This module computes the same numbers, bit for bit, from the bytes the index sto
 
 Entry points: `packed_similarities(method, params, query, kind, words, starts, d)`, where `words` is the packed
 blob as little-endian uint32 words, each vector starting at a word (`starts`, in words); GMM (p = 1) of a
-dense query is one compiled call. `top_matches`: featurehash.maps.lsh.best_matches compiled.
+dense query is one compiled call. `top_matches`: featurehash.maps.lsh.best_matches compiled; `band_identities`:
+a layout-3 index's bucket identities of a query (maps.lsh.band_digests of every level) in one call.
 tests/maps/test_lsh_rerank.py checks it against exact_similarities and the kernels of maps/kernels.py.
 """
 
@@ -28,6 +29,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 import scipy.sparse as sp
+
+from .lsh import _BAND_SALT, _MIX_1, _MIX_2
 
 _BLOCK = 128  # numpy's PW_BLOCKSIZE
 
@@ -246,6 +249,38 @@ def top_matches(similarities, tie_breaks, top_k, min_similarity):
     by_tie = eligible[np.argsort(tie_breaks[eligible], kind="mergesort")]
     order = by_tie[np.argsort(-similarities[by_tie], kind="mergesort")]  # stable: ties stay in tie order
     return order[:top_k]
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _mix(z):
+    z = z ^ (z >> np.uint64(30))
+    z = z * _MIX_1
+    z = z ^ (z >> np.uint64(27))
+    z = z * _MIX_2
+    return z ^ (z >> np.uint64(31))
+
+
+@nb.njit(cache=True, nogil=True)
+def _identities(fingerprints, bands, rows, level_rows):
+    n = fingerprints.shape[0]
+    out = np.empty((n, bands * level_rows.size), np.uint32)
+    for i in range(n):
+        for level in range(level_rows.size):
+            depth = rows if level == 0 else level_rows[level]
+            for band in range(bands):
+                digest = _mix(np.uint64(band) + _BAND_SALT)
+                for sample in range(depth):
+                    digest = _mix(digest ^ np.uint64(fingerprints[i, band * rows + sample]))
+                out[i, level * bands + band] = np.uint32(digest >> np.uint64(32))
+    return out
+
+
+def band_identities(fingerprints: np.ndarray, bands: int, rows: int, level_rows) -> np.ndarray:
+    """(n, bands x levels) uint32: the top 32 bits of featurehash.maps.lsh.band_digests of every level (level 0
+    the bands, then each forest prefix), in one compiled call: what a layout-3 index files a row under
+    (featurehash.store.lsh_compact.CompactLayout.identities), without ~6 numpy calls per sample and level."""
+    return _identities(np.ascontiguousarray(fingerprints, np.uint32), bands, rows,
+                       np.asarray(level_rows, dtype=np.int64))
 
 
 def _signed_power(values: np.ndarray, scale: float, power: float) -> np.ndarray:
