@@ -20,7 +20,6 @@ import uvicorn
 from fastapi import FastAPI, Request, Response
 from uvicorn.supervisors import Multiprocess
 
-from featurehash.maps import create_map
 from featurehash.service.config import Settings
 from featurehash.service.connection_guard import GuardedH11Protocol
 from featurehash.service.web import TCPListenerConfig
@@ -38,12 +37,16 @@ def create_app() -> FastAPI:
         return Response(orjson.dumps({"features": FEATURES}, option=orjson.OPT_SERIALIZE_NUMPY),
                         media_type="application/json")
 
-    rff = create_map(RFF_SPEC).materialize()
+    from featurehash.maps import create_map
+
+    maps = {}  # the rff map, built on the first /floor-rff (a slow worker start trips uvicorn's health check)
 
     @app.post("/floor-rff")
     async def floor_rff(request: Request) -> Response:
         X = np.asarray(orjson.loads(await request.body())["vectors"], dtype=np.float32)
-        return Response(orjson.dumps({"features": rff.transform(X)}, option=orjson.OPT_SERIALIZE_NUMPY),
+        if not maps:
+            maps["rff"] = create_map(RFF_SPEC).materialize()
+        return Response(orjson.dumps({"features": maps["rff"].transform(X)}, option=orjson.OPT_SERIALIZE_NUMPY),
                         media_type="application/json")
 
     @app.get("/readyz")
