@@ -30,12 +30,11 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_lsh import exact_top10, recall_at_10  # noqa: E402
-from bench_lsh_scale import K, RECALL_AT_THRESHOLD, SPEC, THRESHOLD, families, redis_cpu  # noqa: E402
-
-from featurehash.maps import create_map  # noqa: E402
-from featurehash.maps.lsh import best_matches, exact_similarities  # noqa: E402
-from featurehash.store import LSHIndexes  # noqa: E402
+from bench_lsh import exact_top10, recall_at_10
+from bench_lsh_scale import RECALL_AT_THRESHOLD, SPEC, THRESHOLD, families, redis_cpu
+from featurehash.maps import create_map
+from featurehash.maps.lsh import best_matches, exact_similarities
+from featurehash.store import LSHIndexes
 
 TOP_K = 10
 

@@ -18,11 +18,10 @@ import numpy as np
 import orjson
 import uvicorn
 from fastapi import FastAPI, Request, Response
-from uvicorn.supervisors import Multiprocess
-
 from featurehash.service.config import Settings
 from featurehash.service.connection_guard import GuardedH11Protocol
 from featurehash.service.web import TCPListenerConfig
+from uvicorn.supervisors import Multiprocess
 
 FEATURES = np.linspace(-1, 1, 1024, dtype=np.float32).reshape(1, 1024)
 RFF_SPEC = {"method": "rff", "input_dim": 64, "n_components": 1024, "seed": 1, "params": {"gamma": 1 / 64}}

@@ -171,7 +171,7 @@ def test_one_round_trip_and_packed_reranking_answer_as_layout_2(client, indexes,
         answers.append((plain, index.query(sp.csr_matrix(Q), top_k=7, target_recall=0.99),
                         index.query_items(ids[40:50], top_k=5, min_similarity=0.2), trips))
         del index.redis.pipeline, index.redis.execute_command
-    (old, old_sparse, old_items, old_trips), (new, new_sparse, new_items, new_trips) = answers
+    (*_, old_trips), (new, new_sparse, _, new_trips) = answers
     assert (old_trips, new_trips) == (2, 1)  # probe then records, against one script call
     assert sum(len(row) for row in new.results) > 150 and max(new_sparse.rows_probed) < 4  # the forest was used
     for before, after in zip(answers[0][:3], answers[1][:3]):
