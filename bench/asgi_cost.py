@@ -92,6 +92,7 @@ async def _measure(rounds: int, per_block: int) -> dict[str, float]:
             x = np.random.default_rng(0).standard_normal((1, 64)).astype(np.float32)
             as_json = orjson.dumps({"vectors": x}, option=orjson.OPT_SERIALIZE_NUMPY)
             cases = {"floor": (floor, "POST", "/floor", as_json, JSON),
+                     "floor + rff work": (floor, "POST", "/floor-rff", as_json, JSON),
                      "rff JSON": (app, "POST", f"/v1/maps/{ids['rff']}/transform", as_json, JSON),
                      "rff npy": (app, "POST", f"/v1/maps/{ids['rff']}/transform", npy_bytes(x), NPY),
                      "gcws hash JSON": (app, "POST", f"/v1/maps/{ids['gcws']}/hash", as_json, JSON),
@@ -128,6 +129,9 @@ def report(seconds: dict[str, float]) -> None:
     print("  the app's own CPU per request, no HTTP (raw ASGI calls in this process, best of interleaved blocks):")
     for name, value in seconds.items():
         print(f"    {name:34s} {value * 1e6:8.0f} us {value / floor:6.2f}x floor   +{(value - floor) * 1e6:4.0f} us")
+    work = seconds["floor + rff work"]
+    print(f"    rff JSON against the floor doing the same numpy work: {seconds['rff JSON'] / work:.2f}x "
+          f"(+{(seconds['rff JSON'] - work) * 1e6:.0f} us)")
 
 
 if __name__ == "__main__":

@@ -562,6 +562,7 @@ def section_floor(args) -> None:
         json_rows = [orjson.dumps({"vectors": x}, option=orjson.OPT_SERIALIZE_NUMPY) for x in rows]
         requests = {
             "floor": [raw_http.request_bytes("/floor", b, "application/json") for b in json_rows],
+            "floor + rff work": [raw_http.request_bytes("/floor-rff", b, "application/json") for b in json_rows],
             "rff JSON": [raw_http.request_bytes(f"/v1/maps/{ids['rff']}/transform", b, "application/json")
                          for b in json_rows],
             "rff npy": [raw_http.request_bytes(f"/v1/maps/{ids['rff']}/transform", npy_bytes(x), NPY, NPY)
@@ -576,7 +577,8 @@ def section_floor(args) -> None:
 
         host, port = "127.0.0.1", int(service1.rsplit(":", 1)[1])
         floor_port = int(floor1.rsplit(":", 1)[1])
-        connections = {name: raw_http.Connection(host, floor_port if name == "floor" else port) for name in requests}
+        on_floor = ("floor", "floor + rff work")
+        connections = {name: raw_http.Connection(host, floor_port if name in on_floor else port) for name in requests}
         rounds, per_round = 10, max(1, args.requests // 10)
         samples: dict[str, list] = {name: [] for name in [*requests, *in_process]}
         for name, connection in connections.items():
@@ -584,7 +586,7 @@ def section_floor(args) -> None:
         server_cpu = {name: 0.0 for name in requests}
         for _ in range(rounds):
             for name, connection in connections.items():
-                url = floor1 if name == "floor" else service1
+                url = floor1 if name in on_floor else service1
                 before = tree_cpu_seconds(url)
                 samples[name].append(raw_http.latencies_us(connection, requests[name], per_round))
                 server_cpu[name] += tree_cpu_seconds(url) - before
@@ -609,18 +611,23 @@ def section_floor(args) -> None:
         for name, (p50, p99) in pct.items():
             cpu = f"{cpu_us[name]:18.0f} {cpu_us[name] / cpu_us['floor']:7.2f}" if name in cpu_us else ""
             print(f"    {name:34s} {p50:8.0f} {p99:8.0f} {p50 / f50:10.2f} {p99 / f99:10.2f} {cpu}")
+        w50, w99 = pct["floor + rff work"]
+        s50, s99 = pct["rff JSON"]
+        print(f"    rff JSON against the floor doing the same numpy work: server CPU {cpu_us['rff JSON'] / cpu_us['floor + rff work']:.2f}x "
+              f"(+{cpu_us['rff JSON'] - cpu_us['floor + rff work']:.0f} us), p50 {s50 / w50:.2f}x, p99 {s99 / w99:.2f}x")
         print("    goals: p50 <= 1.3x, p99 <= 1.5x the floor (server CPU: /proc ticks of the server's processes,\n"
               "    which a busy machine's load does not inflate as it does latency)")
         asgi_cost.report(app_cpu)
 
-        targets = [("floor --workers 1", floor1, "floor"), ("service --workers 1", service1, "rff JSON"),
+        targets = [("floor --workers 1", floor1, "floor"), ("floor + rff work --workers 1", floor1, "floor + rff work"),
+                   ("service --workers 1", service1, "rff JSON"),
                    ("service --workers 2", service2, "rff JSON"), ("floor --workers 2", floor2, "floor")]
         print(f"  throughput, rff JSON single vectors over 8 connections ({args.seconds:.0f} s x {ROUNDS} rounds each, "
               "median; load generator: one asyncio process, this one):")
         section_throughput(targets, requests, args.seconds, "unpinned (client and servers share both cores)",
                            None)
         if len(os.sched_getaffinity(0)) >= 2:
-            section_throughput(targets[:3], requests, args.seconds,
+            section_throughput(targets[:4], requests, args.seconds,
                                "pinned: load generator on CPU 0, each server on CPU 1 only (per-core rate)", ({0}, {1}))
         print("    goal: service --workers 1 >= 0.6x")
     # A fresh server with the others stopped. The in-process transform's back-to-back median after the

@@ -14,6 +14,7 @@ import uuid
 import numpy as np
 import pytest
 import redis
+import scipy.sparse as sp
 import test_lsh_index
 from featurehash.maps import create_map
 from featurehash.maps.lsh import b_bit_match_fractions
@@ -140,3 +141,39 @@ def test_old_and_new_layouts_side_by_side(client, indexes):
     assert indexes.open("new").describe()["items"] == 50
     indexes.delete("new")
     assert list(client.scan_iter(match=new.layout.scan_pattern())) == []
+
+
+@pytest.mark.parametrize("vectors", ["sparse", "float16"])
+def test_one_round_trip_and_packed_reranking_answer_as_layout_2(client, indexes, vectors):
+    """Layout 3's query (one script call a level, re-ranked over the packed vectors by maps.lsh_rerank) gives
+    layout 2's answers (records read after the probe, re-ranked through scipy.sparse and
+    maps.lsh.exact_similarities): the same ids, similarities equal bit for bit, the same candidate counts, for
+    dense and sparse queries, widened over the forest, and for stored items."""
+    m = create_map(GCWS)
+    rng = np.random.default_rng(12)
+    X = positive_rows(13, 300) * (rng.random((300, 24)) < 0.5)
+    X[:, 0] += 0.01
+    ids = [f"w{i}" for i in range(300)]
+    answers = []
+    for layout in (2, 3):
+        index = indexes.create(m, name=f"same-{layout}", bands=8, rows=4, layout=layout, vectors=vectors,
+                               forest_rows=[3, 2])
+        index.add(ids, X)
+        index.remove(ids[:10])
+        Q = near_copies(X[10:40], 14, noise=0.3)
+        index.query(Q[:1])  # Redis learns the script (EVALSHA's first NOSCRIPT falls back to EVAL)
+        calls = []  # round trips: pipelines and commands sent alone
+        run, send = index.redis.pipeline, index.redis.execute_command
+        index.redis.pipeline = lambda *a, **k: calls.append(1) or run(*a, **k)
+        index.redis.execute_command = lambda *a, **k: calls.append(1) or send(*a, **k)
+        plain = index.query(Q, top_k=7)
+        trips = len(calls)
+        answers.append((plain, index.query(sp.csr_matrix(Q), top_k=7, target_recall=0.99),
+                        index.query_items(ids[40:50], top_k=5, min_similarity=0.2), trips))
+        del index.redis.pipeline, index.redis.execute_command
+    (*_, old_trips), (new, new_sparse, _, new_trips) = answers
+    assert (old_trips, new_trips) == (2, 1)  # probe then records, against one script call
+    assert sum(len(row) for row in new.results) > 150 and max(new_sparse.rows_probed) < 4  # the forest was used
+    for before, after in zip(answers[0][:3], answers[1][:3]):
+        assert after.results == before.results  # (id, float) pairs: ==, bit for bit
+        assert after.candidates == before.candidates and after.rows_probed == before.rows_probed

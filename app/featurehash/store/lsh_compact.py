@@ -17,6 +17,7 @@ import re
 import numpy as np
 
 from ..maps.lsh import band_digests
+from ..maps.lsh_rerank import band_identities
 
 FINGERPRINT_BITS = 8           # b-bit minwise hashing (featurehash.maps.lsh.b_bit_match_fractions)
 HASH_FILL = 48                 # mean entries of a partition hash at the expected item count (listpack: <= 128)
@@ -74,7 +75,10 @@ class CompactLayout:
         return self.prefix + b"r" + (number // self.chunk_items).to_bytes(4, "big")
 
     def identities(self, fingerprints: np.ndarray) -> np.ndarray:
-        """(n, L x levels) uint32: the top 32 bits of each band digest, level 0 (the bands) first."""
+        """(n, L x levels) uint32: the top 32 bits of each band digest (maps.lsh.band_digests), level 0 (the bands)
+        first; compiled for a few rows (a query), numpy's for batches (the same bits)."""
+        if fingerprints.shape[0] <= 64:
+            return band_identities(fingerprints, self.bands, self.rows, self.level_rows)
         per_level = [band_digests(fingerprints, self.bands, self.rows, None if level == 0 else rows)
                      for level, rows in enumerate(self.level_rows)]
         return (np.hstack(per_level) >> np.uint64(32)).astype(np.uint32)

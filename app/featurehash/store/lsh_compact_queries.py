@@ -1,31 +1,66 @@
 """Querying a layout-3 index (featurehash.store.lsh_compact): the hooks of featurehash.store.lsh_queries'
-query loop (the plan, the bucket probe, the record fetch, the pool, the code similarity) for compact
-records; indexes of layouts 1 and 2 go on to lsh_queries' own."""
+query loop (the plan, the probe, the pool, the code similarity) for compact records; indexes of layouts 1
+and 2 go on to lsh_queries' own. A level of a query is one round trip (the PROBE_FETCH script returns the
+bucket members and the new candidates' vectors and ids together), and the exact re-ranking reads the
+packed vectors in place (featurehash.maps.lsh_rerank): no scipy.sparse matrix is built."""
 
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..maps.lsh import b_bit_match_fractions
+from ..maps.lsh_rerank import packed_similarities
 from . import lsh_compact_scripts as scripts
 from .lsh_compact import FINGERPRINT_BITS
 from .lsh_queries import ItemNotFound, _CandidatePool
 from .redis_steps import RoundTrip
 
 
-class _CompactPool(_CandidatePool):
-    """The candidates' b-bit fingerprints, ids and vectors, sorted by item number."""
+class _PackedPool(_CandidatePool):
+    """The candidates as the probe returned them, sorted by item number: their b-bit fingerprints (codes-only
+    indexes) and their tails (packed vector, then id) in one blob, each at a 4-byte word (`starts`, in
+    words), which the compiled re-ranking (featurehash.maps.lsh_rerank) reads in place; ids are decoded only
+    for the results."""
+
+    def __init__(self, config, codec):
+        super().__init__(config, codec)
+        self.fingerprints = np.empty((0, config.n_codes), np.uint8)
+        self.starts = np.empty(0, np.int64)
+        self.ends = np.empty(0, np.int64)  # byte end of each tail
+        self.blob = b""
+        self.words = np.empty(0, "<u4")
 
     def add(self, numbers: np.ndarray, records) -> None:
-        fingerprints, _, tails = records
+        fingerprints, lengths, blob = records
         self.fetched = np.union1d(self.fetched, numbers)
-        live = [row for row, tail in enumerate(tails) if tail]
-        if not live:
+        live = np.flatnonzero(lengths)
+        if not live.size:
             return
-        blobs, vectors = [tails[row] for row in live], None
+        padded = (lengths + 3) // 4
+        starts = len(self.blob) // 4 + np.cumsum(padded) - padded
+        numbers, starts, ends = numbers[live], starts[live], 4 * starts[live] + lengths[live]
+        if self.numbers.size:  # a deeper level: merged with what the pool has
+            numbers, starts = np.concatenate([self.numbers, numbers]), np.concatenate([self.starts, starts])
+            ends = np.concatenate([self.ends, ends])
+        order = np.argsort(numbers, kind="stable")
+        self.numbers, self.starts, self.ends = numbers[order], starts[order], ends[order]
+        if fingerprints is not None:
+            self.fingerprints = np.vstack([self.fingerprints, fingerprints[live]])[order]
+        self.blob += blob
+        self.words = np.frombuffer(self.blob, "<u4")
+
+    def similarities(self, X, q: int, rows: np.ndarray) -> np.ndarray:
+        query = X[q:q + 1] if sp.issparse(X) else X[q]
+        spec = self.config.map_spec
+        return packed_similarities(spec["method"], spec["params"], query, self.codec.kind, self.words,
+                                   self.starts[rows], self.codec.input_dim)
+
+    def id_of(self, row: int) -> str:
+        start = 4 * int(self.starts[row])
         if self.codec is not None:
-            vectors, blobs = self.codec.unpack(blobs)
-        self._merge(numbers[live], fingerprints[live], [blob.decode() for blob in blobs], vectors)
+            start += self.codec.packed_bytes(int(self.words[start // 4]))
+        return self.blob[start:int(self.ends[row])].decode()
 
 
 class _CompactQuerySteps:
@@ -40,20 +75,21 @@ class _CompactQuerySteps:
         low = (fingerprints & np.uint32(2**FINGERPRINT_BITS - 1)).astype(np.uint8)
         return X, low, self.compact.identities(fingerprints)
 
-    def _bucket_members_steps(self, level_keys, active: list[int], level: list[int]):
+    def _probe_steps(self, level_keys, active: list[int], level: list[int], pool):
+        """The bucket members of each active query and the tails (and, codes only, the records) of those not in
+        the pool yet, in one script call: one round trip a level."""
         if self.config.layout < 3:
-            return (yield from super()._bucket_members_steps(level_keys, active, level))
+            return (yield from super()._probe_steps(level_keys, active, level, pool))
         addresses = b"".join(self.compact.probe_addresses(level_keys[q:q + 1], level[q]) for q in active)
-        (blobs,) = yield RoundTrip([("EVAL", scripts.PROBE, 1, self.layout.meta, addresses,
-                                     self.compact.address_stride, self.config.bands)])
-        return [np.unique(np.frombuffer(blob, "<u4")).astype(np.int64) for blob in blobs]
-
-    def _fetch_steps(self, wanted: np.ndarray):
-        if self.config.layout < 3:
-            return (yield from super()._fetch_steps(wanted))
-        if not wanted.size:
-            return None, None, []
-        return (yield from self._records_steps(wanted))
+        (reply,) = yield RoundTrip([("EVAL", scripts.PROBE_FETCH, 1, self.layout.meta, addresses,
+                                     self.compact.address_stride, self.config.bands,
+                                     np.ascontiguousarray(pool.fetched, "<u4").tobytes(), self.compact.width,
+                                     self.compact.chunk_items, "0" if self.codec is not None else "1")])
+        numbers, lengths, tails, records, members = reply
+        fingerprints = self.compact.unpack_records(records)[0] if self.codec is None else None
+        wanted = np.frombuffer(numbers, "<u4").astype(np.int64)
+        return ([np.unique(np.frombuffer(blob, "<u4")).astype(np.int64) for blob in members],
+                (wanted, (fingerprints, np.frombuffer(lengths, "<u4").astype(np.int64), tails)))
 
     def _stored_plan_steps(self, ids: list[str]):
         """(vectors or None, b-bit fingerprints, stored bucket identities, item numbers) of stored items."""
@@ -85,7 +121,7 @@ class _CompactQuerySteps:
         return np.clip(((a == b).mean(axis=1) - chance) / (1.0 - chance), 0.0, 1.0)
 
     def _new_pool(self) -> _CandidatePool:
-        return _CompactPool(self.config, self.codec) if self.config.layout >= 3 else super()._new_pool()
+        return _PackedPool(self.config, self.codec) if self.config.layout >= 3 else super()._new_pool()
 
     def _code_similarities(self, query: np.ndarray, items: np.ndarray) -> np.ndarray:
         if self.config.layout < 3:

@@ -76,6 +76,66 @@ end
 return out
 """
 
+# A query's probe and the candidates' data in one call (one round trip): the members of buckets, per query,
+# as PROBE returns them, then each member not in `known` once (first seen first): its tail (vector bytes + id,
+# zero-padded to whole 4-byte words so the caller reads the vectors as aligned words; '' where the number
+# holds no item) and, if asked, its record. ARGV: addresses, address stride, addresses per query, known
+# numbers (u32 LE), record width, chunk items, '1' for records. Returns {numbers (u32 LE), tail lengths
+# (u32 LE, unpadded), padded tails, records ('' unless asked), {one member blob per query}}.
+PROBE_FETCH = _PRELUDE + """
+local addresses, stride, per, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local width, chunk, with_records = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7] == '1'
+local sub, unpack_u32, pack_u32, call = string.sub, struct.unpack, struct.pack, redis.call
+local seen = {}
+for p = 1, #known, 4 do seen[sub(known, p, p + 3)] = true end
+local fresh, out, parts = {}, {}, {}
+local function note(blob)
+  for p = 1, #blob, 4 do
+    local member = sub(blob, p, p + 3)
+    if not seen[member] then seen[member] = true; fresh[#fresh + 1] = member end
+  end
+end
+for i = 0, #addresses / stride - 1 do
+  local head = sub(addresses, i * stride + 1, i * stride + 5)
+  local field = sub(addresses, i * stride + 6, (i + 1) * stride)
+  local value = call('HGET', prefix .. 'b' .. head, field)
+  if value == '' then
+    local members = {}
+    for _, member in ipairs(call('SMEMBERS', prefix .. 'o' .. head .. field)) do
+      members[#members + 1] = pack_u32('<I4', tonumber(member))
+    end
+    value = table.concat(members)
+  end
+  if value then parts[#parts + 1] = value; note(value) end
+  if (i + 1) % per == 0 then out[#out + 1] = table.concat(parts); parts = {} end
+end
+local lengths, tails, records, groups, order = {}, {}, {}, {}, {}
+for i, member in ipairs(fresh) do  -- near neighbours often share a tail hash: one HMGET a hash
+  local number = unpack_u32('<I4', member)
+  local tkey, tfield = tail_slot(number)
+  local group = groups[tkey]
+  if not group then group = {{}, {}}; groups[tkey] = group; order[#order + 1] = tkey end
+  group[1][#group[1] + 1] = tfield
+  group[2][#group[2] + 1] = i
+  if with_records then
+    local key, offset = chunk_slot(number, chunk, width)
+    local record = call('GETRANGE', key, offset, offset + width - 1)
+    if #record < width then record = string.rep('\\0', width) end
+    records[i] = record
+  end
+end
+for _, tkey in ipairs(order) do
+  local group = groups[tkey]
+  local values = call('HMGET', tkey, unpack(group[1]))
+  for x, i in ipairs(group[2]) do
+    local tail = values[x] or ''
+    lengths[i] = pack_u32('<I4', #tail)
+    tails[i] = tail .. string.rep('\\0', (4 - #tail % 4) % 4)
+  end
+end
+return {table.concat(fresh), table.concat(lengths), table.concat(tails), table.concat(records), out}
+"""
+
 # Item numbers for n new items: removed ones first (P free), then INCRBY P next. KEYS: meta, next,
 # free. ARGV: the meta's SHA-1, n. Returns n numbers (u32 LE), or false if the meta changed.
 ALLOCATE = """

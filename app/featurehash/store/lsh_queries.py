@@ -10,7 +10,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..maps.kernels import shared_columns
-from ..maps.lsh import best_matches, collision_probability, exact_similarities, match_fractions
+from ..maps.lsh import collision_probability, exact_similarities, match_fractions
+from ..maps.lsh_rerank import top_matches
 from .lsh_inline import INLINE_COMPARISONS, INLINE_ROWS, _small_input
 from .lsh_layout import (IndexConfig, check_fraction, check_positive_int, check_query_ids, item_number,
                          unpack_records_and_vectors)
@@ -70,6 +71,15 @@ class _CandidatePool:
                 vectors = sp.vstack([self.vectors, vectors], format="csr") if sp.issparse(vectors) \
                     else np.vstack([self.vectors, vectors])
             self.vectors = vectors[order]
+
+    def similarities(self, X, q: int, rows: np.ndarray) -> np.ndarray:
+        """Exact similarities of query q (row q of X) to the candidates at `rows`."""
+        query, candidates = _over_shared_columns(X, q, self.vectors[rows])
+        spec = self.config.map_spec
+        return exact_similarities(spec["method"], spec["params"], query, candidates)
+
+    def id_of(self, row: int) -> str:
+        return self.ids[row]
 
     def rows_of(self, numbers: np.ndarray) -> np.ndarray:
         """Positions of the numbers that have a record."""
@@ -150,13 +160,16 @@ class _QuerySteps:
         outcome: list[tuple] = [None] * n
         active = list(range(n))
         while active:
-            members = yield from self._bucket_members_steps(level_keys, active, level)
+            members, fetched = yield from self._probe_steps(level_keys, active, level, pool)
             for q, numbers in zip(active, members):
                 found[q] = np.union1d(found[q], numbers)
                 if exclude is not None:
                     found[q] = found[q][found[q] != exclude[q]]
-            wanted = pool.missing(np.unique(np.concatenate([found[q] for q in active])))
-            records = yield from self._fetch_steps(wanted)
+            if fetched is None:  # the records are read after the probe
+                wanted = pool.missing(np.unique(np.concatenate([found[q] for q in active])))
+                records = yield from self._fetch_steps(wanted)
+            else:
+                wanted, records = fetched
             total = sum(found[q].size for q in active)
             small = len(active) <= INLINE_ROWS and total * self.config.n_codes <= INLINE_COMPARISONS
             ranked = yield Compute(self._rank, (X, fingerprints, active, found, pool, wanted, records, top_k,
@@ -171,6 +184,11 @@ class _QuerySteps:
                     widen.append(q)
             active = widen
         return QueryResult(*(list(column) for column in zip(*outcome))) if n else QueryResult([], [], [], [])
+
+    def _probe_steps(self, level_keys, active: list[int], level: list[int], pool):
+        """(item numbers in each active query's buckets, None or (numbers fetched, their records) when the
+        probe also read the records of the candidates `pool` lacks: layout 3, one round trip)."""
+        return (yield from self._bucket_members_steps(level_keys, active, level)), None
 
     def _bucket_members_steps(self, level_keys, active: list[int], level: list[int]):
         """The item numbers in the buckets of each active query at its level."""
@@ -204,12 +222,10 @@ class _QuerySteps:
             if self.codec is None or rows.size == 0:
                 similarities = self._code_similarities(fingerprints[q], pool.fingerprints[rows])
             else:
-                query, candidates = _over_shared_columns(X, q, pool.vectors[rows])
-                similarities = exact_similarities(self.config.map_spec["method"], self.config.map_spec["params"],
-                                                  query, candidates)
-            best = best_matches(similarities, pool.numbers[rows], top_k, min_similarity)
+                similarities = pool.similarities(X, q, rows)
+            best = top_matches(similarities, pool.numbers[rows], top_k, min_similarity)
             kth = float(similarities[best[top_k - 1]]) if best.size >= top_k else min_similarity
-            ranked.append(([(pool.ids[rows[i]], float(similarities[i])) for i in best], int(rows.size), kth))
+            ranked.append(([(pool.id_of(rows[i]), float(similarities[i])) for i in best], int(rows.size), kth))
         return ranked
 
 

@@ -57,6 +57,12 @@ class VectorCodec:
         scaled = (X / scale[:, None]).astype(_F16)
         return [scale[row].astype(_F32).tobytes() + scaled[row].tobytes() for row in range(X.shape[0])]
 
+    def packed_bytes(self, first_word: int) -> int:
+        """The bytes of a packed vector whose first 4 bytes read (uint32 LE) `first_word`."""
+        if self.kind == "sparse":
+            return 4 + 8 * first_word
+        return 4 * self.input_dim if self.kind == "float32" else 4 + 2 * self.input_dim
+
     def unpack(self, blobs: list[bytes]):
         """(vectors (m, d), what follows each vector) of blobs that start with a packed vector."""
         m, d = len(blobs), self.input_dim

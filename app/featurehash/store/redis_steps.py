@@ -5,7 +5,8 @@ no I/O itself. `run_sync` executes the steps with a `redis.Redis`, `run_async` w
 `redis.asyncio.Redis` (its CPU steps in a worker thread, off the event loop). Steps:
 
 - `RoundTrip`: commands sent as one non-transactional pipeline (one network round trip; `atomic`:
-  as MULTI/EXEC); the result is the list of their replies.
+  as MULTI/EXEC); the result is the list of their replies. A single non-atomic command is sent on its
+  own, and a script (EVAL) as EVALSHA, falling back to EVAL when the server lacks it.
 - `Transaction`: optimistic: WATCH `watch`, run `reads` as one command, build the write
   commands from the read's reply, MULTI/EXEC them; redone from WATCH when a watched key
   changed meanwhile (up to MAX_TRANSACTION_ATTEMPTS). Three round trips. The result is
@@ -30,12 +31,13 @@ script, pipeline and transaction of a step stays on one slot (hash-tagged keys).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Generator
 
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
-from redis.exceptions import ResponseError, WatchError
+from redis.exceptions import NoScriptError, ResponseError, WatchError
 
 from .durability import persistence_refusal, refusal_of
 
@@ -121,6 +123,27 @@ def _scan_reply(reply) -> tuple[int, list[bytes]]:
     return int(cursor), keys
 
 
+_SHA1: dict[str, str] = {}
+
+
+def _single(step: RoundTrip) -> Command | None:
+    """The command of a one-command, non-atomic round trip (sent without a pipeline: ~30-50 us less
+    client CPU for a query's one script call), else None."""
+    return step.commands[0] if len(step.commands) == 1 and not step.atomic else None
+
+
+def _by_digest(command: Command) -> Command:
+    """EVAL sent as EVALSHA: Redis neither receives nor hashes the script's text again (the caller falls back
+    to EVAL on NOSCRIPT, once per server and script)."""
+    if command[0] != "EVAL":
+        return command
+    script = command[1]
+    digest = _SHA1.get(script)
+    if digest is None:
+        digest = _SHA1[script] = hashlib.sha1(script.encode()).hexdigest()
+    return ("EVALSHA", digest, *command[2:])
+
+
 def check_client(redis) -> None:
     if redis.get_encoder().decode_responses:
         raise ValueError("the LSH index stores binary keys and values: use a Redis client with "
@@ -138,6 +161,13 @@ def run_sync(redis, operation: Operation) -> Any:
                 command, options = _scan_command(redis, step)
                 reply = _scan_reply(redis.execute_command(*command, **options))
             elif isinstance(step, RoundTrip):
+                command = _single(step)
+                if command is not None:
+                    try:
+                        reply = [redis.execute_command(*_by_digest(command))]
+                    except NoScriptError:
+                        reply = [redis.execute_command(*command)]
+                    continue
                 with redis.pipeline(transaction=step.atomic) as pipe:
                     for command in step.commands:
                         pipe.execute_command(*command)
@@ -184,6 +214,13 @@ async def run_async(redis, operation: Operation,
                 command, options = _scan_command(redis, step)
                 reply = _scan_reply(await redis.execute_command(*command, **options))
             elif isinstance(step, RoundTrip):
+                command = _single(step)
+                if command is not None:
+                    try:
+                        reply = [await redis.execute_command(*_by_digest(command))]
+                    except NoScriptError:
+                        reply = [await redis.execute_command(*command)]
+                    continue
                 async with redis.pipeline(transaction=step.atomic) as pipe:
                     for command in step.commands:
                         pipe.execute_command(*command)

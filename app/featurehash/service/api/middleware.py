@@ -15,6 +15,7 @@ import orjson
 from .admission import CURRENT, Admission, Refused, refuse_unread
 from .errors import BodyTooLarge, error_response
 from .metrics import LATENCY, REQUESTS
+from .plain_route import PlainDispatch
 
 REQUEST_ID_HEADER = b"x-request-id"
 # Bodies are read as sent: a compressed one is refused (415) rather than decoded (no decompression
@@ -76,7 +77,7 @@ class RequestRecorder:
     one pass over the headers: each layer costs every request a coroutine and a wrapped send."""
 
     def __init__(self, app, max_body_bytes: int, admission: Admission | None = None):
-        self.app = app
+        self.app = PlainDispatch(app)  # the plain routes straight from here (plain_route.PlainDispatch)
         self.max_body_bytes = max_body_bytes
         self.admission = admission
 
@@ -111,7 +112,7 @@ class RequestRecorder:
             elif declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
                 await self._too_large()(scope, receive, send_with_id)
             elif self.admission is None:
-                await self.app(scope, self._limited(receive), send_with_id)
+                await self.app(scope, self._limited(receive, declared), send_with_id)
             else:
                 await self._admitted(scope, receive, send_with_id, declared, media_type)
         finally:
@@ -127,7 +128,7 @@ class RequestRecorder:
             return
         token = CURRENT.set(ticket)
         try:
-            await self.app(scope, ticket.receiving(self._limited(receive)), send)
+            await self.app(scope, ticket.receiving(self._limited(receive, declared)), send)
         finally:
             CURRENT.reset(token)
             ticket.release()
@@ -136,8 +137,11 @@ class RequestRecorder:
         return error_response(413, "body", f"larger than the limit of {self.max_body_bytes} bytes; "
                               "send smaller batches")
 
-    def _limited(self, receive):
-        """`receive`, raising BodyTooLarge once the body passes the limit (chunked bodies declare no length)."""
+    def _limited(self, receive, declared: bytes | None):
+        """`receive`, raising BodyTooLarge once the body passes the limit (chunked bodies declare no length); as
+        is when the body declared a length within the limit (the HTTP server delivers no more than declared)."""
+        if declared is not None and declared.isdigit():
+            return receive
         received = 0
 
         async def limited_receive():

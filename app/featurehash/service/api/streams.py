@@ -208,6 +208,9 @@ def json_answer(head: dict, key: str, result: RowResult, tail: Callable[[], Iter
     """`{**head, key: result rows, **tail}` as orjson writes it; `tail` yields further (key, result)
     pairs (e.g. LSH band keys after the codes), each streamed after the previous one."""
     slices = result.slices
+    if len(slices) == 1 and tail is None:  # the single-request case: one encode, nothing else
+        return Response(orjson.dumps({**head, key: result.compute(slices[0])}, option=orjson.OPT_SERIALIZE_NUMPY),
+                        media_type=JSON)
     opening = orjson.dumps({**head, key: []})[:-3]  # ends with "key":
 
     def after_first() -> Iterator:
@@ -222,8 +225,6 @@ def json_answer(head: dict, key: str, result: RowResult, tail: Callable[[], Iter
 
     if len(slices) == 1:
         first = result.compute(slices[0])
-        if tail is None:
-            return Response(orjson.dumps({**head, key: first}, option=orjson.OPT_SERIALIZE_NUMPY), media_type=JSON)
         # One chunk, but a tail: still small, answered whole.
         parts = (opening, b"[" + _json_rows(first), *after_first())
         return Response(b"".join(part() if callable(part) else part for part in parts), media_type=JSON)

@@ -1,0 +1,103 @@
+"""The compiled re-ranking over packed vectors (featurehash.maps.lsh_rerank) equals the reference
+(featurehash.maps.lsh.exact_similarities over the decoded vectors, after shared_columns as the index did)
+bit for bit, and the exact kernels of featurehash.maps.kernels to rounding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from featurehash.maps.kernels import gmm, laplacian, shared_columns
+from featurehash.maps.lsh import band_digests, best_matches, code_fingerprints, exact_similarities
+from featurehash.maps.lsh_rerank import band_identities, packed_similarities, top_matches
+from featurehash.store.lsh_vectors import VectorCodec
+
+
+def packed(kind: str, X) -> tuple[np.ndarray, np.ndarray]:
+    """The codec's blobs, each followed by an id and padded to whole words (as a query's fetch returns them)."""
+    blobs = [blob + f"id{i}".encode() for i, blob in enumerate(VectorCodec(kind, X.shape[1]).pack(X))]
+    padded = [blob + b"\0" * (-len(blob) % 4) for blob in blobs]
+    starts = np.cumsum([0] + [len(blob) // 4 for blob in padded[:-1]])
+    return np.frombuffer(b"".join(padded), "<u4"), starts
+
+
+def reference(method, params, kind, query, X):
+    """What the index computed before: the decoded vectors, a sparse query restricted to shared columns."""
+    codec = VectorCodec(kind, X.shape[1])
+    candidates = codec.unpack(codec.pack(X))[0]
+    if sp.issparse(query):
+        if sp.issparse(candidates):
+            row, candidates = shared_columns(sp.csr_matrix(query), candidates)
+            return exact_similarities(method, params, row.toarray().ravel(), candidates), candidates
+        return exact_similarities(method, params, query.toarray().ravel(), candidates), candidates
+    return exact_similarities(method, params, query, candidates), candidates
+
+
+def rows(rng, m, d, density):
+    X = rng.lognormal(0.0, 1.5, (m, d)) * (rng.random((m, d)) < density) * rng.choice([-1.0, 1.0], (m, d))
+    X[:, rng.integers(d)] += 1e-3
+    return X
+
+
+@pytest.mark.parametrize("kind", ["sparse", "float32", "float16"])
+def test_packed_similarities_equal_the_reference_bit_for_bit(kind):
+    rng = np.random.default_rng(5)
+    cases = 0
+    for d in (1, 7, 8, 9, 64, 129, 300):  # below, at and past numpy's pairwise blocks (8, 128)
+        for density in (0.05, 0.3, 1.0):
+            X = rows(rng, int(rng.integers(1, 40)), d, density)
+            q = rows(rng, 1, d, density)
+            select = rng.permutation(X.shape[0])[: max(1, X.shape[0] // 2)]  # any subset, any order
+            words, starts = packed(kind, X)
+            for method, params in (("gcws", {"power": 1.0}), ("gcws", {"power": 0.7}), ("gcws", {"power": 2.0}),
+                                   ("binning", {"gamma": 0.05})):
+                for query in (q[0], sp.csr_matrix(q)):
+                    expected, _ = reference(method, params, kind, query, X[select])
+                    got = packed_similarities(method, params, query, kind, words, starts[select], d)
+                    np.testing.assert_array_equal(got, expected)
+                    cases += 1
+    assert cases == 7 * 3 * 4 * 2
+
+
+@pytest.mark.parametrize("kind", ["sparse", "float32"])
+def test_packed_similarities_are_the_exact_kernels(kind):
+    """Against maps.kernels (GMM for gcws, the Laplacian for binning) on the stored (float32) values."""
+    rng = np.random.default_rng(6)
+    X = np.abs(rows(rng, 30, 50, 0.3)).astype(np.float32).astype(np.float64)
+    q = np.abs(rows(rng, 1, 50, 0.3))
+    words, starts = packed(kind, X)
+    for power in (1.0, 0.5):
+        np.testing.assert_allclose(packed_similarities("gcws", {"power": power}, q[0], kind, words, starts, 50),
+                                   gmm(q, X, power)[0], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(packed_similarities("binning", {"gamma": 0.02}, sp.csr_matrix(q), kind, words,
+                                                   starts, 50), laplacian(q, X, 0.02)[0], rtol=1e-12)
+
+
+def test_a_wide_sparse_query_never_becomes_dense():
+    """2^30 columns (a text stage's width): only the columns the query and candidates have are touched."""
+    d = 2**30
+    X = sp.csr_matrix((np.array([1.0, 2.0, 3.0]), np.array([5, d - 1, 77]), np.array([0, 2, 3])), shape=(2, d))
+    q = sp.csr_matrix((np.array([2.0, 1.0]), np.array([5, 9]), np.array([0, 2])), shape=(1, d))
+    words, starts = packed("sparse", X)
+    got = packed_similarities("gcws", {"power": 1.0}, q, "sparse", words, starts, d)
+    np.testing.assert_allclose(got, [0.2, 0.0], atol=1e-15)  # sum min / sum max: 1 / (2 + 2 + 1); 0 / 6
+
+
+def test_top_matches_are_best_matches():
+    rng = np.random.default_rng(7)
+    for m in (0, 1, 5, 40):
+        for top_k in (1, 3, 10, 50):
+            similarities = np.round(rng.random(m), 1)  # many ties
+            numbers = rng.permutation(1000)[:m].astype(np.int64)
+            for floor in (0.0, 0.5):
+                np.testing.assert_array_equal(top_matches(similarities, numbers, top_k, floor),
+                                              best_matches(similarities, numbers, top_k, floor))
+
+
+def test_band_identities_are_the_band_digests_top_bits():
+    fingerprints = code_fingerprints(np.random.default_rng(8).integers(0, 2**62, (5, 64)))
+    for bands, rows, levels in ((16, 4, [4]), (9, 7, [7, 5, 2]), (1, 64, [64, 1])):
+        expected = np.hstack([band_digests(fingerprints, bands, rows, None if level == 0 else prefix)
+                              for level, prefix in enumerate(levels)]) >> np.uint64(32)
+        np.testing.assert_array_equal(band_identities(fingerprints, bands, rows, levels), expected.astype(np.uint32))
