@@ -16,7 +16,9 @@ from sklearn.kernel_approximation import Nystroem
 from featurehash import InputError, SpecError, create_map
 from featurehash.maps import kernels
 from featurehash.maps import resolve_spec
-from featurehash.maps.fitted._nystroem_fit import angle_of, paired_kernel
+from featurehash.maps.fitted._fitted_kernels import exp_in_place
+from featurehash.maps.fitted._nystroem_fit import angle_of, kernel_column, paired_kernel
+from featurehash.maps.numerics import _portable_math as pm
 from featurehash.maps.fitted.nystroem import KERNEL_PARAMETERS, MAX_STORED_NUMBERS
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[2] / "golden" / "kernel_approximation.json").read_text())
@@ -51,6 +53,26 @@ def test_portable_kernel_equals_the_exact_kernel(kernel):
     exact = m.exact_kernel(X, Y)
     portable = np.stack([paired_kernel(kernel, m.params, X, y) for y in Y], axis=1)
     np.testing.assert_allclose(portable, exact, rtol=1e-12, atol=1e-13 * np.abs(exact).max())
+
+
+@pytest.mark.parametrize("kernel", sorted(KERNEL_PARAMS))
+def test_the_fits_kernel_column_has_the_bits_of_the_portable_kernel(kernel):
+    """The fit's columns (compiled, rows side by side) are `paired_kernel`'s numbers bit for bit: each row's sum
+    in index order, the same exp and power (odd d: the loop's remainder too)."""
+    X = sample(37, 9, 3)
+    m = nystroem(X, 4, kernel, **KERNEL_PARAMS[kernel])
+    for pivot in (0, 7, 36):
+        column = kernel_column(kernel, m.params, X, np.ascontiguousarray(X.T), pivot)
+        assert column.tobytes() == paired_kernel(kernel, m.params, X, X[pivot]).tobytes()
+
+
+def test_the_fits_exp_has_the_bits_of_the_portable_exp():
+    """Powers of two by a table instead of ldexp: the same bits, subnormal results and overflow included."""
+    x = np.concatenate([np.random.default_rng(5).uniform(-760.0, 720.0, 20000),
+                        [0.0, -0.0, -745.2, -744.4, -708.4, 709.78, 709.79, 710.0, 711.0, -746.0, -1e300, 1e300]])
+    y = x.copy()
+    exp_in_place(y)
+    assert y.tobytes() == pm.exp(x).tobytes()
 
 
 def test_portable_arctangent_is_within_a_few_ulp():

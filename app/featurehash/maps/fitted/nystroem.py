@@ -37,6 +37,7 @@ from typing import Annotated, Literal
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.linalg import blas
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import kernels
@@ -46,6 +47,9 @@ from ..errors import SpecError
 from ..inputs import reject_negative, to_dense
 
 MAX_STORED_NUMBERS = 2**20
+# Kernel values per block of the transform (4 MiB of float64): smaller blocks kept the kernel's passes in
+# cache but slowed the triangular product more (measured 1.33x scikit-learn at 2^14, 1.63x at 2^19, m = 512).
+BLOCK_ELEMENTS = 2**19
 MAX_FIT_ROWS = 20_000
 MAX_FIT_WORK = 2**30
 KERNEL_PARAMETERS = {"gaussian": {"gamma": 1.0}, "laplacian": {"gamma": 1.0}, "chi2": {"gamma": 1.0},
@@ -135,32 +139,60 @@ class NystroemMap(DenseFeatureMap):
 
     def landmark_kernel(self, X) -> np.ndarray:
         """K(X, S) in float64: X against the stored landmarks."""
+        block = np.empty((X.shape[0], self._landmarks.shape[0]))
+        self._landmark_kernel_into(X, block)
+        return block
+
+    def _landmark_kernel_into(self, X, block: np.ndarray) -> None:
         p, S = self.params, self._landmarks
-        if p.kernel in ("gaussian", "polynomial"):
-            block = np.asarray(X @ S.T)
-            if p.kernel == "polynomial":
-                return (p.gamma * block + p.coef0) ** p.degree
-            x_squares = np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X) else np.einsum("ij,ij->i", X, X)
-            # exp(-gamma (|x|^2 + |s|^2 - 2 <x, s>)), in place: the block is the only n x k temporary.
-            block *= -2.0
-            block += x_squares[:, None]
-            block += self._landmark_squares
-            np.maximum(block, 0.0, out=block)
-            block *= -p.gamma
-            return np.exp(block, out=block)
-        return _kernel(p, to_dense(X), S)
+        if p.kernel not in ("gaussian", "polynomial"):
+            block[...] = _kernel(p, to_dense(X), S)
+            return
+        if p.kernel == "polynomial":
+            _product_into(X, S, block)
+            block *= p.gamma
+            block += p.coef0
+            block **= p.degree
+            return
+        x_squares = np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X) else np.einsum("ij,ij->i", X, X)
+        # exp(2 gamma <x, s> - gamma |x|^2 - gamma |s|^2) (at most 1), in place in the block: the scaling is
+        # done on X (d columns), not on the block (k), and the block is passed over four times.
+        _product_into(X * (2.0 * p.gamma), S, block)
+        block -= p.gamma * x_squares[:, None]
+        block -= p.gamma * self._landmark_squares
+        np.minimum(block, 0.0, out=block)
+        np.exp(block, out=block)
 
     def _features_into(self, X, out: np.ndarray) -> None:
-        k = self._landmarks.shape[0]
-        if k == out.shape[1] and out.dtype == np.float64:
-            np.matmul(self.landmark_kernel(X), self._normalization_t, out=out)
-            return
-        out[:, :k] = self.landmark_kernel(X) @ self._normalization_t
-        out[:, k:] = 0
+        """By blocks of BLOCK_ELEMENTS kernel values (they stay in cache between the kernel's passes), each
+        block times L^-T by BLAS's triangular product (trmm: half the flops of a general product) in place."""
+        n, k = X.shape[0], self._landmarks.shape[0]
+        in_place = k == out.shape[1] and out.dtype == np.float64
+        rows = max(1, BLOCK_ELEMENTS // k)
+        scratch = None if in_place else np.empty((min(rows, n), k))
+        inverse = self._normalization_t.T   # L^-1, Fortran-ordered
+        for start in range(0, n, rows):
+            part = slice(start, min(n, start + rows))
+            block = out[part] if in_place else scratch[:part.stop - part.start]
+            self._landmark_kernel_into(X[part], block)
+            # block^T (k x rows, Fortran-ordered) := L^-1 block^T, i.e. block := block L^-T
+            blas.dtrmm(1.0, inverse, block.T, lower=1, overwrite_b=1)
+            if not in_place:
+                out[part, :k] = block
+        if k < out.shape[1]:
+            out[:, k:] = 0
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:
         X = self.check(X, "x")
         return _kernel(self.params, X, X if Y is None else self.check(Y, "y"))
+
+
+def _product_into(X, S: np.ndarray, block: np.ndarray) -> None:
+    """block = X S^T (X dense or CSR)."""
+    if sp.issparse(X):
+        block[...] = X @ S.T
+    else:
+        np.matmul(X, S.T, out=block)
 
 
 def _kernel(p: NystroemParams, X, Y) -> np.ndarray:
