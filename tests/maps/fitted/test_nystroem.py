@@ -211,3 +211,14 @@ def test_golden_requests_resolve_to_the_stored_spec_and_features(name):
     assert_dense_features_match(replica.transform(X), replica.transform(X, dtype=np.float64),
                                 expected["transform_float32"], expected["transform_float64"])
     np.testing.assert_allclose(replica.exact_kernel(X), expected["exact_kernel"], rtol=1e-12)
+
+
+def test_the_fit_work_limit_is_higher_for_the_compiled_columns():
+    """rows * m * (d + m): at most 2^32 for the kernels whose fit columns are compiled, 2^30 for the others;
+    refused before any fitting (names the field and the kernel)."""
+    X = np.ones((2000, 64))
+    with pytest.raises(SpecError, match="1073741824 for the arccos1 kernel") as error:
+        nystroem(X, 1024, "arccos1")   # 2.2e9 units
+    assert error.value.field == "params.fit_sample"
+    with pytest.raises(SpecError, match="4294967296 for the gaussian kernel"):
+        nystroem(np.ones((4200, 64)), 1024, gamma=0.1)   # 4.7e9 units

@@ -23,12 +23,14 @@ and is stored unrounded: `landmarks` (k rows of input_dim, copied from fit_sampl
 stored spec is rebuilt without data and without refitting.
 Limits: the stored numbers, m input_dim + m (m + 1) / 2, at most MAX_STORED_NUMBERS = 2^20 (about 20 MB
 of JSON at worst, under the service's 64 MiB body limit; m = 512 at d = 64 stores 164k numbers, ~3 MB);
-fit_sample at most MAX_FIT_ROWS rows and rows * m * (input_dim + m) <= MAX_FIT_WORK = 2^30, about 8 s
-for the Gaussian kernel (measured 9 s at 4000 rows, d = 64, m = 512, 1.1 times the limit, on 2 busy cores;
-the O(rows m^2) Cholesky updates dominate), 2-3x that for arc-cosine and GMM, whose portable columns cost more.
-Transform: the kernel block K(X, S) in float64 (Gaussian and polynomial through one BLAS product),
-times L^-T, cast to float32 unless float64 is asked for; sparse CSR input is densified per chunk except
-for the Gaussian and polynomial kernels (O(nnz k) for the product).
+fit_sample at most MAX_FIT_ROWS rows and rows * m * (input_dim + m) <= MAX_FIT_WORK_COMPILED = 2^32 for the
+Gaussian, Laplacian, polynomial and chi2 kernels (their columns are compiled: about 1.2 s of CPU at the limit,
+3800 rows, d = 64, m = 1024, measured on 2 loaded cores; the O(rows m^2) Cholesky updates dominate), MAX_FIT_WORK
+= 2^30 for arc-cosine and GMM, whose portable columns cost ~10x more (3-4 s at that limit).
+Transform: by blocks of rows, the kernel block K(X, S) in float64 (Gaussian and polynomial through one BLAS
+product), times L^-T by BLAS's triangular product in place (trmm: half the flops of a general product), cast
+to float32 unless float64 is asked for; sparse CSR input is densified per chunk except for the Gaussian and
+polynomial kernels (O(nnz k) for the product).
 """
 
 from __future__ import annotations
@@ -52,6 +54,11 @@ MAX_STORED_NUMBERS = 2**20
 BLOCK_ELEMENTS = 2**19
 MAX_FIT_ROWS = 20_000
 MAX_FIT_WORK = 2**30
+# The kernels whose fit columns are compiled (`_fitted_kernels`) take 4x the work in less time than the others
+# take MAX_FIT_WORK (measured on 2 loaded cores: Gaussian 3800 rows, m = 1024, d = 64 (0.98 x 2^32) 1.2 s of
+# CPU; arc-cosine 1 and GMM, 3600 rows, m = 512 (0.99 x 2^30) 3.0 and 4.0 s).
+MAX_FIT_WORK_COMPILED = 2**32
+COMPILED_FIT_KERNELS = ("gaussian", "laplacian", "polynomial", "chi2")
 KERNEL_PARAMETERS = {"gaussian": {"gamma": 1.0}, "laplacian": {"gamma": 1.0}, "chi2": {"gamma": 1.0},
                      "polynomial": {"gamma": 1.0, "degree": 3, "coef0": 1.0}, "gmm": {"power": 1.0},
                      "arccos0": {}, "arccos1": {}, "arccos2": {}}
@@ -219,10 +226,11 @@ def _fit_sample(params: NystroemParams, input_dim: int, n_components: int) -> np
     if rows == 0 or any(len(row) != input_dim for row in params.fit_sample):
         raise SpecError("params.fit_sample", f"rows of the data to fit: each must have input_dim = {input_dim} "
                         "entries")
-    if rows > MAX_FIT_ROWS or rows * n_components * (input_dim + n_components) > MAX_FIT_WORK:
+    work = MAX_FIT_WORK_COMPILED if params.kernel in COMPILED_FIT_KERNELS else MAX_FIT_WORK
+    if rows > MAX_FIT_ROWS or rows * n_components * (input_dim + n_components) > work:
         raise SpecError("params.fit_sample", f"{rows} rows for {n_components} landmarks of {input_dim} entries "
                         f"is over the fit's limits ({MAX_FIT_ROWS} rows, rows * n_components * (input_dim + "
-                        f"n_components) <= {MAX_FIT_WORK}): send fewer rows")
+                        f"n_components) <= {work} for the {params.kernel} kernel): send fewer rows")
     sample = np.asarray(params.fit_sample, dtype=np.float64)
     if params.kernel == "chi2" and sample.min() < 0:
         raise SpecError("params.fit_sample", "the chi2 kernel is defined on nonnegative entries")
