@@ -121,15 +121,21 @@ class NystroemMap(DenseFeatureMap):
             inverse[i, :i + 1] = row
         self._normalization_t = np.ascontiguousarray(inverse.T)
         self._landmark_squares = np.einsum("ij,ij->i", self._landmarks, self._landmarks)
+        # [s, 1, gamma |s|^2] per landmark: with [2 gamma x, -gamma |x|^2, -1] the Gaussian's exponent is one product.
+        self._augmented = (np.column_stack([self._landmarks, np.ones(k), self.params.gamma * self._landmark_squares])
+                           if self.params.kernel == "gaussian" else None)
 
     @classmethod
     def planned_nbytes_bound(cls, spec, **options) -> int:
-        """m landmarks of input_dim and the m x m normalisation, in float64 (before the fit)."""
-        return 8 * spec.n_components * (spec.input_dim + spec.n_components + 1)
+        """m landmarks of input_dim and the m x m normalisation, in float64 (before the fit), and the Gaussian's
+        augmented landmarks (m x (input_dim + 2))."""
+        augmented = spec.input_dim + 2 if spec.params.get("kernel", "gaussian") == "gaussian" else 0
+        return 8 * spec.n_components * (spec.input_dim + spec.n_components + 1 + augmented)
 
     @property
     def planned_nbytes(self) -> int:
-        return self._landmarks.nbytes + self._normalization_t.nbytes + self._landmark_squares.nbytes
+        extra = 0 if self._augmented is None else self._augmented.nbytes
+        return self._landmarks.nbytes + self._normalization_t.nbytes + self._landmark_squares.nbytes + extra
 
     @property
     def nbytes(self) -> int:
@@ -161,7 +167,18 @@ class NystroemMap(DenseFeatureMap):
             block += p.coef0
             block **= p.degree
             return
-        x_squares = np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X) else np.einsum("ij,ij->i", X, X)
+        if not sp.issparse(X):
+            # exp(<[2 gamma x, -gamma |x|^2, -1], [s, 1, gamma |s|^2]>) (at most 1): the exponent by one product.
+            augmented = np.empty((X.shape[0], X.shape[1] + 2))
+            np.multiply(X, 2.0 * p.gamma, out=augmented[:, :-2])
+            augmented[:, -2] = np.einsum("ij,ij->i", X, X)
+            augmented[:, -2] *= -p.gamma
+            augmented[:, -1] = -1.0
+            np.matmul(augmented, self._augmented.T, out=block)
+            np.minimum(block, 0.0, out=block)
+            np.exp(block, out=block)
+            return
+        x_squares = np.asarray(X.multiply(X).sum(axis=1)).ravel()
         # exp(2 gamma <x, s> - gamma |x|^2 - gamma |s|^2) (at most 1), in place in the block: the scaling is
         # done on X (d columns), not on the block (k), and the block is passed over four times.
         _product_into(X * (2.0 * p.gamma), S, block)
