@@ -123,10 +123,20 @@ def paired_kernel(kernel: str, params, X: np.ndarray, Y: np.ndarray) -> np.ndarr
     return _arccos(X, Y, int(kernel[-1]))
 
 
+def _pivot_sequence(seed: int, rows: int) -> np.ndarray:
+    """The seeded order of the "uniform" rule."""
+    return np.argsort(randomness.raw_words(seed, "nystroem.order", rows), kind="stable").astype(np.int64)
+
+
+def _pivot_uniforms(seed: int, attempts: int) -> np.ndarray:
+    """The uniform numbers of the "rpcholesky" draws."""
+    return randomness.uniform_open(randomness.raw_words(seed, "nystroem.pivots", attempts))
+
+
 def _pivot_order(rule: str, seed: int, rows: int, attempts: int):
     """A generator of candidate pivots given the residual: drawn from it (rpcholesky) or a seeded order."""
     if rule == "uniform":
-        order = np.argsort(randomness.raw_words(seed, "nystroem.order", rows), kind="stable")
+        order = _pivot_sequence(seed, rows)
         position = 0
 
         def next_pivot(residual, floor):
@@ -136,7 +146,7 @@ def _pivot_order(rule: str, seed: int, rows: int, attempts: int):
             position += 1
             return int(order[position - 1]) if position <= rows else None
         return next_pivot
-    uniforms = randomness.uniform_open(randomness.raw_words(seed, "nystroem.pivots", attempts))
+    uniforms = _pivot_uniforms(seed, attempts)
     drawn = 0
 
     def next_pivot(residual, floor):
@@ -172,8 +182,18 @@ def fit_landmarks(sample: np.ndarray, kernel: str, params, n_landmarks: int, rul
     floor = RELATIVE_FLOOR * np.maximum(diagonal, 0.0)
     residual = diagonal.copy()
     factors_t = np.zeros((n_landmarks, rows))  # row k: the factor column of landmark k
-    next_pivot = _pivot_order(rule, seed, rows, 2 * n_landmarks + 16)
     pivots = np.zeros(n_landmarks, dtype=np.int64)
+    kind = _COMPILED_COLUMNS.get(kernel)
+    if kind is not None:   # the whole loop compiled
+        polynomial = kernel == "polynomial"
+        uniform = rule == "uniform"
+        count = compiled.pivoted_cholesky(
+            sample_t, sample, diagonal, floor, kind, float(params.gamma), float(params.coef0) if polynomial else 0.0,
+            int(params.degree) if polynomial else 0,
+            np.zeros(0) if uniform else _pivot_uniforms(seed, 2 * n_landmarks + 16),
+            _pivot_sequence(seed, rows) if uniform else np.zeros(0, dtype=np.int64), factors_t, pivots)
+        return _normalization(factors_t, pivots[:count])
+    next_pivot = _pivot_order(rule, seed, rows, 2 * n_landmarks + 16)
     count = 0
     while count < n_landmarks:
         pivot = next_pivot(residual, floor)
@@ -187,6 +207,10 @@ def fit_landmarks(sample: np.ndarray, kernel: str, params, n_landmarks: int, rul
         pivots[count] = pivot
         compiled.accept_pivot(column, pivot, factors_t, count, residual, pivots)
         count += 1
-    pivots = pivots[:count]
-    lower = np.tril(factors_t[:count, pivots].T)
+    return _normalization(factors_t, pivots[:count])
+
+
+def _normalization(factors_t: np.ndarray, pivots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(pivots, L^-1) with L the factors at the landmark rows (lower triangular)."""
+    lower = np.tril(factors_t[:pivots.size, pivots].T)
     return pivots, compiled.lower_inverse(np.ascontiguousarray(lower))
