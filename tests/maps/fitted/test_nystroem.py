@@ -17,6 +17,7 @@ from featurehash import InputError, SpecError, create_map
 from featurehash.maps import kernels
 from featurehash.maps import resolve_spec
 from featurehash.maps.fitted._fitted_kernels import exp_in_place
+from featurehash.maps.fitted import _nystroem_fit as fit
 from featurehash.maps.fitted._nystroem_fit import angle_of, kernel_column, paired_kernel
 from featurehash.maps.numerics import _portable_math as pm
 from featurehash.maps.fitted.nystroem import KERNEL_PARAMETERS, MAX_STORED_NUMBERS
@@ -64,6 +65,23 @@ def test_the_fits_kernel_column_has_the_bits_of_the_portable_kernel(kernel):
     for pivot in (0, 7, 36):
         column = kernel_column(kernel, m.params, X, np.ascontiguousarray(X.T), pivot)
         assert column.tobytes() == paired_kernel(kernel, m.params, X, X[pivot]).tobytes()
+
+
+@pytest.mark.parametrize("rule", ["rpcholesky", "uniform"])
+@pytest.mark.parametrize("kernel", ["gaussian", "laplacian", "polynomial", "chi2"])
+def test_the_compiled_fit_loop_has_the_bits_of_the_reference_loop(kernel, rule, monkeypatch):
+    """The one-call compiled fit (`_fitted_kernels.pivoted_cholesky`) against the Python loop over `paired_kernel`
+    columns that the other kernels take: the same landmarks and the same L^-1 bit for bit, rejected candidates
+    (duplicate rows, a rank-deficient polynomial sample) included."""
+    X = sample(150, 7, 8)
+    X[10:20] = X[0]
+    if kernel == "polynomial":
+        X = np.repeat(X[:, :2], 3, axis=1)[:, :7]
+    params = nystroem(X, 2, kernel, **KERNEL_PARAMS[kernel]).params
+    fitted = fit.fit_landmarks(X, kernel, params, 60, rule, 3)
+    monkeypatch.setattr(fit, "_COMPILED_COLUMNS", {})
+    reference = fit.fit_landmarks(X, kernel, params, 60, rule, 3)
+    assert np.array_equal(fitted[0], reference[0]) and fitted[1].tobytes() == reference[1].tobytes()
 
 
 def test_the_fits_exp_has_the_bits_of_the_portable_exp():
