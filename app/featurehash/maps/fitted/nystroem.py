@@ -39,7 +39,6 @@ from typing import Annotated, Literal
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg import blas
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import kernels
@@ -190,6 +189,8 @@ class NystroemMap(DenseFeatureMap):
     def _features_into(self, X, out: np.ndarray) -> None:
         """By blocks of BLOCK_ELEMENTS kernel values (they stay in cache between the kernel's passes), each
         block times L^-T by BLAS's triangular product (trmm: half the flops of a general product) in place."""
+        from scipy.linalg import blas   # here: scipy.linalg costs ~70 ms to import, and only transforms need it
+
         n, k = X.shape[0], self._landmarks.shape[0]
         in_place = k == out.shape[1] and out.dtype == np.float64
         rows = max(1, BLOCK_ELEMENTS // k)
