@@ -36,8 +36,8 @@ class Units:
     dart_sample: float = 60.0     # one sample and stage (lg D) of the GCWS "dart" sampler
     dart_nonzero: float = 800.0   # one nonzero of a row of the "dart" sampler
     search_term: float = 10.0     # one (candidate, p) term of the SSF index-set search
-    nystroem_fit: float = 4.0     # one unit of rows * m * (d + m) of the Nystroem fit (gaussian, polynomial,
-    nystroem_fit_portable: float = 20.0  # laplacian); arc-cosine, gmm and chi2 columns cost ~5-10x more
+    nystroem_fit: float = 1.0     # one unit of rows * m * (d + m) of the Nystroem fit (gaussian, polynomial,
+    nystroem_fit_portable: float = 20.0  # laplacian, chi2: compiled, 0.23-0.27 measured); arc-cosine, gmm ~10x more
     portable_kernel: float = 12.0  # one (coordinate, landmark) step of a portable (non-BLAS) kernel column
     text_character: float = 100.0  # one character of a document: analyzer (regular expressions), hash, CSR
 
@@ -265,7 +265,7 @@ class Nystroem(Formula):
     def creation(self, spec: MapSpec, **options) -> Estimate:
         m, d = spec.n_components, spec.input_dim
         rows = len(spec.params.get("fit_sample") or ())
-        fast = spec.params.get("kernel", "gaussian") in ("gaussian", "polynomial", "laplacian")
+        fast = spec.params.get("kernel", "gaussian") in ("gaussian", "polynomial", "laplacian", "chi2")
         ns = rows * m * (d + m) * (U.nystroem_fit if fast else U.nystroem_fit_portable) + m * m * U.element
         return Estimate(FIXED_SECONDS + ns * NS, "params.fit_sample" if rows > 4 * m else "n_components")
 

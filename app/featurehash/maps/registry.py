@@ -108,7 +108,8 @@ def resolve_spec(raw: Mapping[str, Any] | MapSpec, *, max_nbytes: int | None = N
     completed = cls.complete_params(checked_params, input_dim=spec.input_dim, n_components=spec.n_components,
                                     seed=spec.seed)
     if completed is not checked_params:
-        spec = MapSpec(**{**spec.model_dump(exclude={"id"}), "params": completed.model_dump(mode="json")})
+        # The requested params are left out of the dump: a fit_sample of thousands of rows was walked for nothing.
+        spec = MapSpec(**{**spec.model_dump(exclude={"id", "params"}), "params": completed.model_dump(mode="json")})
     cls.check_spec(spec)
     _check_derived(raw, spec, cls)
     return spec

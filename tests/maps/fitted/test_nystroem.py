@@ -16,7 +16,10 @@ from sklearn.kernel_approximation import Nystroem
 from featurehash import InputError, SpecError, create_map
 from featurehash.maps import kernels
 from featurehash.maps import resolve_spec
-from featurehash.maps.fitted._nystroem_fit import angle_of, paired_kernel
+from featurehash.maps.fitted._fitted_kernels import exp_in_place
+from featurehash.maps.fitted import _nystroem_fit as fit
+from featurehash.maps.fitted._nystroem_fit import angle_of, kernel_column, paired_kernel
+from featurehash.maps.numerics import _portable_math as pm
 from featurehash.maps.fitted.nystroem import KERNEL_PARAMETERS, MAX_STORED_NUMBERS
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[2] / "golden" / "kernel_approximation.json").read_text())
@@ -52,6 +55,43 @@ def test_portable_kernel_equals_the_exact_kernel(kernel):
     exact = m.exact_kernel(X, Y)
     portable = np.stack([paired_kernel(kernel, m.params, X, y) for y in Y], axis=1)
     np.testing.assert_allclose(portable, exact, rtol=1e-12, atol=1e-13 * np.abs(exact).max())
+
+
+@pytest.mark.parametrize("kernel", sorted(KERNEL_PARAMS))
+def test_the_fits_kernel_column_has_the_bits_of_the_portable_kernel(kernel):
+    """The fit's columns (compiled, rows side by side) are `paired_kernel`'s numbers bit for bit: each row's sum
+    in index order, the same exp and power (odd d: the loop's remainder too)."""
+    X = sample(37, 9, 3)
+    m = nystroem(X, 4, kernel, **KERNEL_PARAMS[kernel])
+    for pivot in (0, 7, 36):
+        column = kernel_column(kernel, m.params, X, np.ascontiguousarray(X.T), pivot)
+        assert column.tobytes() == paired_kernel(kernel, m.params, X, X[pivot]).tobytes()
+
+
+@pytest.mark.parametrize("rule", ["rpcholesky", "uniform"])
+@pytest.mark.parametrize("kernel", ["gaussian", "laplacian", "polynomial", "chi2"])
+def test_the_compiled_fit_loop_has_the_bits_of_the_reference_loop(kernel, rule, monkeypatch):
+    """The one-call compiled fit (`_fitted_kernels.pivoted_cholesky`) against the Python loop over `paired_kernel`
+    columns that the other kernels take: the same landmarks and the same L^-1 bit for bit, rejected candidates
+    (duplicate rows, a rank-deficient polynomial sample) included."""
+    X = sample(150, 7, 8)
+    X[10:20] = X[0]
+    if kernel == "polynomial":
+        X = np.repeat(X[:, :2], 3, axis=1)[:, :7]
+    params = nystroem(X, 2, kernel, **KERNEL_PARAMS[kernel]).params
+    fitted = fit.fit_landmarks(X, kernel, params, 60, rule, 3)
+    monkeypatch.setattr(fit, "_COMPILED_COLUMNS", {})
+    reference = fit.fit_landmarks(X, kernel, params, 60, rule, 3)
+    assert np.array_equal(fitted[0], reference[0]) and fitted[1].tobytes() == reference[1].tobytes()
+
+
+def test_the_fits_exp_has_the_bits_of_the_portable_exp():
+    """Powers of two by a table instead of ldexp: the same bits, subnormal results and overflow included."""
+    x = np.concatenate([np.random.default_rng(5).uniform(-760.0, 720.0, 20000),
+                        [0.0, -0.0, -745.2, -744.4, -708.4, 709.78, 709.79, 710.0, 711.0, -746.0, -1e300, 1e300]])
+    y = x.copy()
+    exp_in_place(y)
+    assert y.tobytes() == pm.exp(x).tobytes()
 
 
 def test_portable_arctangent_is_within_a_few_ulp():
@@ -190,3 +230,14 @@ def test_golden_requests_resolve_to_the_stored_spec_and_features(name):
     assert_dense_features_match(replica.transform(X), replica.transform(X, dtype=np.float64),
                                 expected["transform_float32"], expected["transform_float64"])
     np.testing.assert_allclose(replica.exact_kernel(X), expected["exact_kernel"], rtol=1e-12)
+
+
+def test_the_fit_work_limit_is_higher_for_the_compiled_columns():
+    """rows * m * (d + m): at most 2^32 for the kernels whose fit columns are compiled, 2^30 for the others;
+    refused before any fitting (names the field and the kernel)."""
+    X = np.ones((2000, 64))
+    with pytest.raises(SpecError, match="1073741824 for the arccos1 kernel") as error:
+        nystroem(X, 1024, "arccos1")   # 2.2e9 units
+    assert error.value.field == "params.fit_sample"
+    with pytest.raises(SpecError, match="4294967296 for the gaussian kernel"):
+        nystroem(np.ones((4200, 64)), 1024, gamma=0.1)   # 4.7e9 units

@@ -29,12 +29,14 @@ and is stored unrounded: `landmarks` (k rows of input_dim, copied from fit_sampl
 stored spec is rebuilt without data and without refitting.
 Limits: the stored numbers, m input_dim + m (m + 1) / 2, at most MAX_STORED_NUMBERS = 2^20 (about 20 MB
 of JSON at worst, under the service's 64 MiB body limit; m = 512 at d = 64 stores 164k numbers, ~3 MB);
-fit_sample at most MAX_FIT_ROWS rows and rows * m * (input_dim + m) <= MAX_FIT_WORK = 2^30, about 8 s
-for the Gaussian kernel (measured 9 s at 4000 rows, d = 64, m = 512, 1.1 times the limit, on 2 busy cores;
-the O(rows m^2) Cholesky updates dominate), 2-3x that for arc-cosine and GMM, whose portable columns cost more.
-Transform: the kernel block K(X, S) in float64 (Gaussian and polynomial through one BLAS product),
-times L^-T, cast to float32 unless float64 is asked for; sparse CSR input is densified per chunk except
-for the Gaussian and polynomial kernels (O(nnz k) for the product).
+fit_sample at most MAX_FIT_ROWS rows and rows * m * (input_dim + m) <= MAX_FIT_WORK_COMPILED = 2^32 for the
+Gaussian, Laplacian, polynomial and chi2 kernels (their columns are compiled: about 1.2 s of CPU at the limit,
+3800 rows, d = 64, m = 1024, measured on 2 loaded cores; the O(rows m^2) Cholesky updates dominate), MAX_FIT_WORK
+= 2^30 for arc-cosine and GMM, whose portable columns cost ~10x more (3-4 s at that limit).
+Transform: by blocks of rows, the kernel block K(X, S) in float64 (Gaussian and polynomial through one BLAS
+product), times L^-T by BLAS's triangular product in place (trmm: half the flops of a general product), cast
+to float32 unless float64 is asked for; sparse CSR input is densified per chunk except for the Gaussian and
+polynomial kernels (O(nnz k) for the product).
 """
 
 from __future__ import annotations
@@ -53,8 +55,16 @@ from ..errors import SpecError
 from ..inputs import reject_negative, to_dense
 
 MAX_STORED_NUMBERS = 2**20
+# Kernel values per block of the transform (4 MiB of float64): smaller blocks kept the kernel's passes in
+# cache but slowed the triangular product more (measured 1.33x scikit-learn at 2^14, 1.63x at 2^19, m = 512).
+BLOCK_ELEMENTS = 2**19
 MAX_FIT_ROWS = 20_000
 MAX_FIT_WORK = 2**30
+# The kernels whose fit columns are compiled (`_fitted_kernels`) take 4x the work in less time than the others
+# take MAX_FIT_WORK (measured on 2 loaded cores: Gaussian 3800 rows, m = 1024, d = 64 (0.98 x 2^32) 1.2 s of
+# CPU; arc-cosine 1 and GMM, 3600 rows, m = 512 (0.99 x 2^30) 3.0 and 4.0 s).
+MAX_FIT_WORK_COMPILED = 2**32
+COMPILED_FIT_KERNELS = ("gaussian", "laplacian", "polynomial", "chi2")
 KERNEL_PARAMETERS = {"gaussian": {"gamma": 1.0}, "laplacian": {"gamma": 1.0}, "chi2": {"gamma": 1.0},
                      "matern": {"gamma": 1.0, "nu": 1.5},
                      "polynomial": {"gamma": 1.0, "degree": 3, "coef0": 1.0}, "gmm": {"power": 1.0},
@@ -163,15 +173,21 @@ class NystroemMap(DenseFeatureMap):
             inverse[i, :i + 1] = row
         self._normalization_t = np.ascontiguousarray(inverse.T)
         self._landmark_squares = np.einsum("ij,ij->i", self._landmarks, self._landmarks)
+        # [s, 1, gamma |s|^2] per landmark: with [2 gamma x, -gamma |x|^2, -1] the Gaussian's exponent is one product.
+        self._augmented = (np.column_stack([self._landmarks, np.ones(k), self.params.gamma * self._landmark_squares])
+                           if self.params.kernel == "gaussian" else None)
 
     @classmethod
     def planned_nbytes_bound(cls, spec, **options) -> int:
-        """m landmarks of input_dim and the m x m normalisation, in float64 (before the fit)."""
-        return 8 * spec.n_components * (spec.input_dim + spec.n_components + 1)
+        """m landmarks of input_dim and the m x m normalisation, in float64 (before the fit), and the Gaussian's
+        augmented landmarks (m x (input_dim + 2))."""
+        augmented = spec.input_dim + 2 if spec.params.get("kernel", "gaussian") == "gaussian" else 0
+        return 8 * spec.n_components * (spec.input_dim + spec.n_components + 1 + augmented)
 
     @property
     def planned_nbytes(self) -> int:
-        return self._landmarks.nbytes + self._normalization_t.nbytes + self._landmark_squares.nbytes
+        extra = 0 if self._augmented is None else self._augmented.nbytes
+        return self._landmarks.nbytes + self._normalization_t.nbytes + self._landmark_squares.nbytes + extra
 
     @property
     def nbytes(self) -> int:
@@ -188,32 +204,73 @@ class NystroemMap(DenseFeatureMap):
 
     def landmark_kernel(self, X) -> np.ndarray:
         """K(X, S) in float64: X (a working copy: over the lengthscales) against the stored landmarks."""
+        block = np.empty((X.shape[0], self._landmarks.shape[0]))
+        self._landmark_kernel_into(X, block)
+        return block
+
+    def _landmark_kernel_into(self, X, block: np.ndarray) -> None:
         p, S = self.params, self._landmarks
-        if p.kernel in ("gaussian", "polynomial"):
-            block = np.asarray(X @ S.T)
-            if p.kernel == "polynomial":
-                return (p.gamma * block + p.coef0) ** p.degree
-            x_squares = np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X) else np.einsum("ij,ij->i", X, X)
-            # exp(-gamma (|x|^2 + |s|^2 - 2 <x, s>)), in place: the block is the only n x k temporary.
-            block *= -2.0
-            block += x_squares[:, None]
-            block += self._landmark_squares
-            np.maximum(block, 0.0, out=block)
-            block *= -p.gamma
-            return np.exp(block, out=block)
-        return _kernel(p, to_dense(X), S, scaled=True)
+        if p.kernel not in ("gaussian", "polynomial"):
+            block[...] = _kernel(p, to_dense(X), S, scaled=True)
+            return
+        if p.kernel == "polynomial":
+            _product_into(X, S, block)
+            block *= p.gamma
+            block += p.coef0
+            block **= p.degree
+            return
+        if not sp.issparse(X):
+            # exp(<[2 gamma x, -gamma |x|^2, -1], [s, 1, gamma |s|^2]>) (at most 1): the exponent by one product.
+            augmented = np.empty((X.shape[0], X.shape[1] + 2))
+            np.multiply(X, 2.0 * p.gamma, out=augmented[:, :-2])
+            augmented[:, -2] = np.einsum("ij,ij->i", X, X)
+            augmented[:, -2] *= -p.gamma
+            augmented[:, -1] = -1.0
+            np.matmul(augmented, self._augmented.T, out=block)
+            np.minimum(block, 0.0, out=block)
+            np.exp(block, out=block)
+            return
+        x_squares = np.asarray(X.multiply(X).sum(axis=1)).ravel()
+        # exp(2 gamma <x, s> - gamma |x|^2 - gamma |s|^2) (at most 1), in place in the block: the scaling is
+        # done on X (d columns), not on the block (k), and the block is passed over four times.
+        _product_into(X * (2.0 * p.gamma), S, block)
+        block -= p.gamma * x_squares[:, None]
+        block -= p.gamma * self._landmark_squares
+        np.minimum(block, 0.0, out=block)
+        np.exp(block, out=block)
 
     def _features_into(self, X, out: np.ndarray) -> None:
-        k = self._landmarks.shape[0]
-        if k == out.shape[1] and out.dtype == np.float64:
-            np.matmul(self.landmark_kernel(X), self._normalization_t, out=out)
-            return
-        out[:, :k] = self.landmark_kernel(X) @ self._normalization_t
-        out[:, k:] = 0
+        """By blocks of BLOCK_ELEMENTS kernel values (they stay in cache between the kernel's passes), each
+        block times L^-T by BLAS's triangular product (trmm: half the flops of a general product) in place."""
+        from scipy.linalg import blas   # here: scipy.linalg costs ~70 ms to import, and only transforms need it
+
+        n, k = X.shape[0], self._landmarks.shape[0]
+        in_place = k == out.shape[1] and out.dtype == np.float64
+        rows = max(1, BLOCK_ELEMENTS // k)
+        scratch = None if in_place else np.empty((min(rows, n), k))
+        inverse = self._normalization_t.T   # L^-1, Fortran-ordered
+        for start in range(0, n, rows):
+            part = slice(start, min(n, start + rows))
+            block = out[part] if in_place else scratch[:part.stop - part.start]
+            self._landmark_kernel_into(X[part], block)
+            # block^T (k x rows, Fortran-ordered) := L^-1 block^T, i.e. block := block L^-T
+            blas.dtrmm(1.0, inverse, block.T, lower=1, overwrite_b=1)
+            if not in_place:
+                out[part, :k] = block
+        if k < out.shape[1]:
+            out[:, k:] = 0
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:
         X = self.check(X, "x")
         return _kernel(self.params, X, X if Y is None else self.check(Y, "y"), scaled=False)
+
+
+def _product_into(X, S: np.ndarray, block: np.ndarray) -> None:
+    """block = X S^T (X dense or CSR)."""
+    if sp.issparse(X):
+        block[...] = X @ S.T
+    else:
+        np.matmul(X, S.T, out=block)
 
 
 def _kernel(p: NystroemParams, X, Y, *, scaled: bool) -> np.ndarray:
@@ -244,10 +301,11 @@ def _fit_sample(params: NystroemParams, input_dim: int, n_components: int) -> np
     if rows == 0 or any(len(row) != input_dim for row in params.fit_sample):
         raise SpecError("params.fit_sample", f"rows of the data to fit: each must have input_dim = {input_dim} "
                         "entries")
-    if rows > MAX_FIT_ROWS or rows * n_components * (input_dim + n_components) > MAX_FIT_WORK:
+    work = MAX_FIT_WORK_COMPILED if params.kernel in COMPILED_FIT_KERNELS else MAX_FIT_WORK
+    if rows > MAX_FIT_ROWS or rows * n_components * (input_dim + n_components) > work:
         raise SpecError("params.fit_sample", f"{rows} rows for {n_components} landmarks of {input_dim} entries "
                         f"is over the fit's limits ({MAX_FIT_ROWS} rows, rows * n_components * (input_dim + "
-                        f"n_components) <= {MAX_FIT_WORK}): send fewer rows")
+                        f"n_components) <= {work} for the {params.kernel} kernel): send fewer rows")
     sample = np.asarray(params.fit_sample, dtype=np.float64)
     if params.kernel == "chi2" and sample.min() < 0:
         raise SpecError("params.fit_sample", "the chi2 kernel is defined on nonnegative entries")

@@ -9,8 +9,8 @@ W_ij from the hyperbolic secant law, by inversion w = log(tan(pi U / 2)) / pi (i
 (2 / pi) atan(exp(pi w))), b ~ U[0, 2 pi). E<z(x), z(y)> = k(x, y); each of the D terms
 2 cos(w.u + b) cos(w.v + b) has variance at most 3/2 - k^2, so Var <z(x), z(y)> <= (3/2 - k^2) / D.
 Randomness: `randomness.raw_words` blocks "skewed_chi2.frequencies" (D x d) and "skewed_chi2.offsets".
-Entries <= -c are refused (log(x + c) does not exist). Features are float32 unless float64 is asked
-for; input is dense (log(x + c) of a zero is not zero, so sparse input is densified chunk by chunk, as
+Entries <= -c are refused (log(x + c) does not exist). cos(P + b), weighted, is the compiled phase pass
+of the Fourier maps (`_fourier_pass`). Features are float32 unless float64 is asked for; input is dense (log(x + c) of a zero is not zero, so sparse input is densified chunk by chunk, as
 scikit-learn refuses it).
 """
 
@@ -24,6 +24,7 @@ from .. import kernels
 from .. import randomness
 from ..base import DenseFeatureMap
 from ..errors import InputError
+from ._fourier_pass import FourierPass
 
 
 class SkewedChi2Params(BaseModel):
@@ -44,6 +45,8 @@ class SkewedChi2Map(DenseFeatureMap):
     def __init__(self, spec):
         super().__init__(spec)
         self._parameters: dict[np.dtype, tuple[np.ndarray, np.ndarray]] = {}
+        self._passes: dict[np.dtype, FourierPass] = {}
+        self._projectors: dict = {}
 
     def _parameters_for(self, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
         if dtype not in self._parameters:
@@ -81,12 +84,18 @@ class SkewedChi2Map(DenseFeatureMap):
         X = X.toarray() if sp.issparse(X) else X
         return np.log(X.astype(np.float64) + self.params.skewedness).astype(dtype, copy=False)
 
-    def _features_into(self, X, out: np.ndarray) -> None:
-        frequencies, offsets = self._parameters_for(out.dtype)
-        np.matmul(X, frequencies, out=out)
-        out += offsets
-        np.cos(out, out=out)
-        out *= out.dtype.type(np.sqrt(2.0 / self.output_dim))
+    def _features_into(self, X, out: np.ndarray) -> bool:
+        return self._pass_for(out.dtype).run(self._projectors[out.dtype], X, out)
+
+    def _pass_for(self, dtype: np.dtype) -> FourierPass:
+        """sqrt(2 / D) cos(P + b) by the compiled phase pass of the Fourier maps (float64: one range reduction
+        and a polynomial that vectorise, where numpy's float64 cos is a libm call per element)."""
+        if dtype not in self._passes:
+            frequencies, offsets = self._parameters_for(dtype)
+            self._projectors[dtype] = lambda rows, into: np.matmul(rows, frequencies, out=into)
+            self._passes[dtype] = FourierPass(dtype, np.full(self.output_dim, np.sqrt(2.0 / self.output_dim)),
+                                              offsets)
+        return self._passes[dtype]
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:
         X = self.check(X, "x")
