@@ -87,7 +87,7 @@ def test_every_generated_operation_answers_like_the_hand_written_client(generate
                       bands=4).parsed
         codes, keys = fh.hash(gcws["id"], X, bands=4)
         np.testing.assert_array_equal(hashed.codes, codes)
-        assert hashed.band_keys == keys
+        assert hashed.band_keys == keys.tolist()
         kernel = call("features.kernel", rff.id, body=model("KernelRequest", {"x": rows})).parsed
         np.testing.assert_array_equal(kernel.estimate, fh.kernel(rff.id, X).estimate)
 

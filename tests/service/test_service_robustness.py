@@ -204,7 +204,7 @@ def test_streamed_codes_and_band_keys_are_byte_identical(server, maps):
         features = http.post(f"/v1/maps/{maps['gcws']}/transform", json={"vectors": X.tolist()})
         indices = http.post(f"/v1/maps/{maps['gcws']}/transform", content=npy_bytes(X),
                             headers={"Content-Type": NPY, "Accept": NPY})
-    assert hashed.content == orjson.dumps({"codes": codes, "band_keys": band_keys(codes, 4)},
+    assert hashed.content == orjson.dumps({"codes": codes, "band_keys": band_keys(codes, 4).tolist()},
                                           option=orjson.OPT_SERIALIZE_NUMPY)
     assert features.content == orjson.dumps({"dim": one_hot.dim, "scale": one_hot.scale, "indices": one_hot.indices},
                                             option=orjson.OPT_SERIALIZE_NUMPY)

@@ -14,6 +14,7 @@ import orjson
 import scipy.sparse as sp
 
 from ..maps import MapSpec, OneHotFeatures
+from ..maps.lsh import band_key_dtype
 from ..protocol.text_inputs import TEXT_KINDS
 from ..store.lsh_layout import check_positive_int
 from . import checks
@@ -65,6 +66,11 @@ def _csr(body: dict[str, Any], dtype) -> sp.csr_matrix:
     indices = np.fromiter((i for row in body["indices"] for i in row), np.int64, count=int(indptr[-1]))
     values = np.fromiter((v for row in body["values"] for v in row), np.float64, count=int(indptr[-1]))
     return sp.csr_matrix((values.astype(dtype), indices, indptr), shape=(len(lengths), body["dim"]))
+
+
+def _band_key_array(keys: list[list[str]], bands: int) -> np.ndarray:
+    """The answer's band keys as the library's band_keys gives them: an (n, bands) str array."""
+    return np.array(keys, dtype=band_key_dtype(bands)).reshape(len(keys), bands)
 
 
 class _Operations:
@@ -138,7 +144,7 @@ class _Operations:
             return _load_npy(response)
         body = orjson.loads(response.content)
         codes = np.asarray(body["codes"], dtype=np.int64)
-        return BandedCodes(codes, body["band_keys"]) if bands is not None else codes
+        return BandedCodes(codes, _band_key_array(body["band_keys"], bands)) if bands is not None else codes
 
     def kernel(self, map_id: str, X=None, Y=None, *, binary: bool = True, **text: Any) -> Operation:
         path, feature_map = f"/v1/maps/{_segment(map_id)}/kernel", self.known.for_map(map_id)

@@ -89,8 +89,10 @@ class DuplicatesAnswer(TypedDict):
 
 
 class BandedCodes(NamedTuple):
+    """Codes (int64 n x k) and band keys (n x bands, str: featurehash.maps.lsh.band_keys, as the library gives)."""
+
     codes: np.ndarray
-    band_keys: list[list[str]]
+    band_keys: np.ndarray
 
 
 class KernelAnswer(NamedTuple):

@@ -38,13 +38,22 @@ _BAND_SALT = np.uint64(0x632BE59BD9B4E019)
 _CURVE_GRID = np.linspace(0.0, 1.0, 1001)
 
 
-def band_keys(codes: np.ndarray, bands: int, field: str = "bands") -> list[list[str]]:
+def band_keys(codes: np.ndarray, bands: int, field: str = "bands") -> np.ndarray:
+    """The (n, bands) array of band keys of int64 codes (n, k): strings "<band>:<32 hex digits>" (numpy's
+    fixed-width str dtype), the same strings a JSON answer lists. A 128-bit digest does not fit a uint64,
+    and the strings are what POST /hash has always answered."""
     n, k = codes.shape
     if bands < 1 or k % bands:
         raise InputError(field, f"must be a positive divisor of the number of samples ({k})")
     blocks = np.ascontiguousarray(codes, dtype="<i8").reshape(n, bands, k // bands)
-    return [[f"{band}:{hashlib.blake2b(row[band].tobytes(), digest_size=16).hexdigest()}"
-             for band in range(bands)] for row in blocks]
+    keys = [f"{band}:{hashlib.blake2b(row[band].tobytes(), digest_size=16).hexdigest()}"
+            for row in blocks for band in range(bands)]
+    return np.array(keys, dtype=band_key_dtype(bands)).reshape(n, bands)
+
+
+def band_key_dtype(bands: int) -> np.dtype:
+    """The str dtype that holds a band key of `bands` bands: the band's digits, ':' and 32 hex digits."""
+    return np.dtype(f"<U{len(str(bands - 1)) + 33}")
 
 
 def _mix64(z: np.ndarray) -> np.ndarray:

@@ -302,7 +302,8 @@ def test_band_collision_rate_is_the_kernel_to_the_r(pairs, dense_map, rows):
     equal = (dense_map.hash(U) == dense_map.hash(V)).reshape(len(U), n_bands, rows)
     assert_binomial_family(equal.all(axis=2), laplacian_pairs(U, V, 0.5) ** rows, f"bands of {rows}")
     keys_u, keys_v = band_keys(dense_map.hash(U[:5]), 64), band_keys(dense_map.hash(V[:5]), 64)
-    assert keys_u[0] == keys_v[0]  # the identical pair shares every band key
+    assert keys_u.shape == (5, 64) and keys_u.dtype.kind == "U"   # an (n, bands) array
+    np.testing.assert_array_equal(keys_u[0], keys_v[0])  # the identical pair shares every band key
 
 
 # ---------------------------------------------------------------------------------------
@@ -375,7 +376,7 @@ def test_service_hashes_with_bands_and_transforms(embedded_server, pairs):
         assert spec == local.describe() and spec["features"] == "one_hot" and spec["has_hash"]
         hashed = client.post(f"/v1/maps/{spec['id']}/hash", json={"vectors": U[:4].tolist(), "bands": 8}).json()
         np.testing.assert_array_equal(hashed["codes"], local.hash(U[:4]))
-        assert hashed["band_keys"] == band_keys(local.hash(U[:4]), 8)
+        assert hashed["band_keys"] == band_keys(local.hash(U[:4]), 8).tolist()
         sparse = [{"indices": np.flatnonzero(row).tolist(), "values": row[row != 0].tolist()} for row in U[:4]]
         assert client.post(f"/v1/maps/{spec['id']}/hash", json={"sparse_vectors": sparse}).json()["codes"] == \
             hashed["codes"]

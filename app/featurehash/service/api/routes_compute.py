@@ -195,7 +195,7 @@ async def hash_vectors(request: Request):
 
         def keys():  # computed again after the codes: the answer never holds all of them
             yield "band_keys", RowResult(X.shape[0], bands, np.dtype(np.int64),
-                                         lambda rows: band_keys(feature_map.hash(X[rows]), bands),
+                                         lambda rows: band_keys(feature_map.hash(X[rows]), bands).tolist(),
                                          settings.stream_chunk_bytes, settings.stream_threads)
 
         return json_answer({}, "codes", codes, tail=keys)
