@@ -295,3 +295,15 @@ def test_nonfinite_entries_are_named_by_row_and_column(layout):
         check_input(view, 5, first_row=1000)
     with pytest.raises(InputError, match=r"all-zero vector at row\(s\) 502: why"):
         check_input(np.vstack([np.ones((2, 5)), np.zeros((1, 5))]), 5, zero_rows_refused="why", first_row=500)
+
+
+def test_errors_survive_pickling_with_their_field_and_message():
+    """As a worker process sends them back (Dask, loky): type, field and message kept."""
+    import pickle
+
+    from featurehash.maps import SpecError
+
+    for error in (SpecError("params.gamma", "must be > 0"), InputError("vectors", "contains NaN at row(s) 3")):
+        copy = pickle.loads(pickle.dumps(error))
+        assert (type(copy), str(copy), copy.field, copy.message) == (type(error), str(error), error.field,
+                                                                     error.message)

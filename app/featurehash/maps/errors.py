@@ -13,6 +13,18 @@ class FeatureHashError(ValueError):
         self.field = field
         self.message = message
 
+    def __reduce__(self):
+        # Pickled as its attributes (a Dask, loky or Spark worker's error reaches the caller whole); the
+        # default would call __init__ with the one formatted string.
+        return _restore, (type(self), self.args, self.__dict__)
+
+
+def _restore(cls, args, state):
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
 
 class SpecError(FeatureHashError):
     """A map spec is invalid: unknown method, bad parameter, inconsistent sizes."""
