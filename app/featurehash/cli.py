@@ -41,6 +41,46 @@ from . import __version__
 BAD_INPUT = 2  # as argparse exits for a bad command line
 
 
+class UsageError(Exception):
+    """A bad command line or setting: one line on stderr, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's errors as one line (its usage is a --help away), exit code 2."""
+
+    def error(self, message: str):
+        self.exit(BAD_INPUT, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+SERVE_OPTIONS = ("host", "port", "workers", "data_dir")
+
+
+def _settings(**overrides):
+    """The service settings (environment, then the command line's overrides); a bad one is a UsageError."""
+    from pydantic import ValidationError
+
+    from .service.config import Settings
+
+    try:
+        return Settings(**{name: value for name, value in overrides.items() if value is not None})
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        name = ".".join(str(part) for part in problem["loc"])
+        flag = f"--{name.replace('_', '-')} or " if name in SERVE_OPTIONS else ""
+        raise UsageError(f"setting {name} ({flag}FEATUREHASH_{name.upper()}): {problem['msg']}, "
+                         f"got {problem.get('input')!r}") from None
+
+
 def _load_spec(path: str) -> dict:
     from .maps import InputError
 
@@ -147,32 +187,11 @@ def _cmd_warm_cache(args) -> None:
     _print_json(warm())
 
 
-def _settings(**overrides):
-    """The service's settings (environment, then the command line's overrides); a bad value is one line naming
-    its option and variable, exit code 2, as argparse does for a bad command line."""
-    from pydantic import ValidationError
-
-    from .service.config import Settings
-
-    try:
-        return Settings(**overrides)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        name = str(error["loc"][0]) if error.get("loc") else "settings"
-        option = f"--{name.replace('_', '-')} / " if name in overrides or name in _SERVE_OPTIONS else ""
-        print(f"featurehash: {option}FEATUREHASH_{name.upper()}: {error['msg']} (got {error.get('input')!r})",
-              file=sys.stderr)
-        raise SystemExit(BAD_INPUT) from None
-
-
-_SERVE_OPTIONS = ("host", "port", "workers", "data_dir")
-
-
 def _cmd_serve(args) -> None:
+    settings = _settings(**{name: getattr(args, name) for name in SERVE_OPTIONS})
     from .service.serve import serve
 
-    overrides = {name: getattr(args, name) for name in _SERVE_OPTIONS if getattr(args, name) is not None}
-    raise SystemExit(serve(_settings(**overrides)))
+    raise SystemExit(serve(settings))
 
 
 def _cmd_repair_aof(args) -> None:
@@ -187,7 +206,7 @@ def _cmd_repair_aof(args) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="featurehash", description="Seeded kernel feature maps.")
+    parser = _Parser(prog="featurehash", description="Seeded kernel feature maps.")
     parser.add_argument("--version", action="version", version=f"featurehash {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -220,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "document, token list or {token: weight} per line) or .txt (a document per line)")
         command.add_argument("--output", required=True, help=".npy file to write (.npy is added when missing); "
                              ".npz for the sparse features of a hashing map")
-        command.add_argument("--chunk-rows", dest="chunk_rows", type=int, default=None,
+        command.add_argument("--chunk-rows", dest="chunk_rows", type=_positive_int, default=None,
                              help="rows per chunk (default: about 32 MiB of input and output; 4096 lines of text)")
         command.add_argument("--quiet", action="store_true", help="no progress bar")
         if name == "transform":
@@ -250,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.run(args)
+    except UsageError as exc:
+        print(f"featurehash: {exc}", file=sys.stderr)
+        return BAD_INPUT
     except ValueError as exc:
         maps = sys.modules.get("featurehash.maps")  # a FeatureHashError comes from it, so it is loaded then
         if maps is None or not isinstance(exc, maps.FeatureHashError):

@@ -273,37 +273,55 @@ def test_text_needs_a_spec_that_reads_it(tmp_path, capsys):
     assert "line 2: not UTF-8" in capsys.readouterr().err
 
 
-def _serve(*args: str, env: dict | None = None, cwd: Path) -> subprocess.CompletedProcess:
-    import os
+# -- the commands' common failures: one line on stderr, exit code 2 (usage) or 1 (runtime) -------------------
 
-    return subprocess.run([sys.executable, "-m", "featurehash.cli", "serve", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd, env={**os.environ, **(env or {})})
+def _run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    from service_support import serve_command, service_env
 
-
-def test_serve_on_a_port_in_use_is_one_line_before_anything_starts(tmp_path):
-    """The port is checked before Redis and the workers start: one line naming it, exit code 3 (the web
-    tier's start-up failure), and no embedded Redis left behind (no data directory made)."""
-    import socket
-
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen()
-        port = listener.getsockname()[1]
-        done = _serve("--port", str(port), cwd=tmp_path)
-    assert done.returncode == 3
-    assert done.stderr.strip().splitlines() == [f"featurehash: 127.0.0.1:{port} is already in use (another server?); "
-                                                "pick another with --port"]
-    assert not (tmp_path / "data").exists()
+    return subprocess.run(serve_command() + list(args), env=env or service_env(), capture_output=True, text=True,
+                          timeout=120)
 
 
-@pytest.mark.parametrize(("args", "env", "expected"), [
-    (("--workers", "0"), {}, "featurehash: --workers / FEATUREHASH_WORKERS: Input should be greater than or equal to 1"),
-    ((), {"FEATUREHASH_WORKERS": "many"}, "featurehash: --workers / FEATUREHASH_WORKERS: Input should be a valid integer"),
-    ((), {"FEATUREHASH_MAX_BATCH_ROWS": "-1"}, "featurehash: FEATUREHASH_MAX_BATCH_ROWS: Input should be greater"),
-    (("--host", "no-such-host.invalid"), {}, "featurehash: --host / FEATUREHASH_HOST 'no-such-host.invalid' is not an "
-                                            "address of this machine"),
-])
-def test_serve_with_a_bad_setting_is_one_line_naming_it(tmp_path, args, env, expected):
-    done = _serve(*args, env=env, cwd=tmp_path)
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode in (2, 3) and len(lines) == 1 and lines[0].startswith(expected), done.stderr
+def _one_line(done: subprocess.CompletedProcess, code: int, *words: str) -> None:
+    assert done.returncode == code, (done.returncode, done.stderr)
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("featurehash"), done.stderr
+    for word in words:
+        assert word in done.stderr, done.stderr
+
+
+def test_a_second_serve_on_a_data_directory_or_a_port_in_use_is_one_line(embedded_server, tmp_path):
+    """A running server (the session's) holds its data directory and its port: a second launcher on either
+    says so in one line and exits 1, starting nothing (no Redis in the new directory)."""
+    _one_line(_run_cli("serve", "--port", "0", "--data-dir", str(embedded_server.data_dir)), 1,
+              "another featurehash server already uses", str(embedded_server.data_dir.resolve()))
+    _one_line(_run_cli("serve", "--port", str(embedded_server.port), "--data-dir", str(tmp_path / "data")), 1,
+              f"cannot listen on 127.0.0.1:{embedded_server.port}", "--port")
+    assert not (tmp_path / "data" / "appendonly.aof").exists()
+
+
+def test_bad_settings_and_command_lines_are_one_line_with_exit_code_2(tmp_path):
+    from service_support import service_env
+
+    _one_line(_run_cli("serve", env=service_env(workers="many")), 2, "workers", "FEATUREHASH_WORKERS", "'many'")
+    _one_line(_run_cli("serve", "--workers", "0", "--data-dir", str(tmp_path)), 2, "--workers", "greater than")
+    _one_line(_run_cli("transform", "--spec", "s.json", "--input", "x.npy", "--output", "o.npy", "--chunk-rows",
+                       "0"), 2, "--chunk-rows", "positive integer")
+    _one_line(_run_cli("transfrom"), 2, "invalid choice: 'transfrom'")
+
+
+def test_serve_with_an_unreachable_redis_says_so_in_one_line_and_serves(tmp_path):
+    """REDIS_URL pointing at nothing: one line naming it (without its password), then the service runs and
+    answers 503 until Redis answers (an orchestrator may start Redis after the service)."""
+    from service_support import ServiceProcess, free_port, wait_until
+
+    url = f"redis://:secret@127.0.0.1:{free_port()}/0"
+    server = ServiceProcess("no-redis", tmp_path, redis_url=url).start()
+    try:
+        assert wait_until(lambda: "Uvicorn running" in server.log_tail(), 60.0), server.log_tail()
+        warning = [line for line in server.log_tail().splitlines() if line.startswith("featurehash:")]
+        assert len(warning) == 1 and "does not answer" in warning[0] and "secret" not in warning[0], warning
+        with server.client(timeout=10.0) as http:
+            assert http.get("/healthz").status_code == 200
+            assert http.get("/readyz").status_code == 503
+    finally:
+        assert not server.terminate()

@@ -13,7 +13,6 @@ dies unasked is started again with backoff (WebTier), each time with a line on s
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 import signal
@@ -23,11 +22,13 @@ import sys
 import time
 
 from .config import Settings
-from ..store.embedded import CorruptAppendOnlyFile, EmbeddedRedis, EmbeddedRedisError, die_with_parent
+from ..store.embedded import (CorruptAppendOnlyFile, DataDirectoryInUse, EmbeddedRedis, EmbeddedRedisError,
+                              die_with_parent)
 from .web import STARTUP_FAILURE
 
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")  # read once, when numpy loads BLAS
 REDIS_LOST = 4  # exit code: the embedded Redis died and could not be restarted
+CANNOT_START = 1  # exit code: the port or the data directory is taken (one line on stderr says which)
 SUPERVISE_INTERVAL = 0.05
 RESTART_BACKOFF = (0.0, 0.1, 0.3, 1.0, 3.0)  # seconds before each restart attempt
 MAX_RESTARTS = 5
@@ -41,31 +42,52 @@ def _metrics_dir(settings: Settings) -> str:
     return str(path.resolve())
 
 
-def _address_problem(host: str, port: int) -> str | None:
-    """Why the web tier could not listen on host:port (in use, or a host that is no address here), found
-    before Redis and the workers start, so the launcher says it in one line instead of uvicorn's log after
-    its start-up."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        return f"--host / FEATUREHASH_HOST {host!r} is not an address of this machine ({exc.strerror})"
-    family, kind, proto, _, address = infos[0]
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as uvicorn binds
+def _port_taken(host: str, port: int) -> str | None:
+    """Why the web tier could not bind (host, port), checked before Redis starts so the launcher ends with one
+    line instead of uvicorn's start-up log; None when it can (port 0: any free one)."""
+    if port == 0:
+        return None
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as the web tier binds
         try:
-            probe.bind(address)
+            probe.bind((host, port))
         except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                return f"{host}:{port} is already in use (another server?); pick another with --port"
-            return f"cannot listen on {host}:{port}: {exc.strerror}"
+            return f"cannot listen on {host}:{port}: {exc.strerror or exc}; stop what uses it or pick another " \
+                   "port (--port or FEATUREHASH_PORT)"
     return None
 
 
+def _check_redis(url: str, timeout: float) -> None:
+    """One line when the Redis of REDIS_URL does not answer now: the service starts anyway (answering 503 with
+    Retry-After, /readyz not ready, until it does), as an orchestrator may start Redis after it."""
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+    try:
+        client.ping()
+    except (redis.RedisError, OSError) as exc:
+        _say(f"Redis at {_redacted(url)} does not answer ({exc}); serving anyway: requests get 503 and /readyz is "
+             "not ready until it does")
+    finally:
+        client.close()
+
+
+def _redacted(url: str) -> str:
+    """The URL without its password."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return url.replace(f":{parts.password}@", ":***@", 1)
+
+
 def serve(settings: Settings) -> int:
-    if (problem := _address_problem(settings.host, settings.port)) is not None:
-        _say(problem)
-        return STARTUP_FAILURE
     embedded = None
+    if (taken := _port_taken(settings.host, settings.port)) is not None:
+        _say(taken)
+        return CANNOT_START
     env = {**os.environ, "FEATUREHASH_HOST": settings.host, "FEATUREHASH_PORT": str(settings.port),
            "FEATUREHASH_WORKERS": str(settings.workers), "FEATUREHASH_DATA_DIR": str(settings.data_dir),
            **{name: str(settings.blas_threads) for name in BLAS_THREAD_VARIABLES}}
@@ -76,9 +98,11 @@ def serve(settings: Settings) -> int:
         except EmbeddedRedisError as exc:  # one line naming the way out (e.g. featurehash repair-aof), no traceback
             _say(str(exc))
             embedded.stop()
-            return REDIS_LOST
+            return CANNOT_START if isinstance(exc, DataDirectoryInUse) else REDIS_LOST
         env["REDIS_URL"] = embedded.url
         print(f"featurehash: embedded Redis at {embedded.url} (data in {embedded.data_dir})", file=sys.stderr)
+    else:
+        _check_redis(settings.redis_url, settings.redis_timeout_seconds)
     if settings.workers > 1:
         env["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir(settings)
     stopping = False

@@ -38,6 +38,10 @@ class EmbeddedRedisError(RuntimeError):
     pass
 
 
+class DataDirectoryInUse(EmbeddedRedisError):
+    """Another launcher holds the data directory's lock (one Redis per data file)."""
+
+
 class CorruptAppendOnlyFile(EmbeddedRedisError):
     """Redis refused to load its append-only file; `featurehash repair-aof` truncates it at the first bad command."""
 
@@ -109,9 +113,9 @@ class EmbeddedRedis:
         try:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise EmbeddedRedisError(
+            raise DataDirectoryInUse(
                 f"another featurehash server already uses {self.data_dir}; stop it or pick another "
-                "FEATUREHASH_DATA_DIR") from None
+                "directory (--data-dir or FEATUREHASH_DATA_DIR)") from None
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
