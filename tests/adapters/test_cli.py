@@ -116,7 +116,7 @@ def test_a_bad_row_midway_leaves_no_output(tmp_path, capsys):
     spec.write_text(json.dumps({"method": "rff", "input_dim": 3, "n_components": 4}))
     assert main(["transform", "--spec", str(spec), "--input", str(tmp_path / "x.npy"),
                  "--output", str(tmp_path / "z.npy"), "--chunk-rows", "10", "--quiet"]) == 2
-    assert "NaN" in capsys.readouterr().err
+    assert "NaN or infinity at row(s) 37 (row 37, column 1: nan)" in capsys.readouterr().err   # the file's row
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.json", "x.npy"]
 
 

@@ -109,7 +109,9 @@ def stream(feature_map: FeatureMap, input_path: str, output_path: str, *, codes:
             np.lib.format.write_array_header_1_0(out, {"descr": np.lib.format.dtype_to_descr(out_dtype),
                                                        "fortran_order": False, "shape": (X.shape[0], width)})
             for start in range(0, X.shape[0], chunk_rows):
-                result = operation(X[start:start + chunk_rows])
+                # Checked first with the rows numbered in the file (a bad row is named as the user sees it;
+                # the operation's own check of the checked rows is one more pass over them).
+                result = operation(feature_map.check(X[start:start + chunk_rows], first_row=start))
                 if isinstance(result, OneHotFeatures):
                     first = first or result
                     result = result.indices
