@@ -151,7 +151,7 @@ def main() -> None:
         for (method, kind), rows in results.items():
             wall, cpu, imp, create, call, compiles = _median(rows)
             print(f"{method:26s} {kind:>5s} {wall:8.2f} {cpu:8.2f} {imp:8.2f} {create:8.2f} {call:8.2f} "
-                  f"{compiles:8.0f}")
+                  f"{compiles if args.count else '-':>8}")
 
 
 if __name__ == "__main__":
