@@ -16,11 +16,18 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.spatial.distance import cdist
 from scipy.special import gammaln, kve
 
 from .errors import SpecError
 from .numerics import _portable_math as pm
+
+
+def cdist(X, Y, metric: str) -> np.ndarray:
+    """scipy.spatial.distance.cdist, imported on first use (scipy.spatial took ~0.3 s of every process's
+    start, most of which never asks for an exact kernel)."""
+    from scipy.spatial.distance import cdist as scipy_cdist
+
+    return scipy_cdist(X, Y, metric)
 
 # Pairs handled per block by the GMM kernel, which needs an n x m x d intermediate.
 _GMM_BLOCK_ELEMENTS = 2**24

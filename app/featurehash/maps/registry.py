@@ -2,33 +2,112 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import importlib
+import textwrap
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from pydantic import ValidationError
 
 from . import cost
-from .fourier.additive_chi2 import AdditiveChi2Map
-from .base import FeatureMap
-from .minhash.binning import BinningMap
 from .errors import SpecError
-from .minhash.gcws import GCWSMap
-from .fourier.nrff import NRFFMap
-from .fitted.nystroem import NystroemMap
-from .fourier.quadrature import QuadratureMap
-from .polynomial.random_maclaurin import RandomMaclaurinMap
-from .fourier.rff import RFFMap
-from .fourier.skewed_chi2 import SkewedChi2Map
 from .spec import DERIVED_KEYS, FORMAT_VERSION, MapSpec
-from .fourier.srf import SRFMap
-from .text import stage as text_stage
-from .text.hashing import HashingMap
-from .fourier.ssf import SSFMap
-from .polynomial.tensorsketch import TensorSketchMap
 
-METHODS: dict[str, type[FeatureMap]] = {cls.method: cls for cls in (RFFMap, NRFFMap, GCWSMap, SSFMap,
-                                                                  SRFMap, RandomMaclaurinMap, TensorSketchMap,
-                                                                  QuadratureMap, BinningMap, NystroemMap,
-                                                                  AdditiveChi2Map, SkewedChi2Map, HashingMap)}
+if TYPE_CHECKING:  # pragma: no cover
+    from .base import FeatureMap
+
+# Method name -> (module under featurehash.maps, class). A family (and numba, scipy) is imported when its
+# first method is used: importing every family took ~1.8 s of a process's start (scipy.stats alone 0.4 s),
+# and a worker that creates one rff map needs none of the others.
+IMPLEMENTATIONS: dict[str, tuple[str, str]] = {
+    "rff": ("fourier.rff", "RFFMap"),
+    "nrff": ("fourier.nrff", "NRFFMap"),
+    "gcws": ("minhash.gcws", "GCWSMap"),
+    "ssf": ("fourier.ssf", "SSFMap"),
+    "srf": ("fourier.srf", "SRFMap"),
+    "random_maclaurin": ("polynomial.random_maclaurin", "RandomMaclaurinMap"),
+    "tensorsketch": ("polynomial.tensorsketch", "TensorSketchMap"),
+    "quadrature": ("fourier.quadrature", "QuadratureMap"),
+    "binning": ("minhash.binning", "BinningMap"),
+    "nystroem": ("fitted.nystroem", "NystroemMap"),
+    "additive_chi2": ("fourier.additive_chi2", "AdditiveChi2Map"),
+    "skewed_chi2": ("fourier.skewed_chi2", "SkewedChi2Map"),
+    "hashing": ("text.hashing", "HashingMap"),
+}
+
+
+class MethodTable(Mapping):
+    """Method name -> map class, importing a method's module when its class is first asked for.
+
+    Names, `in` and `len` need no import; `METHODS[name]`, `.values()` and `.items()` import."""
+
+    def __getitem__(self, method: str) -> type[FeatureMap]:
+        module, name = IMPLEMENTATIONS[method]
+        return getattr(importlib.import_module(f"{__package__}.{module}"), name)
+
+    def __contains__(self, method: object) -> bool:
+        return method in IMPLEMENTATIONS
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(IMPLEMENTATIONS)
+
+    def __len__(self) -> int:
+        return len(IMPLEMENTATIONS)
+
+    def __repr__(self) -> str:
+        return f"MethodTable({', '.join(IMPLEMENTATIONS)})"
+
+
+METHODS: Mapping[str, type[FeatureMap]] = MethodTable()
+
+# What each method computes, and its params with their defaults, for help(create_map) without importing
+# every family: tests/test_package.py checks the params against each method's Params model.
+GUIDE: dict[str, tuple[str, str]] = {
+    "rff": ("Gaussian exp(-gamma ||x-y||^2) or Laplacian exp(-gamma ||x-y||_1): random Fourier features",
+            "frequencies='iid', kernel='gaussian', gamma=1.0, variant='cos_sin'"),
+    "nrff": ("exp(-gamma (1 - cos(x, y))): normalized random Fourier features",
+             "frequencies='iid', gamma=1.0, variant='phase'"),
+    "gcws": ("GMM / pGMM (generalized min-max): consistent weighted sampling, codes (hash) or one-hot features",
+             "power=1.0, bits=8, zero_bit=False, sampler='icws', bit_source=None"),
+    "ssf": ("Gaussian or arc-cosine 0/1/2: spherical structured features (FFT)",
+            "kernel='gaussian', gamma=None, index_set=None, randomization=None, search=None"),
+    "srf": ("(1 - ||x-y||^2 / bias^2)^degree on the unit sphere: spherical random features (a fitted mixture)",
+            "frequencies='iid', degree=3, bias=4.0, variant='phase', weights=None, scales=None, radii=None, "
+            "masses=None, mass=None"),
+    "random_maclaurin": ("(coef0 + <x, y>)^degree: Random Maclaurin features", "degree=3, coef0=1.0"),
+    "tensorsketch": ("(coef0 + <x, y>)^degree: TensorSketch", "degree=3, coef0=1.0"),
+    "quadrature": ("Gaussian exp(-gamma ||x-y||^2), optionally sparse ANOVA: Gaussian-quadrature features",
+                   "grid='subsampled', gamma=1.0, points_per_dim=None, level=None, anova=None, fit_sample=None, "
+                   "fit_pairs=None, candidates=None, selection=None, penalty=None, diagonal_weight=None, "
+                   "points=None, weights=None, point_subsets=None"),
+    "binning": ("Laplacian exp(-gamma ||x-y||_1): random binning, codes (hash) or one-hot features",
+                "gamma=1.0, bits=8"),
+    "nystroem": ("any exact kernel of featurehash.maps.kernels: Nystroem features fitted to fit_sample",
+                 "kernel='gaussian', gamma=None, degree=None, coef0=None, power=None, sampling='rpcholesky', "
+                 "fit_sample=None, landmarks=None, normalization=None"),
+    "additive_chi2": ("additive chi2 sum 2 x_i y_i / (x_i + y_i): deterministic spectrum samples",
+                      "sample_steps=2, sample_interval=None"),
+    "skewed_chi2": ("skewed chi2 prod 2 sqrt(x_i + c) sqrt(y_i + c) / (x_i + y_i + 2c): random Fourier features",
+                    "skewedness=1.0"),
+    "hashing": ("text: tokens hashed into n_components columns (the hashing trick; rows are documents)",
+                "analyzer='word', ngram_range=(1, 1), lowercase=True, strip_accents=None, "
+                r"token_pattern='(?u)\\b\\w\\w+\\b', hash='murmur3', weighting='count', norm='l2', "
+                "alternate_sign=True"),
+}
+
+
+def params_summary(params_model: type) -> str:
+    """A Params model's fields with their defaults, as GUIDE writes them."""
+    return ", ".join(f"{name}={field.default!r}" for name, field in params_model.model_fields.items())
+
+
+def methods_help() -> str:
+    """The methods and their params, as help(create_map) shows them (from GUIDE: no family is imported)."""
+    lines = ["Methods (the spec's \"method\"; what it approximates; its \"params\" with their defaults,",
+             "None where it is derived, fitted or method-specific):", ""]
+    for method, (what, params) in GUIDE.items():
+        lines.append(f"    {method:17s}{what}")
+        lines.extend(textwrap.wrap(params, 100, initial_indent=" " * 21, subsequent_indent=" " * 21))
+    return "\n".join(lines)
 
 
 def _field_name(error: Mapping[str, Any], prefix: str = "") -> str:
@@ -69,6 +148,8 @@ def _requested(raw, max_nbytes: int | None, max_work_seconds: float | None, opti
     if getattr(cls, "text_input", False):
         document.setdefault("input_dim", 1)   # a row is one document: there is no dimension to choose
     if document.get("input") is not None:
+        from .text import stage as text_stage
+
         document["input"] = text_stage.resolve_input(document, cls)
     params = document.get("params") or {}
     if not isinstance(params, Mapping):
@@ -136,11 +217,16 @@ def create_map(spec: Mapping[str, Any] | MapSpec, *, max_nbytes: int | None = No
                max_work_seconds: float | None = None, **options: Any) -> FeatureMap:
     """Build the feature map of a spec (dict or MapSpec); options go to the map class.
 
+    A spec is {"method", "input_dim", "n_components", "seed", "params"} (`MapSpec`); `m.transform(X)`,
+    and `m.hash(X)` for maps with codes. Its method's module (and numba, scipy) is imported on first use.
+
     With `max_nbytes` (parameter bytes) or `max_work_seconds` (CPU seconds of its creation or of one row,
     `cost`), a spec over them raises SpecError before any work that grows with its size (`resolve_spec`)."""
     resolved = resolve_spec(spec, max_nbytes=max_nbytes, max_work_seconds=max_work_seconds, **options)
     feature_map = METHODS[resolved.method](resolved, **options)
     if resolved.input is not None:
+        from .text import stage as text_stage
+
         feature_map.text_stage = text_stage.build(resolved)
     if max_nbytes is not None:
         check_size(feature_map.planned_nbytes, resolved, max_nbytes)
@@ -149,3 +235,6 @@ def create_map(spec: Mapping[str, Any] | MapSpec, *, max_nbytes: int | None = No
 
 def output_dim(spec: MapSpec) -> int:
     return METHODS[spec.method].output_dim_for(spec)
+
+
+create_map.__doc__ += "\n\n" + textwrap.indent(methods_help(), "    ")

@@ -575,3 +575,13 @@ def test_equal_energy_candidates_go_to_the_lowest_index():
     assert search.index_set == (2, 7, 1)
     energies = [ssf_search.riesz_log_energy([k, 7, 1], 8) for k in (2, 6)]
     assert energies[0] == pytest.approx(energies[1], rel=1e-12)
+
+
+def test_chi_quantiles_are_scipy_stats_own_bits():
+    # SSF's radii and SRF's radial grid use chi's quantile formula without importing scipy.stats (~0.6 s).
+    from scipy import stats
+    from featurehash.maps.fourier._ssf_parameters import chi_ppf
+
+    q = (np.arange(4096) + np.random.default_rng(0).uniform(size=4096)) / 4096
+    for df in (2, 3, 8, 64, 1000, 8192):
+        assert np.array_equal(chi_ppf(q, df), stats.chi.ppf(q, df=df)), df

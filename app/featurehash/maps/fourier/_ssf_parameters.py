@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.fft
-from scipy import stats
+from scipy.special import gammaincinv
 
 from .. import randomness
 from ..numerics import _row_threads as row_threads
@@ -86,7 +86,7 @@ class SSFParameters:
         if self.params.rotates:
             offsets = randomness.uniform_open(randomness.raw_words(self.spec.seed, f"{self.method}.radius_jitter",
                                                                    directions))
-        quantiles = stats.chi.ppf((np.arange(directions) + offsets) / directions, df=2 * self.m)
+        quantiles = chi_ppf((np.arange(directions) + offsets) / directions, 2 * self.m)
         owner = np.argsort(randomness.raw_words(self.spec.seed, f"{self.method}.radius_order", directions),
                            kind="stable")
         radii = np.empty(directions)
@@ -107,3 +107,9 @@ class SSFParameters:
         """V, the 2m x 2n matrix of unit columns, built explicitly (for checks; O(m n) memory)."""
         F = np.exp(-2j * np.pi * np.multiply.outer(self.index_set, np.arange(self.n)) / self.n)
         return np.block([[F.real, -F.imag], [F.imag, F.real]]) / np.sqrt(self.m)
+
+
+def chi_ppf(q: np.ndarray, df: int) -> np.ndarray:
+    """scipy.stats.chi.ppf(q, df) for q in (0, 1), by the same formula scipy.stats evaluates (bit-identical,
+    checked by a test), without importing scipy.stats (~0.6 s of CPU, measured)."""
+    return np.sqrt(2 * gammaincinv(0.5 * df, q))

@@ -147,10 +147,12 @@ def _active_set(G, m, threshold, max_additions):
     blocked = np.zeros(n, dtype=np.bool_)
     a = np.zeros(n)
     w, z, work, packed = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
-    p = 0
+    p = np.int64(0)
     for _ in range(max_additions + 1):
         _gradient(G, m, a, passive, p, in_passive, w, packed)
-        entering, largest = -1, threshold
+        # int64 (and p above), not literals: with those numba compiled `_append` twice, once for a Literal[int]
+        # (~0.5 s of a fresh process's first SRF or reweighted quadrature fit, measured).
+        entering, largest = np.int64(-1), threshold
         for k in range(n):
             if not in_passive[k] and not blocked[k] and w[k] > largest:
                 entering, largest = k, w[k]
