@@ -62,28 +62,30 @@ METHODS: Mapping[str, type[FeatureMap]] = MethodTable()
 # What each method computes, and its params with their defaults, for help(create_map) without importing
 # every family: tests/test_package.py checks the params against each method's Params model.
 GUIDE: dict[str, tuple[str, str]] = {
-    "rff": ("Gaussian exp(-gamma ||x-y||^2) or Laplacian exp(-gamma ||x-y||_1): random Fourier features",
-            "frequencies='iid', kernel='gaussian', gamma=1.0, variant='cos_sin'"),
+    "rff": ("Gaussian exp(-gamma ||x-y||^2), Laplacian exp(-gamma ||x-y||_1) or Matern (nu): random Fourier "
+            "features; gamma may be 'scale' or 'median' (from fit_sample)",
+            "frequencies='iid', kernel='gaussian', gamma=1.0, variant='cos_sin', nu=None, lengthscales=None, "
+            "fit_sample=None"),
     "nrff": ("exp(-gamma (1 - cos(x, y))): normalized random Fourier features",
-             "frequencies='iid', gamma=1.0, variant='phase'"),
+             "frequencies='iid', gamma=1.0, variant='phase', empty_rows='error'"),
     "gcws": ("GMM / pGMM (generalized min-max): consistent weighted sampling, codes (hash) or one-hot features",
-             "power=1.0, bits=8, zero_bit=False, sampler='icws', bit_source=None"),
+             "power=1.0, bits=8, zero_bit=False, sampler='icws', bit_source=None, empty_rows='error'"),
     "ssf": ("Gaussian or arc-cosine 0/1/2: spherical structured features (FFT)",
             "kernel='gaussian', gamma=None, index_set=None, randomization=None, search=None"),
     "srf": ("(1 - ||x-y||^2 / bias^2)^degree on the unit sphere: spherical random features (a fitted mixture)",
             "frequencies='iid', degree=3, bias=4.0, variant='phase', weights=None, scales=None, radii=None, "
-            "masses=None, mass=None"),
+            "masses=None, mass=None, empty_rows='error'"),
     "random_maclaurin": ("(coef0 + <x, y>)^degree: Random Maclaurin features", "degree=3, coef0=1.0"),
     "tensorsketch": ("(coef0 + <x, y>)^degree: TensorSketch", "degree=3, coef0=1.0"),
     "quadrature": ("Gaussian exp(-gamma ||x-y||^2), optionally sparse ANOVA: Gaussian-quadrature features",
                    "grid='subsampled', gamma=1.0, points_per_dim=None, level=None, anova=None, fit_sample=None, "
                    "fit_pairs=None, candidates=None, selection=None, penalty=None, diagonal_weight=None, "
-                   "points=None, weights=None, point_subsets=None"),
+                   "points=None, weights=None, point_subsets=None, lengthscales=None"),
     "binning": ("Laplacian exp(-gamma ||x-y||_1): random binning, codes (hash) or one-hot features",
                 "gamma=1.0, bits=8"),
     "nystroem": ("any exact kernel of featurehash.maps.kernels: Nystroem features fitted to fit_sample",
-                 "kernel='gaussian', gamma=None, degree=None, coef0=None, power=None, sampling='rpcholesky', "
-                 "fit_sample=None, landmarks=None, normalization=None"),
+                 "kernel='gaussian', gamma=None, nu=None, lengthscales=None, degree=None, coef0=None, power=None, "
+                 "sampling='rpcholesky', fit_sample=None, landmarks=None, normalization=None"),
     "additive_chi2": ("additive chi2 sum 2 x_i y_i / (x_i + y_i): deterministic spectrum samples",
                       "sample_steps=2, sample_interval=None"),
     "skewed_chi2": ("skewed chi2 prod 2 sqrt(x_i + c) sqrt(y_i + c) / (x_i + y_i + 2c): random Fourier features",
