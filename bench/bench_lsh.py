@@ -97,9 +97,11 @@ RESULTS = Path(__file__).parent / "results" / "lsh.txt"
 
 # -- data -----------------------------------------------------------------------------------
 
-def planted_documents(n_queries: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def planted_documents(n_queries: int, seed: int = 0, n_items: int = 20_000) -> tuple[np.ndarray, np.ndarray]:
+    """n_items / 10 bag-of-words documents (500 words, ~60 a document) and 9 near duplicates of each (each word
+    kept with probability 0.95, plus 3 random words); queries are further near duplicates."""
     rng = np.random.default_rng(seed)
-    base, _ = make_multilabel_classification(n_samples=2000, n_features=500, n_classes=50, n_labels=3, length=60,
+    base, _ = make_multilabel_classification(n_samples=n_items // 10, n_features=500, n_classes=50, n_labels=3, length=60,
                                              allow_unlabeled=False, random_state=seed)
     base = base.astype(np.float64)
 

@@ -30,7 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_lsh import exact_top10, recall_at_10
+from bench_lsh import exact_top10, planted_documents, recall_at_10
 from bench_lsh_scale import RECALL_AT_THRESHOLD, SPEC, THRESHOLD, families, redis_cpu
 from featurehash.maps import create_map
 from featurehash.maps.lsh import best_matches, exact_similarities
@@ -57,21 +57,8 @@ class CountingRedis:
 
 
 def planted(n: int, n_queries: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """bench_lsh's planted documents at n items: n / 10 bag-of-words documents (500 words, ~60 a document) and
-    9 near duplicates of each (each word kept with probability 0.95, plus 3 random words)."""
-    from sklearn.datasets import make_multilabel_classification
-    rng = np.random.default_rng(seed)
-    base, _ = make_multilabel_classification(n_samples=n // 10, n_features=500, n_classes=50, n_labels=3,
-                                             length=60, allow_unlabeled=False, random_state=seed)
-    base = base.astype(np.float64)
-
-    def duplicate(B):
-        copy = rng.binomial(B.astype(np.int64), 0.95).astype(np.float64)
-        np.add.at(copy, (np.repeat(np.arange(len(B)), 3), rng.integers(0, B.shape[1], 3 * len(B))), 1.0)
-        return copy
-
-    X = np.vstack([base] + [duplicate(base) for _ in range(9)])
-    return X, duplicate(base[rng.choice(len(base), n_queries, replace=False)])
+    """bench_lsh's planted documents at n items."""
+    return planted_documents(n_queries, seed, n_items=n)
 
 
 # data set -> (data, map spec, index options): families (bench_lsh_scale's) and planted (bench_lsh's, the
