@@ -20,8 +20,7 @@ from ..maps import InputError, OneHotFeatures
 
 # The Arrow form of Spark ML's VectorUDT (its sqlType): type 0 sparse, 1 dense.
 VECTOR_TYPE = pa.struct([pa.field("type", pa.int8(), nullable=False), pa.field("size", pa.int32()),
-                         pa.field("indices", pa.list_(pa.field("element", pa.int32(), nullable=False))),
-                         pa.field("values", pa.list_(pa.field("element", pa.float64(), nullable=False)))])
+                         pa.field("indices", pa.list_(pa.int32())), pa.field("values", pa.list_(pa.float64()))])
 
 
 def as_arrow(column):

@@ -34,7 +34,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("featurehash.spark needs pyspark and pyarrow: pip install 'featurehash[spark]'") from exc
 
-from ..engines.columns import VECTOR_TYPE, features_column, list_column, rows_of, sparse_features
+from ..engines.columns import VECTOR_TYPE, as_arrow, features_column, list_column, rows_of, sparse_features
 from ..engines.join_steps import batch_keys
 from ..engines.worker import ShippedSpec, resolve, worker_map
 from ..maps import InputError, UnsupportedOperation
@@ -136,13 +136,14 @@ def _udf(spec, what: str, dtype: np.dtype, threshold, bands, target_recall):
     spark_type, _ = _types(feature_map, what, dtype)
     vectors = isinstance(spark_type, VectorUDT)
 
-    def compute(column: pd.Series) -> pd.Series:
+    def compute(column):
         if len(column) == 0:
             return pd.Series([], dtype=object)
         result = _compute(shipped, column, what, dtype.name, banding)
         return pd.Series(_as_vectors(result) if vectors else result.to_pandas(), index=column.index)
 
     compute.__name__ = what
+    compute.__annotations__ = {"column": pd.Series, "return": pd.Series}   # the scalar pandas UDF kind
     return pandas_udf(compute, spark_type)
 
 
@@ -158,7 +159,7 @@ def _as_vectors(column: pa.StructArray) -> list:
 # -- on the workers -------------------------------------------------------------------------
 
 def _compute(shipped: ShippedSpec, column, what: str, dtype_name: str, banding) -> pa.Array:
-    feature_map = worker_map(shipped)
+    feature_map, column = worker_map(shipped), as_arrow(column)
     rows = rows_of(column, feature_map, "documents" if _is_text(column) else "vectors")
     if what == "features":
         return features_column(feature_map.transform(rows, dtype=np.dtype(dtype_name)), np.dtype(dtype_name))
