@@ -62,7 +62,7 @@ class CpuMeter:
     def __init__(self):
         import psutil
 
-        self.root = psutil.Process()
+        self.root, self.gone = psutil.Process(), psutil.Error
 
     def read(self) -> float:
         total = 0.0
@@ -70,8 +70,8 @@ class CpuMeter:
             try:
                 t = process.cpu_times()
                 total += t.user + t.system + t.children_user + t.children_system
-            except Exception:  # noqa: BLE001 - a worker that ended between listing and reading
-                pass
+            except self.gone:   # a worker that ended between listing and reading
+                continue
         return total
 
     def time(self, fn):
@@ -102,7 +102,8 @@ def first_use(spec: dict, X) -> dict:
     import pickle
 
     with tempfile.TemporaryDirectory() as cache, tempfile.NamedTemporaryFile(suffix=".pkl") as payload:
-        pickle.dump((spec, X), open(payload.name, "wb"))
+        with open(payload.name, "wb") as file:
+            pickle.dump((spec, X), file)
         env = {**os.environ, "NUMBA_CACHE_DIR": cache}
         out = {}
         for label in ("cold", "warm", "warm"):
@@ -120,13 +121,12 @@ def main() -> None:
     parser.add_argument("--tables", type=int, default=6, help="MinHashLSH numHashTables")
     args = parser.parse_args()
 
-    from pyspark.ml.feature import MinHashLSH
-    from pyspark.ml.linalg import SparseVector
-    from pyspark.sql import functions as F
-
     import featurehash.spark as fhs
     from featurehash import create_map
     from featurehash.maps.lsh import choose_bands, collision_probability
+    from pyspark.ml.feature import MinHashLSH
+    from pyspark.ml.linalg import SparseVector
+    from pyspark.sql import functions as F
 
     dim, t = 5000, args.threshold
     n_groups = args.rows // 10

@@ -4,7 +4,6 @@ near-duplicates (seeded), their specs and thresholds, and the in-process answers
 from __future__ import annotations
 
 import numpy as np
-
 from dedup_support import dense_planted, sparse_planted
 
 DENSE_GCWS = {"method": "gcws", "input_dim": 24, "n_components": 128, "seed": 8}

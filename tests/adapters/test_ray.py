@@ -9,16 +9,15 @@ import numpy as np
 import pytest
 
 pytest.importorskip("ray.data", reason="ray is an optional extra: pip install 'featurehash[ray]'")
-import ray  # noqa: E402
-import scipy.sparse as sp  # noqa: E402
-
-import featurehash.ray as fhr  # noqa: E402
-from engine_support import assert_same_pairs, cases  # noqa: E402
-from feature_promises import FLOAT64_RELATIVE, assert_dense_features_match  # noqa: E402
-from featurehash import create_map  # noqa: E402
-from featurehash.dedup import candidates, similarity_join  # noqa: E402
-from featurehash.maps import InputError  # noqa: E402
-from featurehash.maps.lsh import choose_bands  # noqa: E402
+import featurehash.ray as fhr
+import ray
+import scipy.sparse as sp
+from engine_support import assert_same_pairs, cases
+from feature_promises import FLOAT64_RELATIVE, assert_dense_features_match
+from featurehash import create_map
+from featurehash.dedup import candidates, similarity_join
+from featurehash.maps import InputError
+from featurehash.maps.lsh import choose_bands
 
 CASES = cases()
 
@@ -101,7 +100,7 @@ def test_join_equals_in_process(ray_data, name):
 
 
 def test_bad_input_is_refused_on_the_driver():
-    rows, gcws, _, feature_spec = CASES["dense"]
+    _, gcws, _, feature_spec = CASES["dense"]
     with pytest.raises(InputError, match="discrete codes"):
         fhr.similarity_join(None, feature_spec, 0.5)
     with pytest.raises(InputError) as info:

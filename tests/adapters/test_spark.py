@@ -14,17 +14,16 @@ pytest.importorskip("pyspark", reason="pyspark is an optional extra: pip install
 if shutil.which("java") is None:
     pytest.skip("Spark needs Java (17), and no java is on PATH", allow_module_level=True)
 
-import scipy.sparse as sp  # noqa: E402
-from pyspark.ml.linalg import SparseVector  # noqa: E402
-from pyspark.sql import SparkSession  # noqa: E402
-
-import featurehash.spark as fhs  # noqa: E402
-from engine_support import assert_same_pairs, cases  # noqa: E402
-from feature_promises import assert_dense_features_match  # noqa: E402
-from featurehash import create_map  # noqa: E402
-from featurehash.dedup import candidates, duplicate_clusters  # noqa: E402
-from featurehash.maps import InputError, UnsupportedOperation  # noqa: E402
-from featurehash.maps.lsh import choose_bands  # noqa: E402
+import featurehash.spark as fhs
+import scipy.sparse as sp
+from engine_support import assert_same_pairs, cases
+from feature_promises import assert_dense_features_match
+from featurehash import create_map
+from featurehash.dedup import candidates, duplicate_clusters
+from featurehash.maps import InputError, UnsupportedOperation
+from featurehash.maps.lsh import choose_bands
+from pyspark.ml.linalg import SparseVector
+from pyspark.sql import SparkSession
 
 CASES = cases()
 

@@ -19,7 +19,8 @@ Text columns (documents, token lists) are read by a spec that reads text.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +29,13 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("featurehash.ray needs pyarrow: pip install 'featurehash[ray]'") from exc
 
-from ..engines.columns import features_column, list_column, rows_of
+from ..engines.columns import (
+    VECTOR_TYPE,
+    features_column,
+    list_column,
+    rows_of,
+    sparse_features,
+)
 from ..engines.join_steps import batch_keys
 from ..engines.worker import ShippedSpec, resolve, worker_map
 from ..maps import InputError, UnsupportedOperation
@@ -72,14 +79,22 @@ class FeatureHashBatches:
 
     def _compute(self, column) -> pa.Array:
         feature_map = worker_map(self.shipped)
-        if len(column) == 0:
-            raise InputError("batch", "an empty batch")
+        if len(column) == 0:   # an empty block (after a filter): an empty column of the result's type
+            return _empty(feature_map, self.what, self.dtype)
         rows = rows_of(_tensor_rows(column), feature_map, self.column)
         if self.what == "features":
             return features_column(feature_map.transform(rows, dtype=self.dtype), self.dtype)
         if self.what == "codes":
             return list_column(feature_map.hash(rows))
         return list_column(batch_keys(feature_map, rows, *self.banding)[0])
+
+
+def _empty(feature_map, what: str, dtype: np.dtype) -> pa.Array:
+    if what != "features":
+        return pa.array([], pa.list_(pa.int64()))
+    if sparse_features(feature_map):
+        return pa.array([], VECTOR_TYPE)
+    return pa.array([], pa.list_(pa.from_numpy_dtype(dtype)))
 
 
 def _tensor_rows(column):

@@ -22,7 +22,8 @@ codes).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,14 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("featurehash.spark needs pyspark and pyarrow: pip install 'featurehash[spark]'") from exc
 
-from ..engines.columns import VECTOR_TYPE, as_arrow, features_column, list_column, rows_of, sparse_features
+from ..engines.columns import (
+    VECTOR_TYPE,
+    as_arrow,
+    features_column,
+    list_column,
+    rows_of,
+    sparse_features,
+)
 from ..engines.join_steps import batch_keys
 from ..engines.worker import ShippedSpec, resolve, worker_map
 from ..maps import InputError, UnsupportedOperation

@@ -78,18 +78,14 @@ def _keyed(df, shipped: ShippedSpec, column: str, id_col: str, bands: int, rows:
     def keys(iterator):
         for batch in iterator:
             feature_map = worker_map(shipped)
-            rows_in = rows_of(batch.column("row"), feature_map, "x") if batch.num_rows else []
             if batch.num_rows:
-                band_keys, prints = batch_keys(feature_map, rows_in, bands, rows)
+                band_keys, prints = batch_keys(feature_map, rows_of(batch.column("row"), feature_map, "x"), bands, rows)
                 key_column, print_column = list_column(band_keys), list_column(prints)
-            else:
-                key_column = print_column = None
-            payload = ("prints", print_column) if codes else ("row", batch.column("row"))
-            if key_column is None:
-                key_column = pa.array([], type=pa.list_(pa.int64()))
-                payload = (payload[0], pa.array([], type=pa.list_(pa.int32())) if codes else batch.column("row"))
-            yield pa.RecordBatch.from_arrays([batch.column("id"), key_column, payload[1]],
-                                             names=["id", "keys", payload[0]])
+            else:   # an empty partition
+                key_column, print_column = pa.array([], pa.list_(pa.int64())), pa.array([], pa.list_(pa.int32()))
+            payload = print_column if codes else batch.column("row")
+            yield pa.RecordBatch.from_arrays([batch.column("id"), key_column, payload],
+                                             names=["id", "keys", "prints" if codes else "row"])
 
     return source.mapInArrow(keys, T.StructType(fields))
 
