@@ -106,6 +106,32 @@ def test_join_and_clusters_equal_in_process(frames, name, mode):
     np.testing.assert_array_equal(np.sort(clusters.representatives.toPandas()["id"]), expected.representatives)
 
 
+def test_the_map_is_built_once_per_python_worker(spark, frames):
+    """Many small Arrow batches over a spec no other test uses: the codes UDF and one reading the worker's
+    build count run chained in one Python worker, so every batch sees its process's count: 1."""
+    import pandas as pd
+    from pyspark.sql.functions import pandas_udf
+
+    spec = {**CASES["dense"][1], "seed": 12345}
+    spec_id = create_map(spec).spec.id
+
+    def builds(codes):
+        import os
+
+        from featurehash.engines import worker
+        return pd.Series([f"{os.getpid()}:{worker.builds[spec_id]}"] * len(codes))
+
+    builds.__annotations__ = {"codes": pd.Series, "return": pd.Series}   # real classes: a scalar pandas UDF
+    builds = pandas_udf(builds, "string")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "8")
+    try:
+        df = frames["dense"].repartition(6).select(builds(fhs.codes_udf(spec)("x")).alias("seen"))
+        seen = {row[0] for row in df.distinct().collect()}
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert seen and {entry.split(":")[1] for entry in seen} == {"1"}, seen
+
+
 def test_code_verification_equals_in_process(frames):
     from featurehash.dedup import similarity_join
 
