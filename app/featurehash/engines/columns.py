@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from ..maps import InputError, OneHotFeatures
@@ -65,7 +66,7 @@ def _is_list(kind) -> bool:
 
 
 def _lengths(column) -> np.ndarray:
-    return pa.compute.list_value_length(column).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    return pc.list_value_length(column).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def _dense_rows(column, input_dim: int, field: str) -> np.ndarray:

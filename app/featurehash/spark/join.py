@@ -44,17 +44,19 @@ def similarity_join(df, spec, threshold: float, *, column: str = "features", id_
     vectors or text (see `featurehash.spark.features`). Kernel, banding, recall and `verify` ("exact",
     or "codes": the fraction of equal codes) are those of `featurehash.dedup.similarity_join`.
 
-    Cost: the hashing of every row, (run twice if `df` is not cached: once for the keys, once for the
-    rows the verification reads; persist `df` or pass a cached one), one shuffle of n L (id, band, key)
-    triples, and two of the distinct candidates with their rows; the verification reads each candidate's
-    two rows in batches of spark.sql.execution.arrow.maxRecordsPerBatch.
+    Cost: the hashing of every row, once (its (id, row, keys) are locally checkpointed on first use, so
+    executors hold them while the plan runs: a lost executor fails the job rather than rehashing), one
+    shuffle of n L (id, band, key) triples, two of the candidates with their rows; the verification reads
+    each candidate's two rows in batches of spark.sql.execution.arrow.maxRecordsPerBatch.
     """
     feature_map, shipped = resolve(spec)
     bands, rows = plan_bands(feature_map, threshold, target_recall, verify)
     for name, field in ((column, "column"), (id_col, "id_col")):
         if name not in df.columns:
             raise InputError(field, f"no column '{name}' (columns: {', '.join(df.columns)})")
-    keyed = _keyed(df, shipped, column, id_col, bands, rows, verify)
+    # read four times below (both sides of the key join, both rows of a candidate): checkpointed on first
+    # use, so each row is hashed once; the blocks go when the plan does (a lazy local checkpoint)
+    keyed = _keyed(df, shipped, column, id_col, bands, rows, verify).localCheckpoint(eager=False)
     exploded = keyed.select("id", F.posexplode("keys").alias("band", "key"))
     a, b = exploded.alias("a"), exploded.alias("b")
     found = a.join(b, (F.col("a.band") == F.col("b.band")) & (F.col("a.key") == F.col("b.key"))
