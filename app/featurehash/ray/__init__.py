@@ -4,7 +4,7 @@ Data plan.
 
     import featurehash.ray as fhr
     ds = ds.map_batches(fhr.FeatureHashBatches, fn_constructor_kwargs={"spec": spec, "column": "x"},
-                        batch_format="pyarrow", concurrency=2)        # a "features" column appended
+                        batch_format="pyarrow", compute=ray.data.ActorPoolStrategy(size=2))   # "features" appended
     pairs = fhr.similarity_join(ds, spec, 0.7, column="x")            # Dataset (i, j, similarity)
 
 Needs `featurehash[ray]` (ray[data]; the join also needs polars, which Ray Data's joins use).

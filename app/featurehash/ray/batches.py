@@ -1,7 +1,7 @@
 """A callable class for Ray Data's `map_batches`: features, codes or band keys of one column.
 
     ds.map_batches(FeatureHashBatches, fn_constructor_kwargs={"spec": spec, "column": "x",
-                   "what": "codes"}, batch_format="numpy", concurrency=2)
+                   "what": "codes"}, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=2))
 
 Ray builds one instance per actor: the constructor builds the map (from the spec's canonical JSON,
 through the per-process cache of `featurehash.engines.worker`), so each actor builds it once and every
