@@ -42,6 +42,10 @@ def test_the_import_graph_keeps_every_contract():
     # dedup beside the store, independent of it, and free of Redis
     ("dedup/join.py", "from ..store import lsh_index", "Layers: adapters"),
     ("dedup/verify.py", "import redis", "Maps and npy know no web framework"),
+    # the engine adapters: independent of each other, calling the library only; their shared steps engine-free
+    ("spark/join.py", "from ..ray import join as ray_join", "Layers: adapters"),
+    ("ray/batches.py", "from ..store import specs", "Engine adapters only call the library"),
+    ("engines/columns.py", "import pyspark", "The engines' shared steps import no engine"),
     # a cycle between siblings the layers do not order (two store modules)
     ("store/lsh_vectors.py", "from . import lsh_layout", "No cycles"),
 ])

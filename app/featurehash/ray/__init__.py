@@ -1,0 +1,16 @@
+"""Featurehash on Ray Data: a callable class for `Dataset.map_batches` (numpy, pandas and pyarrow batch
+formats) that builds the map once per actor, and the near-duplicate join of featurehash.dedup as a Ray
+Data plan.
+
+    import featurehash.ray as fhr
+    ds = ds.map_batches(fhr.FeatureHashBatches, fn_constructor_kwargs={"spec": spec, "column": "x"},
+                        batch_format="pyarrow", compute=ray.data.ActorPoolStrategy(size=2))   # "features" appended
+    pairs = fhr.similarity_join(ds, spec, 0.7, column="x")            # Dataset (i, j, similarity)
+
+Needs `featurehash[ray]` (ray[data]; the join also needs polars, which Ray Data's joins use).
+"""
+
+from .batches import FeatureHashBatches
+from .join import similarity_join
+
+__all__ = ["FeatureHashBatches", "similarity_join"]

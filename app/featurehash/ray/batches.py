@@ -1,0 +1,115 @@
+"""A callable class for Ray Data's `map_batches`: features, codes or band keys of one column.
+
+    ds.map_batches(FeatureHashBatches, fn_constructor_kwargs={"spec": spec, "column": "x",
+                   "what": "codes"}, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=2))
+
+Ray builds one instance per actor: the constructor builds the map (from the spec's canonical JSON,
+through the per-process cache of `featurehash.engines.worker`), so each actor builds it once and every
+batch reuses it. The spec may be a spec dict, a MapSpec, or `engines.worker.resolve(spec)[1]` (the id and
+canonical JSON, what the driver ships). Batches of any of Ray's formats are read and written back in
+the same format:
+- "numpy" (dict of arrays): a 2-D float array (Ray's tensor column), or an object array of rows;
+  dense results come back as a 2-D array, sparse features as an object array of {type, size, indices,
+  values} dicts;
+- "pandas": a column of arrays, lists, {indices, values} dicts or strings; results a column of arrays;
+- "pyarrow": list / fixed-size-list / tensor columns, {indices, values} structs, strings; results
+  list<float|double|int64> or the vector struct (`featurehash.engines.columns.VECTOR_TYPE`).
+Text columns (documents, token lists) are read by a spec that reads text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+try:
+    import pyarrow as pa
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError("featurehash.ray needs pyarrow: pip install 'featurehash[ray]'") from exc
+
+from ..engines.columns import (
+    VECTOR_TYPE,
+    features_column,
+    list_column,
+    rows_of,
+    sparse_features,
+)
+from ..engines.join_steps import batch_keys
+from ..engines.worker import ShippedSpec, resolve, worker_map
+from ..maps import InputError, UnsupportedOperation
+from ..maps.inputs import output_dtype
+from ..maps.lsh import choose_bands
+
+WHAT = ("features", "codes", "band_keys")
+
+
+class FeatureHashBatches:
+    """`batch -> batch` with `output_column` (default: `what`) added; see the module docstring."""
+
+    def __init__(self, spec: Mapping[str, Any] | ShippedSpec, column: str, output_column: str | None = None, *,
+                 what: str = "features", dtype=None, threshold: float | None = None, bands: int | None = None,
+                 target_recall: float = 0.95):
+        if what not in WHAT:
+            raise InputError("what", f"must be one of {', '.join(WHAT)}")
+        self.feature_map, self.shipped = resolve(spec)
+        if what != "features" and not self.feature_map.has_hash:
+            raise UnsupportedOperation("method", f"'{self.feature_map.method}' maps have no discrete codes")
+        self.column, self.output_column, self.what = column, output_column or what, what
+        self.dtype = output_dtype(dtype)
+        self.banding = None
+        if what == "band_keys":
+            k = self.feature_map.spec.n_components
+            if (threshold is None) == (bands is None):
+                raise InputError("threshold", "give one of threshold (the join's banding) or bands")
+            self.banding = (int(bands), k // int(bands)) if bands is not None else \
+                choose_bands(k, threshold, target_recall)
+
+    def __call__(self, batch):
+        if isinstance(batch, pa.Table):
+            return batch.append_column(self.output_column, self._compute(batch.column(self.column)))
+        if isinstance(batch, dict):   # numpy format
+            out = dict(batch)
+            out[self.output_column] = _to_numpy(self._compute(batch[self.column]))
+            return out
+        out = batch.copy()   # pandas
+        out[self.output_column] = list(_to_numpy(self._compute(batch[self.column])))
+        return out
+
+    def _compute(self, column) -> pa.Array:
+        feature_map = worker_map(self.shipped)
+        if len(column) == 0:   # an empty block (after a filter): an empty column of the result's type
+            return _empty(feature_map, self.what, self.dtype)
+        rows = rows_of(_tensor_rows(column), feature_map, self.column)
+        if self.what == "features":
+            return features_column(feature_map.transform(rows, dtype=self.dtype), self.dtype)
+        if self.what == "codes":
+            return list_column(feature_map.hash(rows))
+        return list_column(batch_keys(feature_map, rows, *self.banding)[0])
+
+
+def _empty(feature_map, what: str, dtype: np.dtype) -> pa.Array:
+    if what != "features":
+        return pa.array([], pa.list_(pa.int64()))
+    if sparse_features(feature_map):
+        return pa.array([], VECTOR_TYPE)
+    return pa.array([], pa.list_(pa.from_numpy_dtype(dtype)))
+
+
+def _tensor_rows(column):
+    """Ray's tensor columns (an Arrow extension type) as 2-D arrays; anything else as it is."""
+    if isinstance(getattr(column, "type", None), pa.ExtensionType):
+        column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        return np.asarray(column.to_numpy(zero_copy_only=False))
+    return column
+
+
+def _to_numpy(column: pa.Array):
+    """A result column for the numpy and pandas formats: 2-D when every row has one width."""
+    if pa.types.is_list(column.type):
+        values = column.flatten().to_numpy(zero_copy_only=False)
+        n = len(column)
+        if n and values.size % n == 0:
+            return values.reshape(n, values.size // n)
+    return np.array(column.to_pylist() + [None], dtype=object)[:-1]

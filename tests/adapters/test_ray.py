@@ -1,0 +1,111 @@
+"""featurehash.ray on a real local Ray (ray.init(num_cpus=2) once for the module) against the library in
+process on the same rows: codes and band keys bit for bit, dense features to the README's float promise
+(tests/feature_promises.py) in each of Ray's batch formats (numpy, pandas, pyarrow), and the join's pairs
+identical, for dense tensor columns, {indices, values} sparse rows and text."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ray.data", reason="ray is an optional extra: pip install 'featurehash[ray]'")
+import featurehash.ray as fhr
+import ray
+import scipy.sparse as sp
+from engine_support import assert_same_pairs, cases
+from feature_promises import FLOAT64_RELATIVE, assert_dense_features_match
+from featurehash import create_map
+from featurehash.dedup import candidates, similarity_join
+from featurehash.maps import InputError
+from featurehash.maps.lsh import choose_bands
+
+CASES = cases()
+
+
+@pytest.fixture(scope="module")
+def ray_data():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False
+    yield ray.data
+    ray.shutdown()
+
+
+def _items(rows) -> list[dict]:
+    if sp.issparse(rows):
+        rows = sp.csr_matrix(rows)
+        return [{"id": r, "x": {"indices": rows.indices[a:b].tolist(), "values": rows.data[a:b].tolist()}}
+                for r, (a, b) in enumerate(zip(rows.indptr[:-1], rows.indptr[1:]))]
+    return [{"id": r, "x": row} for r, row in enumerate(rows)]
+
+
+def _stage(ds, batch_format: str, spec, output: str, **options):
+    """One map_batches stage of the callable class, on an actor (half a CPU: the stages share two)."""
+    return ds.map_batches(fhr.FeatureHashBatches, fn_constructor_kwargs={"spec": spec, "column": "x",
+                                                                        "output_column": output, **options},
+                          batch_format=batch_format, batch_size=64, num_cpus=0.5,
+                          compute=ray.data.ActorPoolStrategy(size=1))
+
+
+def _collect(ds):
+    return ds.drop_columns(["x"]).to_pandas().sort_values("id").reset_index(drop=True)
+
+
+def test_dense_batches_in_every_format_equal_in_process(ray_data):
+    """Codes (numpy), band keys (pandas), float32 (pyarrow) and float64 (numpy) features of a tensor column."""
+    rows, gcws, threshold, feature_spec = CASES["dense"]
+    ds = ray_data.from_items(_items(rows), override_num_blocks=3)
+    ds = _stage(ds, "numpy", gcws, "codes", what="codes")
+    ds = _stage(ds, "pandas", gcws, "keys", what="band_keys", threshold=threshold)
+    ds = _stage(ds, "pyarrow", feature_spec, "z32")
+    got = _collect(_stage(ds, "numpy", feature_spec, "z64", dtype=np.float64))
+    codes = create_map(gcws).hash(rows)
+    np.testing.assert_array_equal(np.stack(got["codes"]), codes)
+    keys, _ = candidates.band_keys(codes, *choose_bands(128, threshold, 0.95))
+    np.testing.assert_array_equal(np.stack(got["keys"]), keys.T.view(np.int64))
+    feature_map = create_map(feature_spec)
+    Z32 = np.stack(got["z32"])
+    assert Z32.dtype == np.float32
+    assert_dense_features_match(Z32, np.stack(got["z64"]), feature_map.transform(rows, dtype=np.float32),
+                                feature_map.transform(rows, dtype=np.float64))
+
+
+def test_sparse_rows_and_text_equal_in_process(ray_data):
+    """{indices, values} rows: codes (pyarrow), float64 features (pandas); documents: codes (numpy) and the
+    hashing map's sparse features (pyarrow)."""
+    rows, gcws, _, feature_spec = CASES["sparse"]
+    got = _collect(_stage(_stage(ray_data.from_items(_items(rows), override_num_blocks=3), "pyarrow", gcws, "codes",
+                                 what="codes"), "pandas", feature_spec, "z64", dtype=np.float64))
+    np.testing.assert_array_equal(np.stack(got["codes"]), create_map(gcws).hash(rows))
+    expected = create_map(feature_spec).transform(rows, dtype=np.float64)
+    np.testing.assert_allclose(np.stack(got["z64"]), expected, rtol=0,
+                               atol=FLOAT64_RELATIVE * np.abs(expected).max())
+    documents, gcws, _, hashing = CASES["text"]
+    got = _collect(_stage(_stage(ray_data.from_items(_items(documents), override_num_blocks=3), "numpy", gcws,
+                                 "codes", what="codes"), "pyarrow", hashing, "z"))
+    np.testing.assert_array_equal(np.stack(got["codes"]), create_map(gcws).hash(documents))
+    got_rows = sp.vstack([sp.csr_matrix((v["values"], v["indices"], [0, len(v["indices"])]), shape=(1, v["size"]))
+                          for v in got["z"]])
+    np.testing.assert_allclose(got_rows.toarray(), create_map(hashing).transform(documents).toarray(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_join_equals_in_process(ray_data, name):
+    rows, gcws, threshold, _ = CASES[name]
+    ds = ray_data.from_items(_items(rows), override_num_blocks=3)
+    pairs = fhr.similarity_join(ds, gcws, threshold, column="x", partitions=1).to_pandas()
+    pairs = pairs.sort_values(["i", "j"]).reset_index(drop=True)
+    expected = similarity_join(rows, create_map(gcws), threshold)
+    assert_same_pairs(pairs["i"].to_numpy(), pairs["j"].to_numpy(), pairs["similarity"].to_numpy(), expected)
+
+
+def test_bad_input_is_refused_on_the_driver():
+    _, gcws, _, feature_spec = CASES["dense"]
+    with pytest.raises(InputError, match="discrete codes"):
+        fhr.similarity_join(None, feature_spec, 0.5)
+    with pytest.raises(InputError) as info:
+        fhr.similarity_join(None, gcws, 1.5)
+    assert info.value.field == "threshold"
+    with pytest.raises(InputError) as info:
+        fhr.FeatureHashBatches(gcws, "x", what="keys")
+    assert info.value.field == "what"
