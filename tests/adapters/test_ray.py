@@ -20,6 +20,8 @@ from featurehash.maps import InputError
 from featurehash.maps.lsh import choose_bands
 
 CASES = cases()
+# One worker runs this module (pyproject's --dist loadgroup), so one Ray cluster is started, not one per worker.
+pytestmark = pytest.mark.xdist_group("ray")
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,8 @@ from pyspark.ml.linalg import SparseVector
 from pyspark.sql import SparkSession
 
 CASES = cases()
+# One worker runs this module (pyproject's --dist loadgroup), so one Spark session is started, not one per worker.
+pytestmark = pytest.mark.xdist_group("spark")
 
 
 @pytest.fixture(scope="module")
