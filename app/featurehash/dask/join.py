@@ -28,10 +28,9 @@ import scipy.sparse as sp
 from dask import delayed
 
 from ..dedup import candidates
-from ..dedup.join import DEFAULT_BLOCK_PAIRS
-from ..dedup.verify import SUPPORTED_METHODS, CodePairs, ExactPairs
+from ..dedup.join import DEFAULT_BLOCK_PAIRS, plan_bands
+from ..dedup.verify import CodePairs, ExactPairs
 from ..maps import InputError
-from ..maps.lsh import choose_bands
 from .features import _resolve, _row_blocks, _worker_map
 
 PAIR_COLUMNS = ("i", "j", "similarity")
@@ -85,18 +84,9 @@ def join_graph(X, spec, threshold: float, *, Y=None, target_recall: float = 0.95
                partitions: int | None = None) -> JoinGraph:
     """The tasks of `similarity_join`, before they become a DataFrame."""
     feature_map, document = _resolve(spec)
-    if feature_map.method not in SUPPORTED_METHODS:
-        raise InputError("spec", f"needs a map with discrete codes ({', '.join(SUPPORTED_METHODS)}), "
-                                 f"got '{feature_map.method}'")
-    if not 0.0 < threshold <= 1.0:
-        raise InputError("threshold", "must lie in (0, 1]")
-    if not 0.0 < target_recall < 1.0:
-        raise InputError("target_recall", "must lie in (0, 1)")
-    if verify not in ("exact", "codes"):
-        raise InputError("verify", "must be 'exact' or 'codes'")
+    bands, rows = plan_bands(feature_map, threshold, target_recall, verify)
     if partitions is not None and partitions < 1:
         raise InputError("partitions", "must be positive")
-    bands, rows = choose_bands(feature_map.spec.n_components, threshold, target_recall)
     blocks_x, bounds_x = _blocks(X, feature_map, "X")
     blocks_y, bounds_y = (blocks_x, bounds_x) if Y is None else _blocks(Y, feature_map, "Y")
     n_parts = partitions or max(len(blocks_x), len(blocks_y))

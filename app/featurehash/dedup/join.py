@@ -193,6 +193,21 @@ def similarity_join(X, feature_map, threshold: float, *, Y=None, target_recall: 
                         count=count, shape=(hx.n, hy.n))
 
 
+def plan_bands(feature_map, threshold: float, target_recall: float, verify: str) -> tuple[int, int]:
+    """The checks of a join of rows given by a spec (the Dask, Spark and Ray joins: errors name `spec` and
+    `target_recall`), then its banding (L bands of r codes)."""
+    if feature_map.method not in SUPPORTED_METHODS:
+        raise InputError("spec", f"needs a map with discrete codes ({', '.join(SUPPORTED_METHODS)}), "
+                                 f"got '{feature_map.method}'")
+    if not 0.0 < threshold <= 1.0:
+        raise InputError("threshold", "must lie in (0, 1]")
+    if not 0.0 < target_recall < 1.0:
+        raise InputError("target_recall", "must lie in (0, 1)")
+    if verify not in ("exact", "codes"):
+        raise InputError("verify", "must be 'exact' or 'codes'")
+    return choose_bands(feature_map.spec.n_components, threshold, target_recall)
+
+
 def _checked(feature_map, source, side: str, chunk_rows: int):
     """Row blocks checked one by one (`feature_map.check`), a problem told with the rows of its block."""
     start = 0

@@ -17,23 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..dedup import candidates
-from ..dedup.verify import SUPPORTED_METHODS, CodePairs, ExactPairs
-from ..maps import InputError
-from ..maps.lsh import choose_bands
-
-
-def plan_bands(feature_map, threshold: float, target_recall: float, verify: str) -> tuple[int, int]:
-    """The checks of the in-process join, then its banding (L bands of r codes)."""
-    if feature_map.method not in SUPPORTED_METHODS:
-        raise InputError("spec", f"needs a map with discrete codes ({', '.join(SUPPORTED_METHODS)}), "
-                                 f"got '{feature_map.method}'")
-    if not 0.0 < threshold <= 1.0:
-        raise InputError("threshold", "must lie in (0, 1]")
-    if not 0.0 < target_recall < 1.0:
-        raise InputError("target_recall", "must lie in (0, 1)")
-    if verify not in ("exact", "codes"):
-        raise InputError("verify", "must be 'exact' or 'codes'")
-    return choose_bands(feature_map.spec.n_components, threshold, target_recall)
+from ..dedup.join import plan_bands  # noqa: F401  (the engines' joins take it from here)
+from ..dedup.verify import CodePairs, ExactPairs
 
 
 def batch_keys(feature_map, rows, bands: int, rows_per_band: int) -> tuple[np.ndarray, np.ndarray]:
