@@ -159,8 +159,8 @@ class _RegistrySteps:
         self.base_prefix, self.tenant = key_prefix, tenant
         self.key_prefix = tenant_key_prefix(key_prefix, tenant)
         self._tenants = tenants_key(key_prefix)
-        self._registry = IndexLayout.registry(key_prefix)
-        self._deleting = IndexLayout.deleting(key_prefix)
+        self._registry = IndexLayout.registry(self.key_prefix)
+        self._deleting = IndexLayout.deleting(self.key_prefix)
 
     def _create_steps(self, config: IndexConfig):
         layout = IndexLayout(self.key_prefix, config.name, config.layout)
