@@ -2,7 +2,8 @@
 
     python bench/bench_auth.py [--keys 1000] [--rounds 5] [--requests 2000] [--skip-http]
 
-Two figures, each for three contenders interleaved round by round (a shared machine's load falls on all):
+The check alone first (deps.checked_state on a prepared request, timeit), then two figures, each for three
+contenders interleaved round by round (a shared machine's load falls on all):
 
 1. The app's own CPU per request, no HTTP (bench/asgi_cost.py's raw ASGI calls, process_time): rff d=64 D=1024
    single-vector JSON transform, the plain route (`deps.checked_state`), one embedded Redis for the three apps.
@@ -18,11 +19,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import os
 import sys
 import tempfile
 import time
+import timeit
 from pathlib import Path
 
 import numpy as np
@@ -90,6 +93,7 @@ async def _asgi(keys_file: Path, rounds: int, per_block: int) -> dict[str, list[
                 status, answer = await call(app, "POST", path, payload, JSON + auth_header(name))
                 if status != 200:
                     raise RuntimeError(f"{name}: {status} {answer[:200]!r}")
+            checks = {name: _check_cost(app, path, auth_header(name)) for name, app in apps.items()}
             blocks = {name: [] for name in CONTENDERS}
             for round_ in range(rounds):
                 for name in CONTENDERS[round_ % 3:] + CONTENDERS[:round_ % 3]:
@@ -101,13 +105,29 @@ async def _asgi(keys_file: Path, rounds: int, per_block: int) -> dict[str, list[
             for inbox, task in stops:
                 await inbox.put({"type": "lifespan.shutdown"})
                 await task
-            return blocks
+            return blocks, checks
         finally:
             access_lines.flush()
             if access_lines.fd != 2:
                 os.close(access_lines.fd)
                 access_lines.fd = 2
             redis.stop()
+
+
+def _check_cost(app, path: str, headers) -> float:
+    """Seconds per call of the plain route's whole check (deps.checked_state: key, scope, query string) on a
+    request of these headers, best of 7 x 20,000 calls."""
+    from starlette.requests import Request
+
+    from featurehash.service.api.deps import checked_state
+
+    scope = {"type": "http", "app": app, "method": "POST", "path": path, "query_string": b"",
+             "headers": [(b"host", b"bench"), (b"content-length", b"1500"), *JSON, *headers]}
+
+    def check():
+        checked_state(Request(dict(scope)))
+
+    return min(timeit.repeat(check, number=20_000, repeat=7)) / 20_000
 
 
 # -- 2. over HTTP ----------------------------------------------------------------------------------------
@@ -140,6 +160,15 @@ def _web_cpu_seconds(launcher: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+@contextlib.contextmanager
+def _connection(server):
+    connection = Connection("127.0.0.1", server.port)
+    try:
+        yield connection
+    finally:
+        connection.close()
+
+
 def _http(keys_file: Path, rounds: int, count: int) -> dict[str, dict[str, list[float]]]:
     from service_support import ServiceProcess, start_all, stop_all
 
@@ -158,24 +187,25 @@ def _http(keys_file: Path, rounds: int, count: int) -> dict[str, dict[str, list[
                 created.raise_for_status()
         path = f"/v1/maps/{created.json()['id']}/transform"
         payload = body()
-        requests, connections = {}, {}
+        requests = {}
         for name, server in servers.items():
             headers = "".join(f"{k.decode()}: {v.decode()}\r\n" for k, v in auth_header(name))
             requests[name] = [(f"POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n{headers}"
                                f"Content-Length: {len(payload)}\r\n\r\n").encode() + payload]
-            connections[name] = Connection("127.0.0.1", server.port)
-            latencies_us(connections[name], requests[name], 200)  # warm: the map built, the kernels loaded
+            with _connection(server) as connection:
+                latencies_us(connection, requests[name], 200)  # warm: the map built, the kernels loaded
         figures = {name: {"p50": [], "p99": [], "cpu": []} for name in CONTENDERS}
         for round_ in range(rounds):
             for name in CONTENDERS[round_ % 3:] + CONTENDERS[:round_ % 3]:
                 launcher = servers[name].proc.pid
-                before = _web_cpu_seconds(launcher)
-                samples = latencies_us(connections[name], requests[name], count)
-                figures[name]["cpu"].append((_web_cpu_seconds(launcher) - before) / count * 1e6)
+                # a connection per block: an idle one is closed after FEATUREHASH_HEADER_TIMEOUT_SECONDS
+                with _connection(servers[name]) as connection:
+                    latencies_us(connection, requests[name], 20)
+                    before = _web_cpu_seconds(launcher)
+                    samples = latencies_us(connection, requests[name], count)
+                    figures[name]["cpu"].append((_web_cpu_seconds(launcher) - before) / count * 1e6)
                 figures[name]["p50"].append(float(np.percentile(samples, 50)))
                 figures[name]["p99"].append(float(np.percentile(samples, 99)))
-        for connection in connections.values():
-            connection.close()
         return figures
     finally:
         stop_all(list(servers.values()))
@@ -191,8 +221,11 @@ def main() -> None:
     keys_file = Path(tempfile.mkdtemp(prefix="featurehash-keys-")) / "keys.json"
     keys_file.write_bytes(orjson.dumps(keys_document(args.keys)))
 
-    blocks = asyncio.run(_asgi(keys_file, args.rounds, 1000))
+    blocks, checks = asyncio.run(_asgi(keys_file, args.rounds, 1000))
     print(f"rff d=64 D=1024 single-vector JSON transform; keys file of {args.keys} keys; {args.rounds} rounds")
+    print("0. the plain route's check alone (deps.checked_state: key, scope, query; best of 7 x 20,000 calls):")
+    for name in CONTENDERS:
+        print(f"   {name:10s} {checks[name] * 1e6:6.2f} us  (+{(checks[name] - checks['open']) * 1e6:5.2f} us over open)")
     print("1. the app's own CPU per request, raw ASGI in process (best / median block of 1000):")
     best_open, median_open = min(blocks["open"]), float(np.median(blocks["open"]))
     for name in CONTENDERS:

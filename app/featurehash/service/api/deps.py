@@ -262,7 +262,7 @@ def checked_state(request: Request, scope: Scope = Scope.READ) -> ServiceState:
     if ring.open:
         request.scope.setdefault("state", {})["principal"] = ring.resolve("")
     else:
-        principal = _authenticate(request, state, _bearer_token(request.headers.get("authorization")))
+        principal = _authenticate(request, state, _bearer_token(_authorization(request.scope["headers"])))
         if not principal.allows(scope):
             raise Forbidden(scope, principal)
     _refuse_unknown_query(request)
@@ -281,6 +281,15 @@ async def index_tenant(request: Request, tenant: str | None = Query(
     if not is_tenant_name(tenant):
         raise InputError("tenant", "1-63 characters from a-z 0-9 _ -, starting with a letter or digit")
     return tenant
+
+
+def _authorization(headers: list[tuple[bytes, bytes]]) -> str | None:
+    """The Authorization header as request.headers.get reads it (the first one, Latin-1), without building the
+    Headers object (1.5 us of a plain route's ~2 us check, measured: bench/bench_auth.py)."""
+    for name, value in headers:
+        if name == b"authorization":
+            return value.decode("latin-1")
+    return None
 
 
 def _bearer_token(authorization: str | None) -> str:
