@@ -4,6 +4,7 @@
     featurehash serve [--host H] [--port P] [--workers N] [--data-dir DIR]
     featurehash repair-aof [--data-dir DIR]          # truncate a corrupt embedded append-only file (keeps a copy)
     featurehash spec SPEC.json                      # print the resolved spec with its id
+    featurehash new-key --name N --tenant T --scope read [--scope write]   # a new API key and its keys-file entry
     featurehash transform --spec SPEC.json --input X.npy --output Z.npy [--float64] [--chunk-rows N] [--quiet]
     featurehash hash --spec SPEC.json --input X.npy --output codes.npy [--chunk-rows N] [--quiet]
     featurehash dedup X.npy|X.npz|X.jsonl|X.txt --spec SPEC.json --threshold T [--target-recall R] [--verify exact|codes]
@@ -194,6 +195,24 @@ def _cmd_serve(args) -> None:
     raise SystemExit(serve(settings))
 
 
+def _cmd_new_key(args) -> None:
+    """A random API key (32 bytes, URL-safe) and the keys-file entry that stores only its SHA-256: the key is
+    printed this once, for the operator to hand over; the entry goes into FEATUREHASH_KEYS_FILE's "keys"."""
+    import hashlib
+    import secrets
+
+    from .service.auth.keys import KeyEntry
+
+    key = secrets.token_urlsafe(32)
+    try:
+        entry = KeyEntry(name=args.name, tenant=args.tenant, scopes=args.scope,
+                         sha256=hashlib.sha256(key.encode()).hexdigest())
+    except ValueError as exc:
+        first = exc.errors()[0] if hasattr(exc, "errors") else {"loc": (), "msg": str(exc)}
+        raise UsageError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+    _print_json({"key": key, "entry": entry.model_dump(mode="json", exclude={"limits"})})
+
+
 def _cmd_repair_aof(args) -> None:
     from .store.embedded import EmbeddedRedisError, repair_append_only_file
 
@@ -226,6 +245,14 @@ def build_parser() -> argparse.ArgumentParser:
     warm = commands.add_parser("warm-cache", help="compile every method's kernels into numba's cache "
                                "(NUMBA_CACHE_DIR), so later processes start without compiling")
     warm.set_defaults(run=_cmd_warm_cache)
+
+    new_key = commands.add_parser("new-key", help="make an API key: prints it once, with the keys-file entry "
+                                  "(its SHA-256, tenant and scopes) to add to FEATUREHASH_KEYS_FILE")
+    new_key.add_argument("--name", required=True, help="the key's name (logged, never the key)")
+    new_key.add_argument("--tenant", required=True, help="the tenant it acts for ([a-z0-9][a-z0-9_-]*)")
+    new_key.add_argument("--scope", required=True, action="append", choices=("read", "write", "admin"),
+                         help="a scope it grants (repeat for several)")
+    new_key.set_defaults(run=_cmd_new_key)
 
     spec = commands.add_parser("spec", help="validate a spec and print it resolved, with its id")
     spec.add_argument("spec", help="spec JSON file")

@@ -12,7 +12,8 @@ Both speak the same operations, written once as generators of requests (`operati
 the two clients (`sync`, `async_client`) drive. Each first checks its inputs by the service's own rules
 (featurehash.client.checks):
 what the service would refuse raises FeatureHashAPIError with its 422, field and detail, and nothing
-is sent. Dense batches travel as .npy by default (`binary=False`: JSON); sparse ones as JSON
+is sent. A 403 (the API key lacks the operation's scope) raises ScopeRequired (a FeatureHashAPIError)
+naming the scope in `.scope`. Dense batches travel as .npy by default (`binary=False`: JSON); sparse ones as JSON
 sparse rows. Path segments are percent-encoded. A 503 (Redis unreachable or refusing writes, or a worker
 shedding load), or a 409, 429 or 507 with Retry-After (a concurrent write; Redis out of memory or disk)
 is retried after Retry-After or an exponential backoff, whichever is longer; so
@@ -26,12 +27,12 @@ from ..maps import OneHotFeatures
 from . import checks
 from .async_client import AsyncFeatureHashClient
 from .results import (AddedItems, BandedCodes, DeletedItems, DuplicateCluster, DuplicatesAnswer, FeatureHashAPIError,
-                      IndexInfo, IndexPage, KernelAnswer, MapPage, MapSpec, Neighbour, QueryAnswer)
+                      IndexInfo, IndexPage, KernelAnswer, MapPage, MapSpec, Neighbour, QueryAnswer, ScopeRequired)
 from .sync import FeatureHashClient
 from .wire import ITEM_IDS_HEADER_BYTES, NPY, Operation, RetryPolicy
 
 __all__ = [
-    "FeatureHashClient", "AsyncFeatureHashClient", "FeatureHashAPIError", "RetryPolicy",
+    "FeatureHashClient", "AsyncFeatureHashClient", "FeatureHashAPIError", "ScopeRequired", "RetryPolicy",
     "MapSpec", "MapPage", "IndexInfo", "IndexPage", "AddedItems", "DeletedItems", "Neighbour", "QueryAnswer",
     "DuplicateCluster", "DuplicatesAnswer", "BandedCodes", "KernelAnswer", "OneHotFeatures", "Operation", "NPY",
     "ITEM_IDS_HEADER_BYTES", "checks",

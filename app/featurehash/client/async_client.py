@@ -142,6 +142,10 @@ class AsyncFeatureHashClient:
     async def list_indexes(self, *, after: str | None = None, limit: int = 100) -> IndexPage:
         return await self._run(self._ops.list_indexes(after=after, limit=limit))
 
+    async def list_tenants(self) -> list[str]:
+        """Every tenant (an admin key's call: ScopeRequired otherwise)."""
+        return await self._run(self._ops.list_tenants())
+
     async def delete_index(self, index_id: str) -> None:
         await self._run(self._ops.delete_index(index_id))
 

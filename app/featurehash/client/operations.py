@@ -186,6 +186,9 @@ class _Operations:
             self.known.learn_index(info)
         return page
 
+    def list_tenants(self) -> Operation:
+        return (yield _Call("GET", "/v1/tenants")).json()["tenants"]
+
     def delete_index(self, index_id: str) -> Operation:
         self.known.forget_index(index_id)
         yield _Call("DELETE", f"/v1/indexes/{_segment(index_id)}")

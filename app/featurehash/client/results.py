@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from typing import Any, NamedTuple, TypedDict
 
 import numpy as np
@@ -109,6 +111,29 @@ class FeatureHashAPIError(Exception):
         self.detail = detail
         self.field = field
         self.retry_after = retry_after
+
+
+class ScopeRequired(FeatureHashAPIError):
+    """A 403: the API key is valid but lacks `scope` ("read", "write" or "admin"), which the operation requires.
+    Use a key that grants it (a key's scopes are set in the service's keys file)."""
+
+    def __init__(self, detail: str, scope: str | None):
+        super().__init__(403, detail, "scope")
+        self.scope = scope
+
+    def __str__(self) -> str:
+        return f"403: the API key lacks the {self.scope!r} scope this operation requires ({self.detail})"
+
+
+_REQUIRED_SCOPE = re.compile(r"requires the '(\w+)' scope")
+
+
+def api_error(status: int, detail: str, field: str | None, retry_after: str | None) -> FeatureHashAPIError:
+    """The error of a non-2xx answer: ScopeRequired for a 403 naming a scope, else FeatureHashAPIError."""
+    if status == 403 and field == "scope":
+        found = _REQUIRED_SCOPE.search(detail)
+        return ScopeRequired(detail, found.group(1) if found else None)
+    return FeatureHashAPIError(status, detail, field, retry_after)
 
 
 # Text rows (documents=, tokens=, weighted_tokens=): for a hashing map or a map with a text `input` stage.

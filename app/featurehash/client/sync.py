@@ -153,6 +153,10 @@ class FeatureHashClient:
     def list_indexes(self, *, after: str | None = None, limit: int = 100) -> IndexPage:
         return self._run(self._ops.list_indexes(after=after, limit=limit))
 
+    def list_tenants(self) -> list[str]:
+        """Every tenant (an admin key's call: ScopeRequired otherwise)."""
+        return self._run(self._ops.list_tenants())
+
     def delete_index(self, index_id: str) -> None:
         self._run(self._ops.delete_index(index_id))
 

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from . import checks
 from ..maps import FeatureHashError
 from ..npy.answer import NpyAnswer
-from .results import FeatureHashAPIError
+from .results import FeatureHashAPIError, api_error
 
 
 NPY = "application/x-npy"
@@ -81,7 +81,7 @@ def _raise_for_status(response: httpx.Response) -> httpx.Response:
             detail, field_name = body.get("detail", response.text), body.get("field")
         except ValueError:
             detail, field_name = response.text, None
-        raise FeatureHashAPIError(response.status_code, str(detail), field_name, response.headers.get("Retry-After"))
+        raise api_error(response.status_code, str(detail), field_name, response.headers.get("Retry-After"))
     return response
 
 

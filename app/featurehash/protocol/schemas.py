@@ -208,6 +208,10 @@ class IndexResponse(BaseModel):
     key_prefix: str = Field(description="every Redis key of the index starts with it")
 
 
+class TenantListResponse(BaseModel):
+    tenants: list[str] = Field(description="every tenant the keys name or that has created an index, sorted")
+
+
 class IndexListResponse(BaseModel):
     indexes: list[IndexResponse]
     next: str | None = Field(description="cursor for the next page (pass as ?after=), null at the end")
@@ -330,7 +334,9 @@ class ReadyResponse(BaseModel):
 
 
 ERROR_DESCRIPTIONS: dict[int, str] = {
-    401: "API key missing or wrong (when the service has one)", 404: "no such map, index or item",
+    401: "API key missing or wrong (when the service has one)",
+    403: "the key lacks the scope the operation requires (named in the answer, field 'scope')",
+    404: "no such map, index or item (another tenant's index is not found either)",
     406: "Accept: application/x-npy for sparse features (a hashing map's): they are answered as JSON",
     409: "conflicting index configuration, a concurrent write (retry after Retry-After), or a map that "
          "indexes use (see DELETE /v1/maps/{map_id})",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
+import signal
 import threading
 import time
 from contextlib import asynccontextmanager
@@ -17,6 +19,7 @@ from . import compile_cache
 from .api import routes_compute, routes_health, routes_indexes, routes_maps
 from .api.admission import Admission
 from .api.deps import ServiceState
+from .auth import KeySource
 from .api.errors import install_error_handlers
 from .api.middleware import RequestRecorder, access_lines, configure_access_log
 from .api.openapi import install_openapi
@@ -78,8 +81,23 @@ def preload_kernels() -> threading.Event:
     return loaded
 
 
+def _reload_on_sighup(keys: KeySource) -> bool:
+    """SIGHUP re-reads the keys file (in the event loop, not in the signal handler); False where the loop
+    cannot take signal handlers (not the main thread: an in-process test server), the file is still
+    re-read when it changes."""
+    if keys.keys_file is None:
+        return False
+    try:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, keys.reload)
+    except (RuntimeError, ValueError, NotImplementedError, AttributeError):
+        return False
+    return True
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    # A keys file that does not validate stops the start here, with one line (auth.keys.KeysFileError).
+    keys = KeySource(settings.keys_file, settings.api_key.get_secret_value() if settings.api_key else None)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -91,13 +109,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                          cache=MapCache(settings.map_cache_bytes),
                                          indexes=AsyncLSHIndexes(redis, settings.key_prefix, offload=run_in_threadpool,
                                                                  durability=settings.durability),
-                                         watch=watch)
+                                         watch=watch, keys=keys)
+        hangup = _reload_on_sighup(keys)
         watch.start()
         if settings.preload_kernels:
             app.state.service.kernels_loaded = preload_kernels()
         try:
             yield
         finally:
+            if hangup:
+                asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
             await watch.stop()
             await redis.aclose()
             access_lines.flush()
@@ -108,7 +129,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app, settings.retry_after_seconds)
     for module in (routes_compute, routes_maps, routes_indexes, routes_health):  # the hot routes match first
         _add_routes(app, module.router)
-    install_openapi(app, api_key_required=settings.api_key is not None)
+    _add_routes(app, routes_indexes.tenants_router)
+    install_openapi(app, api_key_required=not keys.ring.open)
     app.add_middleware(RequestRecorder, max_body_bytes=settings.max_body_bytes, admission=Admission(
         settings.inflight_budget, settings.admit_small_bytes, (settings.stream_threads + 3) * settings.stream_chunk_bytes,
         settings.retry_after_seconds))

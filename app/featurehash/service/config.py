@@ -21,7 +21,11 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     workers: int = Field(default=1, ge=1)
+    # One admin key of tenant "default" (alone, or beside the keys file's keys).
     api_key: SecretStr | None = None
+    # The keys file (JSON: keys with tenants, scopes and limits; featurehash.service.auth.keys), re-read when it
+    # changes and on SIGHUP. Neither set: the service is open, every caller the admin of tenant "default".
+    keys_file: Path | None = None
     key_prefix: str = "featurehash:"
 
     max_body_bytes: int = Field(default=64 * MIB, ge=1)

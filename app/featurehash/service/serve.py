@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 
+from .auth.keys import KeysFileError, key_ring
 from .config import Settings
 from ..store.embedded import (CorruptAppendOnlyFile, DataDirectoryInUse, EmbeddedRedis, EmbeddedRedisError,
                               die_with_parent)
@@ -88,6 +89,11 @@ def serve(settings: Settings) -> int:
     if (taken := _port_taken(settings.host, settings.port)) is not None:
         _say(taken)
         return CANNOT_START
+    try:  # a keys file that does not validate: one line naming the entry and field, before anything starts
+        key_ring(settings.keys_file, None)
+    except KeysFileError as exc:
+        _say(str(exc))
+        return CANNOT_START
     env = {**os.environ, "FEATUREHASH_HOST": settings.host, "FEATUREHASH_PORT": str(settings.port),
            "FEATUREHASH_WORKERS": str(settings.workers), "FEATUREHASH_DATA_DIR": str(settings.data_dir),
            **{name: str(settings.blas_threads) for name in BLAS_THREAD_VARIABLES}}
@@ -116,6 +122,9 @@ def serve(settings: Settings) -> int:
 
         signal.signal(signal.SIGTERM, forward)
         signal.signal(signal.SIGINT, forward)
+        # SIGHUP: the keys file is re-read. One worker reloads it in place; uvicorn's supervisor of several
+        # restarts them (each reads the file as it starts). Either way the launcher itself goes on.
+        signal.signal(signal.SIGHUP, lambda signum, frame: web.signal(signal.SIGHUP))
         supervisor = RedisSupervisor(embedded, lambda: stopping) if embedded is not None else None
         while (code := web.keep_alive(stopping)) is None:
             if supervisor is not None and not supervisor.keep_alive():
@@ -159,6 +168,10 @@ class WebTier:
 
     def _start(self) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-m", "featurehash.service.web"], env=self.env, preexec_fn=die_with_parent)
+
+    def signal(self, signum: int) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signum)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -14,12 +14,14 @@ httptools does not silently drop them.
 from __future__ import annotations
 
 import logging
+import signal
 import socket
 import sys
 
 import uvicorn
 from uvicorn.supervisors import Multiprocess
 
+from .auth.keys import KeysFileError, key_ring
 from .config import Settings
 from .connection_guard import GuardedH11Protocol, connection_limits, raise_open_file_limit
 
@@ -51,6 +53,11 @@ class TCPListenerConfig(uvicorn.Config):
 
 def main() -> None:
     settings = Settings()
+    try:
+        key_ring(settings.keys_file, None)
+    except KeysFileError as exc:  # one line, not a traceback per worker
+        logger.error(exc)
+        sys.exit(STARTUP_FAILURE)
     max_connections, backlog = connection_limits(settings.max_connections, 2048, raise_open_file_limit())
     config = TCPListenerConfig("featurehash.service.app:create_app", factory=True, host=settings.host, port=settings.port,
                                workers=settings.workers, access_log=False, timeout_graceful_shutdown=20,
@@ -63,6 +70,8 @@ def main() -> None:
     if config.workers > 1:
         Multiprocess(config, sockets=[config.bind_socket()]).run()
         return
+    # Until the app's lifespan takes SIGHUP (a keys file reload), a hangup must not end the worker.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     server = uvicorn.Server(config)
     server.run()
     if not server.started:

@@ -14,6 +14,10 @@ cleanup has started. The registry is another slot, so it is updated by its own c
 after the index's script: a crash in between leaves a created index unlisted until its
 create is repeated, or a deleted name listed (listing skips names without a meta key).
 
+Each tenant has its own names (`tenant`, featurehash.store.lsh_layout.tenant_key_prefix): "default" keeps
+the prefix above, another tenant's keys and registry sit under `{key_prefix}tenant:{tenant}:`, and the set
+`{key_prefix}tenants` lists the tenants that created an index (a map's users are looked for there).
+
 Indexes created before the hash-tagged layout (layout 1) are found by name in their old keys
 and keep working there, deletion included (standalone Redis, where they were made).
 """
@@ -30,8 +34,8 @@ import scipy.sparse as sp
 from ..maps import FeatureMap, InputError, create_map
 from ..maps.lsh import check_bands, choose_bands
 from .lsh_index import AsyncLSHIndex, IndexConflict, IndexNotFound, LSHIndex
-from .lsh_layout import (LATEST_LAYOUT, MAX_BANDS, NAME_PATTERN, IndexConfig, IndexLayout, check_fraction,
-                         check_name, check_positive_int)
+from .lsh_layout import (DEFAULT_TENANT, LATEST_LAYOUT, MAX_BANDS, NAME_PATTERN, IndexConfig, IndexLayout,
+                         check_fraction, check_name, check_positive_int, tenant_key_prefix, tenants_key)
 from .lsh_vectors import VECTOR_STORAGE
 from .durability import check_durability
 from .redis_steps import RoundTrip, Scan, check_client, persisted, run_async, run_sync
@@ -147,13 +151,16 @@ def plan_index(feature_map: FeatureMap, *, name: str | None = None, bands: int |
 
 
 class _RegistrySteps:
-    def __init__(self, redis, key_prefix: str = "featurehash:", durability: str = "reply"):
+    def __init__(self, redis, key_prefix: str = "featurehash:", durability: str = "reply",
+                 tenant: str = DEFAULT_TENANT):
         check_client(redis)
         self.durability = check_durability(durability)
         self.redis = redis
-        self.key_prefix = key_prefix
-        self._registry = IndexLayout.registry(key_prefix)
-        self._deleting = IndexLayout.deleting(key_prefix)
+        self.base_prefix, self.tenant = key_prefix, tenant
+        self.key_prefix = tenant_key_prefix(key_prefix, tenant)
+        self._tenants = tenants_key(key_prefix)
+        self._registry = IndexLayout.registry(self.key_prefix)
+        self._deleting = IndexLayout.deleting(self.key_prefix)
 
     def _create_steps(self, config: IndexConfig):
         layout = IndexLayout(self.key_prefix, config.name, config.layout)
@@ -164,7 +171,9 @@ class _RegistrySteps:
             (reply,) = yield RoundTrip([("EVAL", _CREATE_SCRIPT, 2, layout.meta, layout.deleting_marker, meta)])
             if reply[0] == b"deleting":
                 raise IndexConflict("name", f"index {config.name!r} is still being deleted; retry shortly")
-            yield RoundTrip([("ZADD", self._registry, 0, config.name)])  # also repairs a crash before it
+            # also repairs a crash before it; a tenant other than "default" is noted where map deletion looks
+            yield RoundTrip([("ZADD", self._registry, 0, config.name)]
+                            + ([("SADD", self._tenants, self.tenant)] if self.tenant != DEFAULT_TENANT else []))
             yield from persisted(self.durability, layout.meta, self._registry)
             if reply[0] == b"created":
                 return config, meta, True
@@ -175,6 +184,10 @@ class _RegistrySteps:
                                 f"bands={existing.bands}, rows={existing.rows}, vectors={existing.vectors!r}, "
                                 f"forest_rows={list(existing.forest_rows)}; delete it or pick another name")
         return existing, stored, False
+
+    def _tenants_steps(self):
+        (members,) = yield RoundTrip([("SMEMBERS", self._tenants)])
+        return sorted({DEFAULT_TENANT} | {member.decode() for member in members})
 
     def _layout(self, name: str, version: int = LATEST_LAYOUT) -> IndexLayout:
         if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
@@ -286,14 +299,31 @@ class LSHIndexes(_RegistrySteps):
     def delete(self, name: str) -> int:
         return run_sync(self.redis, self._delete_steps(name))
 
+    def tenants(self) -> list[str]:
+        """"default" and every tenant that has created an index (under this key prefix)."""
+        return run_sync(self.redis, self._tenants_steps())
+
+    def for_tenant(self, tenant: str) -> "LSHIndexes":
+        """The same Redis and settings, acting on `tenant`'s indexes."""
+        return LSHIndexes(self.redis, self.base_prefix, self.durability, tenant)
+
 
 class AsyncLSHIndexes(_RegistrySteps):
     """The same over `redis.asyncio.Redis`; `load` + `bind` let the caller supply a cached map."""
 
     def __init__(self, redis, key_prefix: str = "featurehash:",
-                 offload: Callable[..., Awaitable[Any]] = asyncio.to_thread, durability: str = "reply"):
-        super().__init__(redis, key_prefix, durability)
+                 offload: Callable[..., Awaitable[Any]] = asyncio.to_thread, durability: str = "reply",
+                 tenant: str = DEFAULT_TENANT):
+        super().__init__(redis, key_prefix, durability, tenant)
         self.offload = offload
+
+    def for_tenant(self, tenant: str) -> "AsyncLSHIndexes":
+        """The same Redis and settings, acting on `tenant`'s indexes."""
+        return AsyncLSHIndexes(self.redis, self.base_prefix, self.offload, self.durability, tenant)
+
+    async def tenants(self) -> list[str]:
+        """"default" and every tenant that has created an index (under this key prefix)."""
+        return await run_async(self.redis, self._tenants_steps(), self.offload)
 
     async def create(self, feature_map: FeatureMap, **options: Any) -> AsyncLSHIndex:
         config = await self.offload(functools.partial(plan_index, feature_map, **options))

@@ -194,6 +194,21 @@ def item_number(item_id: str) -> int:
 
 LATEST_LAYOUT = 3
 LAYOUTS = (1, 2, 3)
+DEFAULT_TENANT = "default"
+
+
+def tenant_key_prefix(key_prefix: str, tenant: str) -> str:
+    """The key prefix a tenant's indexes live under. "default" keeps `key_prefix` itself, so the keys of
+    indexes made before tenants (all of them the default tenant's) are found as they are; another tenant's
+    are `{key_prefix}tenant:{tenant}:`, whose registry and index keys (`...:index:{name}:*`, the hash tag
+    still the name) no pattern of another tenant, nor the map store's `{key_prefix}map:*`, matches.
+    Tenant names are [a-z0-9][a-z0-9_-]* (featurehash.service.auth.keys): no ':', braces or glob characters."""
+    return key_prefix if tenant == DEFAULT_TENANT else f"{key_prefix}tenant:{tenant}:"
+
+
+def tenants_key(key_prefix: str) -> bytes:
+    """The set of tenants other than "default" that have created an index (where map deletion looks)."""
+    return f"{key_prefix}tenants".encode()
 
 
 class IndexLayout:

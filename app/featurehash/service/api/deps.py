@@ -6,29 +6,30 @@ vector, so they make the same checks themselves, in the same order, with the sam
 
 from __future__ import annotations
 
-import hmac
 import threading
 from dataclasses import dataclass, field
 from urllib.parse import unquote_to_bytes
 
 import scipy.sparse
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.security.utils import get_authorization_scheme_param
 from pydantic import TypeAdapter
 from starlette.concurrency import run_in_threadpool
 
+from ..auth import DEFAULT_TENANT, KeySource, Principal, Scope, is_tenant_name
 from ..config import Settings
 from ..map_cache import MapCache
 from ...maps import FeatureMap, InputError, create_map
 from ...maps.cost import check_rows, transform_cost
+from ...protocol.examples import query_examples
 from ...protocol.options import query_parameter
 from ...protocol.text_inputs import TextLimits, check_input_kind, rows_from
 from ...store import SpecStore
 from ...store.lsh_indexes import AsyncLSHIndexes
 from ...store.spec_watch import SpecWatch
-from .errors import MapNotFound, Unauthorized
+from .errors import Forbidden, MapNotFound, Unauthorized
 
 
 def _done() -> threading.Event:
@@ -44,8 +45,20 @@ class ServiceState:
     cache: MapCache
     indexes: AsyncLSHIndexes
     watch: SpecWatch
+    keys: KeySource = field(default_factory=lambda: KeySource(None))
     # Set once the compiled kernels are loaded (at once unless settings.preload_kernels).
     kernels_loaded: threading.Event = field(default_factory=_done)
+    _tenant_indexes: dict[str, AsyncLSHIndexes] = field(default_factory=dict, repr=False)
+
+    def indexes_of(self, tenant: str) -> AsyncLSHIndexes:
+        """The tenant's indexes: "default" keeps the service's key prefix (the keys indexes had before
+        tenants), another tenant's live under `{key_prefix}tenant:{tenant}:` (store.lsh_layout.tenant_key_prefix)."""
+        if tenant == DEFAULT_TENANT:
+            return self.indexes
+        found = self._tenant_indexes.get(tenant)
+        if found is None:
+            found = self._tenant_indexes[tenant] = self.indexes.for_tenant(tenant)
+        return found
 
     def map_options(self, method: str | None) -> dict:
         # Maps with per-(sample, coordinate) randomness cache it in a table up to this budget.
@@ -208,25 +221,75 @@ _bearer = HTTPBearer(auto_error=False)
 
 
 async def require_api_key(request: Request,
-                    credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> None:
-    _check_api_key(request.app.state.service, credentials.credentials if credentials is not None else "")
+                          credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> Principal:
+    """The caller's principal (401 without a known key), put at request.state.principal."""
+    return _authenticate(request, request.app.state.service,
+                         credentials.credentials if credentials is not None else "")
 
 
-def _check_api_key(state: ServiceState, supplied: str) -> None:
-    expected = state.settings.api_key
-    if expected is None:
-        return
-    if not hmac.compare_digest(supplied.encode(), expected.get_secret_value().encode()):
+def _authenticate(request: Request, state: ServiceState, supplied: str) -> Principal:
+    principal = state.keys.current().resolve(supplied)
+    if principal is None:
         raise Unauthorized()
+    request.scope.setdefault("state", {})["principal"] = principal  # what request.state.principal reads
+    return principal
 
 
-def checked_state(request: Request) -> ServiceState:
-    """A plain route's service state, after require_api_key's and refuse_unknown_query's checks."""
+# The operation's required scope in the OpenAPI document (openapi.build_document).
+SCOPE_EXTENSION = "x-required-scope"
+
+
+class Requires:
+    """A route's dependency on a scope (after require_api_key): 403 naming it when the key lacks it.
+    openapi.build_document finds it on each route to document the scope."""
+
+    def __init__(self, scope: Scope):
+        self.scope = scope
+
+    async def __call__(self, principal: Principal = Depends(require_api_key)) -> Principal:
+        if not principal.allows(self.scope):
+            raise Forbidden(self.scope, principal)
+        return principal
+
+
+READ, WRITE, ADMIN = (Requires(scope) for scope in (Scope.READ, Scope.WRITE, Scope.ADMIN))
+
+
+def checked_state(request: Request, scope: Scope = Scope.READ) -> ServiceState:
+    """A plain route's service state, after require_api_key's, Requires(scope)'s and refuse_unknown_query's checks."""
     state = request.app.state.service
-    if state.settings.api_key is not None:
-        _check_api_key(state, _bearer_token(request.headers.get("authorization")))
+    ring = state.keys.current()
+    if ring.open:
+        request.scope.setdefault("state", {})["principal"] = ring.resolve("")
+    else:
+        principal = _authenticate(request, state, _bearer_token(_authorization(request.scope["headers"])))
+        if not principal.allows(scope):
+            raise Forbidden(scope, principal)
     _refuse_unknown_query(request)
     return state
+
+
+async def index_tenant(tenant: str | None = Query(
+        default=None, description="admin only: act on this tenant's indexes (default: the key's own tenant)",
+        openapi_examples=query_examples("team-a", "the indexes of tenant 'team-a'")),
+        principal: Principal = Depends(require_api_key)) -> str:
+    """The tenant whose indexes a request names: the key's own, or with ?tenant= (admin scope) another's."""
+    if tenant is None or tenant == principal.tenant:
+        return principal.tenant
+    if not principal.is_admin:
+        raise Forbidden(Scope.ADMIN, principal, "?tenant= names another tenant")
+    if not is_tenant_name(tenant):
+        raise InputError("tenant", "1-63 characters from a-z 0-9 _ -, starting with a letter or digit")
+    return tenant
+
+
+def _authorization(headers: list[tuple[bytes, bytes]]) -> str | None:
+    """The Authorization header as request.headers.get reads it (the first one, Latin-1), without building the
+    Headers object (which cost ~1 us, as much as hashing and looking up the key: bench/bench_auth.py)."""
+    for name, value in headers:
+        if name == b"authorization":
+            return value.decode("latin-1")
+    return None
 
 
 def _bearer_token(authorization: str | None) -> str:

@@ -37,13 +37,23 @@ class MapNotFound(Exception):
 
 
 class MapInUse(Exception):
-    def __init__(self, map_id: str, index_ids: list[str]):
+    """The map's indexes: `index_ids` the caller may see, `other_tenants` how many tenants' indexes it may not."""
+
+    def __init__(self, map_id: str, index_ids: list[str], other_tenants: int = 0):
         super().__init__(map_id)
-        self.map_id, self.index_ids = map_id, index_ids
+        self.map_id, self.index_ids, self.other_tenants = map_id, index_ids, other_tenants
 
 
 class Unauthorized(Exception):
     pass
+
+
+class Forbidden(Exception):
+    """403: the key is known but lacks `scope` (named in the answer, which clients raise as ScopeRequired)."""
+
+    def __init__(self, scope, principal, why: str = ""):
+        super().__init__(scope)
+        self.scope, self.principal, self.why = scope, principal, why
 
 
 class BodyTooLarge(Exception):
@@ -83,10 +93,13 @@ def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
 
     @app.exception_handler(MapInUse)
     async def map_in_use(request: Request, exc: MapInUse):
-        shown = ", ".join(repr(index_id) for index_id in exc.index_ids[:5])
-        more = f" and {len(exc.index_ids) - 5} more" if len(exc.index_ids) > 5 else ""
-        return error_response(409, "map_id", f"indexes {shown}{more} use map {exc.map_id!r}; delete them first, or "
-                              "pass ?force=true (they keep answering from their own copy of the spec)")
+        if exc.other_tenants:
+            own = f" (and your indexes {_names(exc.index_ids)})" if exc.index_ids else ""
+            return error_response(409, "map_id", f"indexes of {exc.other_tenants} other tenant"
+                                  f"{'s' if exc.other_tenants > 1 else ''} use map {exc.map_id!r}{own}; maps are "
+                                  "shared, so it stays while they do (an admin key can delete it)")
+        return error_response(409, "map_id", f"indexes {_names(exc.index_ids)} use map {exc.map_id!r}; delete them "
+                              "first, or pass ?force=true (they keep answering from their own copy of the spec)")
 
     @app.exception_handler(IndexNotFound)
     async def index_not_found(request: Request, exc: IndexNotFound):
@@ -108,6 +121,13 @@ def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
     async def unauthorized(request: Request, exc: Unauthorized):
         return error_response(401, "authorization", "a valid 'Bearer <api key>' header is required",
                               headers={"WWW-Authenticate": "Bearer"})
+
+    @app.exception_handler(Forbidden)
+    async def forbidden(request: Request, exc: Forbidden):
+        granted = ", ".join(sorted(scope.value for scope in exc.principal.scopes)) or "none"
+        why = f" ({exc.why})" if exc.why else ""
+        return error_response(403, "scope", f"this operation requires the {exc.scope.value!r} scope{why}; the key "
+                              f"{exc.principal.key_id!r} grants {granted}")
 
     @app.exception_handler(BodyTooLarge)
     async def body_too_large(request: Request, exc: BodyTooLarge):
@@ -163,6 +183,11 @@ def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
             return await write_refused(request, refusal)
         logger.error("Redis answered an error", exc_info=exc)  # a bug or a foreign key under the prefix
         return error_response(500, "store", f"Redis answered an error ({type(exc).__name__})")
+
+def _names(index_ids: list[str]) -> str:
+    shown = ", ".join(repr(index_id) for index_id in index_ids[:5])
+    return shown + (f" and {len(index_ids) - 5} more" if len(index_ids) > 5 else "")
+
 
 def allowed_methods(request: Request) -> list[str]:
     """Every method some route of the app takes on this path (the router names only the first route's)."""

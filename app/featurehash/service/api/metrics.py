@@ -8,8 +8,9 @@ import os
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client import REGISTRY, multiprocess
 
-REQUESTS = Counter("featurehash_requests_total", "HTTP requests", ["method", "route", "status"])
-LATENCY = Histogram("featurehash_request_seconds", "HTTP request latency", ["method", "route"],
+# tenant: the caller's (from the keys file; "default" without one), "other" before authentication (401s, health).
+REQUESTS = Counter("featurehash_requests_total", "HTTP requests", ["method", "route", "status", "tenant"])
+LATENCY = Histogram("featurehash_request_seconds", "HTTP request latency", ["method", "route", "tenant"],
                     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
 BATCH_ROWS = Histogram("featurehash_batch_rows", "Vectors per transform/hash/kernel request", ["operation"],
                        buckets=(1, 2, 8, 32, 128, 512, 2048, 8192, 32768, 131072))

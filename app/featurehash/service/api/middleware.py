@@ -162,13 +162,17 @@ class RequestRecorder:
         method = scope["method"]
         if method not in METHODS:  # any token is a valid method: a caller must not mint label values
             method = "other"
-        counter, latency = _children(method, template, status)
+        # The principal the auth check put at request.state.principal (none before it: a 401, /healthz).
+        principal = scope.get("state", _NO_STATE).get("principal")
+        tenant = principal.tenant if principal is not None else NO_TENANT
+        counter, latency = _children(method, template, status, tenant)
         counter.inc()
         latency.observe(seconds)
         if access_logger.isEnabledFor(logging.WARNING if status >= 500 else logging.INFO):
             access_lines.add(orjson.dumps({
                 "time": time.time(), "method": method, "route": template, "status": status,
-                "duration_ms": round(seconds * 1e3, 3), "request_id": request_id}, option=orjson.OPT_APPEND_NEWLINE))
+                "duration_ms": round(seconds * 1e3, 3), "request_id": request_id, "tenant": tenant,
+                "key_id": principal.key_id if principal is not None else None}, option=orjson.OPT_APPEND_NEWLINE))
 
 
 def _encoded_body(encoding: bytes):
@@ -176,19 +180,23 @@ def _encoded_body(encoding: bytes):
                           "body uncompressed (Content-Encoding absent or identity)")
 
 
-# Every label value is from a fixed set: the method (or "other"), a route template (or "unmatched") and a
-# status the application sent (a registered one, or its class: "5xx"), so /metrics stays small whatever
-# callers send.
+# Every label value is from a fixed set: the method (or "other"), a route template (or "unmatched"), a
+# status the application sent (a registered one, or its class: "5xx") and the tenant (one the keys file
+# names, as only its keys resolve to a principal; "other" for requests without one), so /metrics stays small
+# whatever callers send. The key itself is never a label nor logged (its name, key_id, is logged).
 METHODS = frozenset({"GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS"})
+NO_TENANT = "other"
+_NO_STATE: dict = {}
 _STATUSES = frozenset(int(status) for status in HTTPStatus)
-_CHILDREN: dict[tuple[str, str, int], tuple] = {}
+_CHILDREN: dict[tuple[str, str, int, str], tuple] = {}
 
 
-def _children(method: str, template: str, status: int) -> tuple:
-    """The metric children of one (method, route template, status): labels() looked up once."""
-    key = (method, template, status)
+def _children(method: str, template: str, status: int, tenant: str) -> tuple:
+    """The metric children of one (method, route template, status, tenant): labels() looked up once."""
+    key = (method, template, status, tenant)
     found = _CHILDREN.get(key)
     if found is None:
         code = str(status) if status in _STATUSES else f"{status // 100}xx"
-        found = _CHILDREN[key] = (REQUESTS.labels(method, template, code), LATENCY.labels(method, template))
+        found = _CHILDREN[key] = (REQUESTS.labels(method, template, code, tenant),
+                                  LATENCY.labels(method, template, tenant))
     return found

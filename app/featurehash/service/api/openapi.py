@@ -16,31 +16,73 @@ from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from pydantic.json_schema import models_json_schema
 
 from ...protocol.schemas import BODY_MODELS
+from .deps import SCOPE_EXTENSION, Requires
 
 ASSETS_URL = "/docs-assets"
 ASSETS_DIR = Path(fastapi_offline.__file__).parent / "static"
 REF_TEMPLATE = "#/components/schemas/{model}"
+BEARER = "HTTPBearer"  # FastAPI's name for the HTTPBearer scheme
+SECURITY_SCHEME = {"type": "http", "scheme": "bearer", "description": (
+    "An API key as 'Authorization: Bearer <key>'. A key belongs to one tenant and grants scopes: read (transform, "
+    "hash, kernel, index queries, reading maps and indexes), write (creating maps, creating and deleting one's own "
+    "indexes, adding and removing items; implies nothing else), admin (every scope, other tenants' indexes with "
+    "?tenant=, GET /v1/tenants). A missing or unknown key is a 401; a key without the operation's scope a 403 "
+    "naming it (field 'scope'). Another tenant's index is a 404.")}
+SCOPE_NOTE = "\n\nRequires the `{}` scope."
 
 
 def build_document(app: FastAPI, api_key_required: bool = True) -> dict[str, Any]:
-    """The document; without an API key (settings.api_key unset) no operation declares Bearer security,
-    which FastAPI's HTTPBearer (even with auto_error=False) would declare as required."""
+    """The document; without API keys (neither FEATUREHASH_API_KEY nor a keys file) no operation declares
+    Bearer security, which FastAPI's HTTPBearer (even with auto_error=False) would declare as required.
+    With keys, each operation names the scope it requires: in `x-required-scope`, in its description and as
+    the role of its Bearer requirement (OpenAPI 3.1 lets a non-OAuth scheme list roles)."""
     document = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
-    if not api_key_required:
-        for operations in document.get("paths", {}).values():
-            for operation in operations.values():
+    scopes = _route_scopes(app)
+    for path, operations in document.get("paths", {}).items():
+        for method, operation in operations.items():
+            scope = operation.get(SCOPE_EXTENSION) or scopes.get((path, method.upper()))
+            if not api_key_required:
                 operation.pop("security", None)
+            elif scope is not None:
+                operation[SCOPE_EXTENSION] = scope
+                operation["security"] = [{BEARER: [scope]}]
+                operation["description"] = (operation.get("description", "") + SCOPE_NOTE.format(scope)).lstrip()
+    if not api_key_required:
         document.get("components", {}).pop("securitySchemes", None)
+    else:
+        document.setdefault("components", {}).setdefault("securitySchemes", {})[BEARER] = SECURITY_SCHEME
     _, body_schemas = models_json_schema([(model, "validation") for model in BODY_MODELS.values()],
                                          ref_template=REF_TEMPLATE)
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
     for name, schema in body_schemas.get("$defs", {}).items():
         schemas.setdefault(name, schema)
     return document
+
+
+def _route_scopes(app: FastAPI) -> dict[tuple[str, str], str]:
+    """(path, METHOD) -> the scope a route's Requires dependency (deps.READ/WRITE/ADMIN) checks."""
+    found = {}
+    for route in app.routes:
+        if isinstance(route, APIRoute):
+            scope = _required_scope(route.dependant)
+            if scope is not None:
+                found.update({(route.path_format, method): scope for method in route.methods})
+    return found
+
+
+def _required_scope(dependant) -> str | None:
+    for sub in dependant.dependencies:
+        if isinstance(sub.call, Requires):
+            return sub.call.scope.value
+        scope = _required_scope(sub)
+        if scope is not None:
+            return scope
+    return None
 
 
 def install_openapi(app: FastAPI, api_key_required: bool = True) -> None:

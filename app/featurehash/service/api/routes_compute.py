@@ -33,7 +33,7 @@ from ...protocol.codecs import JSON, parse_body, wants_npy
 from ...protocol.options import check_bands_value
 from ...protocol.text_inputs import takes_text
 from .responses import json_response
-from .deps import ServiceState, checked_state, get_state, n_rows, query_value, refuse_unknown_query, require_api_key
+from .deps import READ, SCOPE_EXTENSION, ServiceState, checked_state, get_state, n_rows, query_value, refuse_unknown_query
 from .errors import NotAcceptable
 from .lanes import run_batch
 from .metrics import BATCH_ROWS
@@ -44,8 +44,9 @@ from ...protocol.schemas import (NPY_CONTENT, DenseFeatures, HashRequest, HashRe
                       plain_route_doc)
 from .streams import RowResult, json_answer, npy_answer
 
-router = APIRouter(prefix="/v1/maps/{map_id}", tags=["features"], responses=errors(401, 404, 413, 415, 422, 503),
+router = APIRouter(prefix="/v1/maps/{map_id}", tags=["features"], responses=errors(401, 403, 404, 413, 415, 422, 503),
                    generate_unique_id_function=operation_id, route_class=PlainRoute)
+PLAIN_READ = {SCOPE_EXTENSION: "read"}  # what checked_state(request) requires, for the OpenAPI document
 MAP_ID = {"name": "map_id", "schema": {"title": "Map Id", "type": "string"}, "examples": MAP_ID_EXAMPLES}
 DTYPE = TypeAdapter(Literal["float32", "float64"])
 DTYPE_QUERY = {"name": "dtype", "schema": {"default": "float32", "enum": ["float32", "float64"], "title": "Dtype",
@@ -119,7 +120,8 @@ def _one_hot_features(feature_map: FeatureMap, X, npy: bool, settings) -> Respon
     return json_answer({"dim": first.dim, "scale": first.scale}, "indices", result)
 
 
-@router.post("/transform", openapi_extra=plain_route_doc(VectorsRequest, (MAP_ID,), (DTYPE_QUERY,), TEXT_MAP),
+@router.post("/transform", openapi_extra={**plain_route_doc(VectorsRequest, (MAP_ID,), (DTYPE_QUERY,), TEXT_MAP),
+                                          **PLAIN_READ},
              responses={200: {"model": DenseFeatures | OneHotFeaturesResponse | SparseFeaturesResponse,
                               "content": NPY_CONTENT, "headers": ONE_HOT_HEADERS,
                               "description": "dense features, a one-hot map's indices, or a hashing map's sparse "
@@ -158,7 +160,8 @@ async def transform(request: Request):
     return await _run(raw, prepare, answer)
 
 
-@router.post("/hash", openapi_extra=plain_route_doc(HashRequest, (MAP_ID,), (BANDS_QUERY,), TEXT_MAP),
+@router.post("/hash", openapi_extra={**plain_route_doc(HashRequest, (MAP_ID,), (BANDS_QUERY,), TEXT_MAP),
+                                     **PLAIN_READ},
              responses={200: {"model": HashResponse, "content": NPY_CONTENT,
                               "description": "codes; .npy with Accept: application/x-npy (JSON whenever bands "
                                              "are asked for: codes and band keys)"}})
@@ -212,7 +215,7 @@ def _bands(body, query_bands: int | None):
 
 @router.post("/kernel", openapi_extra=body_doc(KernelRequest, text_with=TEXT_MAP),
              responses={200: {"model": KernelResponse}},
-             dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)])
+             dependencies=[Depends(READ), Depends(refuse_unknown_query)])
 async def kernel(request: Request, map_id: str = Path(openapi_examples=MAP_ID_EXAMPLES),
                  state: ServiceState = Depends(get_state)):
     raw, feature_map = await _prepare(request, state)

@@ -1,6 +1,8 @@
 """/v1/indexes: LSH near-neighbour indexes over GCWS and binning codes, kept in Redis.
 
 Create (idempotent by name), get, list, delete; add or replace items, remove one or a batch, query.
+Indexes belong to a tenant (the key's): names are the tenant's own, another tenant's index is a 404, and an
+admin key names another tenant with ?tenant= (GET /v1/tenants lists them).
 The index itself is featurehash.store.lsh_index, the same code batch jobs run through the library;
 the routes decode and validate, then hand over. Body decoding runs in the thread pool,
 and so do the index's CPU steps (hashing, building write batches, re-ranking), except work
@@ -22,19 +24,21 @@ from .admission import read_body
 from ...protocol.codecs import parse_body, parse_model
 from ...protocol.options import check_path_item_id, check_top_k, query_item_ids
 from .responses import json_response
-from .deps import ServiceState, get_state, percent_decoded_utf8, refuse_unknown_query, require_api_key
+from ...store.lsh_indexes import AsyncLSHIndexes
+from .deps import (ADMIN, READ, WRITE, ServiceState, get_state, index_tenant, percent_decoded_utf8, refuse_unknown_query,
+                   require_api_key)
 from .errors import MapNotFound
 from .duplicates import NDJSON, bounded_duplicates, duplicates_answer
 from .metrics import BATCH_ROWS
 from ...protocol.examples import INDEX_ID_EXAMPLES, ITEM_ID_EXAMPLES, TEXT_INDEX, query_examples
 from ...protocol.schemas import (ITEM_ID_SCHEMA, LOCATION, MAX_TOP_K, AddItemsRequest, AddItemsResponse, CreateIndexRequest,
                       DeleteItemsRequest, DeleteItemsResponse, DuplicatesRequest, DuplicatesResponse,
-                      IndexListResponse, IndexQueryRequest, IndexQueryResponse, IndexResponse, body_doc, errors,
-                      operation_id)
+                      IndexListResponse, IndexQueryRequest, IndexQueryResponse, IndexResponse, TenantListResponse,
+                      body_doc, errors, operation_id)
 
 router = APIRouter(prefix="/v1/indexes", tags=["indexes"], generate_unique_id_function=operation_id,
                    dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)],
-                   responses=errors(401, 422, 503, 507))
+                   responses=errors(401, 403, 422, 503, 507))
 BODY_ERRORS = errors(404, 409, 413, 415, 422)
 # Query parameters the routes read themselves (documented, so that .npy bodies can carry them).
 ITEM_IDS_QUERY = {"name": "ids", "description": "with an .npy body: one id per row (or the X-Item-Ids header)",
@@ -62,12 +66,21 @@ async def _cpu(small: bool, function, *args):
     return function(*args) if small else await run_in_threadpool(function, *args)
 
 
-async def _open(state: ServiceState, index_id: str) -> AsyncLSHIndex:
+async def tenant_indexes(tenant: str = Depends(index_tenant), state: ServiceState = Depends(get_state)) -> AsyncLSHIndexes:
+    """The indexes of the request's tenant (the key's own; another's with ?tenant= and the admin scope): an
+    index name is looked up there only, so another tenant's index is a 404 like one that does not exist."""
+    return state.indexes_of(tenant)
+
+
+Indexes = Annotated[AsyncLSHIndexes, Depends(tenant_indexes)]
+
+
+async def _open(state: ServiceState, indexes: AsyncLSHIndexes, index_id: str) -> AsyncLSHIndex:
     """The stored index with its map (from the map cache, built from the spec copy the index keeps,
     so an index outlives the deletion of its map)."""
-    config, meta, items = await state.indexes.load(index_id)
+    config, meta, items = await indexes.load(index_id)
     feature_map = await state.map_for_spec(config.map_spec)
-    return state.indexes.bind(config, meta, feature_map, items)
+    return indexes.bind(config, meta, feature_map, items)
 
 
 
@@ -127,11 +140,11 @@ def _results_document(result: QueryResult) -> Response:
 @router.post("", status_code=201, response_model=IndexResponse, openapi_extra=body_doc(CreateIndexRequest, npy=False),
              responses={201: {"description": "created", "headers": LOCATION},
                         200: {"model": IndexResponse, "description": "an index of that name, map and banding existed",
-                              "headers": LOCATION}, **errors(404, 409, 413, 415, 422)})
-async def create_index(request: Request, state: ServiceState = Depends(get_state)):
+                              "headers": LOCATION}, **errors(404, 409, 413, 415, 422)}, dependencies=[Depends(WRITE)])
+async def create_index(request: Request, indexes: Indexes, state: ServiceState = Depends(get_state)):
     fields = parse_model(await request.body(), request.headers.get("content-type"), CreateIndexRequest)
     feature_map = await state.load_map(fields.map_id)
-    index = await state.indexes.create(feature_map, name=fields.name, bands=fields.bands, rows=fields.rows,
+    index = await indexes.create(feature_map, name=fields.name, bands=fields.bands, rows=fields.rows,
                                        threshold=fields.threshold, recall_at_threshold=fields.recall_at_threshold,
                                        vectors=fields.vectors, forest_rows=fields.forest_rows,
                                        expected_items=fields.expected_items)
@@ -141,7 +154,7 @@ async def create_index(request: Request, state: ServiceState = Depends(get_state
         # have after it, and the index made over the deleted map goes. That DELETE checks for indexes
         # again after deleting (routes_maps.delete_map): one of the two always sees the other.
         try:
-            await state.indexes.delete(index.config.name)
+            await indexes.delete(index.config.name)
         except IndexNotFound:
             pass  # deleted by its own DELETE meanwhile
         state.forget(fields.map_id)
@@ -151,37 +164,39 @@ async def create_index(request: Request, state: ServiceState = Depends(get_state
                          headers={"Location": f"/v1/indexes/{described['id']}"})
 
 
-@router.get("", response_model=IndexListResponse, responses=errors(422))
-async def list_indexes(after: str | None = Query(default=None, description="cursor from the previous page (an index "
+@router.get("", response_model=IndexListResponse, responses=errors(422), dependencies=[Depends(READ)])
+async def list_indexes(indexes: Indexes, after: str | None = Query(default=None, description="cursor from the previous page (an index "
                                                 "name: the page starts after it)", openapi_examples=query_examples(
                                                     "docs", "the indexes after the example 'docs'")),
                        limit: int = Query(default=100, ge=1, le=1000,
                                           openapi_examples=query_examples(10, "at most 10 indexes a page")),
                        state: ServiceState = Depends(get_state)):
-    described, cursor = await state.indexes.list(after=after, limit=limit)
+    described, cursor = await indexes.list(after=after, limit=limit)
     return json_response({"indexes": described, "next": cursor})
 
 
-@router.get("/{index_id}", response_model=IndexResponse, responses=errors(404))
-async def get_index(index_id: IndexId, state: ServiceState = Depends(get_state)):
-    return json_response(await state.indexes.describe(index_id))
+@router.get("/{index_id}", response_model=IndexResponse, responses=errors(404), dependencies=[Depends(READ)])
+async def get_index(index_id: IndexId, indexes: Indexes):
+    return json_response(await indexes.describe(index_id))
 
 
-@router.delete("/{index_id}", status_code=204, responses={204: {"description": "deleted"}, **errors(404, 409)})
-async def delete_index(index_id: IndexId, state: ServiceState = Depends(get_state)):
+@router.delete("/{index_id}", status_code=204, responses={204: {"description": "deleted"}, **errors(404, 409)},
+               dependencies=[Depends(WRITE)])
+async def delete_index(index_id: IndexId, indexes: Indexes):
     """Forgets the index at once, then removes its keys (SCAN + UNLINK) before answering."""
-    await state.indexes.delete(index_id)
+    await indexes.delete(index_id)
     return Response(status_code=204)
 
 
 # -- items and queries -----------------------------------------------------------------------------
 
 @router.post("/{index_id}/items", response_model=AddItemsResponse, responses=BODY_ERRORS,
-             openapi_extra=body_doc(AddItemsRequest, query=(ITEM_IDS_QUERY,), text_with=TEXT_INDEX))
-async def add_items(index_id: IndexId, request: Request, state: ServiceState = Depends(get_state)):
+             openapi_extra=body_doc(AddItemsRequest, query=(ITEM_IDS_QUERY,), text_with=TEXT_INDEX),
+             dependencies=[Depends(WRITE)])
+async def add_items(index_id: IndexId, request: Request, indexes: Indexes, state: ServiceState = Depends(get_state)):
     """Adds or replaces items, written in pipelined transactions of a few hundred items."""
     raw = await read_body(request)
-    index = await _open(state, index_id)
+    index = await _open(state, indexes, index_id)
     content_type = request.headers.get("content-type")
 
     def decode():
@@ -197,8 +212,8 @@ async def add_items(index_id: IndexId, request: Request, state: ServiceState = D
 
 
 @router.delete("/{index_id}/items/{item_id}", status_code=204,
-               responses={204: {"description": "deleted"}, **errors(404, 409, 422)})
-async def delete_item(request: Request,
+               responses={204: {"description": "deleted"}, **errors(404, 409, 422)}, dependencies=[Depends(WRITE)])
+async def delete_item(request: Request, indexes: Indexes,
                       index_id: IndexId,
                       item_id: str = Path(description="the id, percent-encoded (ids are stored as UTF-8)",
                                           json_schema_extra=ITEM_ID_SCHEMA, openapi_examples=ITEM_ID_EXAMPLES),
@@ -208,35 +223,37 @@ async def delete_item(request: Request,
     if b"%" in raw_item_id and percent_decoded_utf8(raw_item_id) is None:
         raise InputError("item_id", "not UTF-8 once percent-decoded (it would be read as U+FFFD: another id)")
     check_path_item_id(item_id)
-    index = await _open(state, index_id)
+    index = await _open(state, indexes, index_id)
     if not await index.remove([item_id]):
         raise ItemNotFound(item_id)
     return Response(status_code=204)
 
 
 @router.post("/{index_id}/items/delete", response_model=DeleteItemsResponse, responses=BODY_ERRORS,
-             openapi_extra=body_doc(DeleteItemsRequest, npy=False))
-async def delete_items(index_id: IndexId, request: Request, state: ServiceState = Depends(get_state)):
+             openapi_extra=body_doc(DeleteItemsRequest, npy=False), dependencies=[Depends(WRITE)])
+async def delete_items(index_id: IndexId, request: Request, indexes: Indexes,
+                       state: ServiceState = Depends(get_state)):
     """Removes the items with these ids (any stored id, whatever its characters); the ids that were
     not in the index come back as "missing"."""
     fields = parse_model(await request.body(), request.headers.get("content-type"), DeleteItemsRequest)
     if len(fields.ids) > state.settings.max_batch_rows:
         raise InputError("ids", f"{len(fields.ids)} ids exceed the batch limit of {state.settings.max_batch_rows}")
-    index = await _open(state, index_id)
+    index = await _open(state, indexes, index_id)
     removed = set(await index.remove(list(dict.fromkeys(fields.ids))))
     return json_response({"removed": len(removed), "missing": [i for i in dict.fromkeys(fields.ids)
                                                                if i not in removed]})
 
 
 @router.post("/{index_id}/query", response_model=IndexQueryResponse, responses=BODY_ERRORS,
-             openapi_extra=body_doc(IndexQueryRequest, query=QUERY_OPTIONS, text_with=TEXT_INDEX))
-async def query_index(index_id: IndexId, request: Request, state: ServiceState = Depends(get_state)):
+             openapi_extra=body_doc(IndexQueryRequest, query=QUERY_OPTIONS, text_with=TEXT_INDEX),
+             dependencies=[Depends(READ)])
+async def query_index(index_id: IndexId, request: Request, indexes: Indexes, state: ServiceState = Depends(get_state)):
     """Candidates from the query's band buckets (one pipelined round trip for the batch), re-ranked
     by the exact kernel on stored vectors (or the match fraction of all k codes); with target_recall,
     widened over the forest levels until the S-curve promises it. With `ids`, the queries are stored
     items (their stored codes and vectors), each left out of its own results."""
     raw = await read_body(request)
-    index = await _open(state, index_id)
+    index = await _open(state, indexes, index_id)
     content_type = request.headers.get("content-type")
 
     def decode():
@@ -264,13 +281,27 @@ async def query_index(index_id: IndexId, request: Request, state: ServiceState =
 @router.post("/{index_id}/duplicates", response_model=DuplicatesResponse,
              responses={200: {"description": "the clusters (JSON, or NDJSON with Accept: application/x-ndjson)",
                               "content": {NDJSON: {"schema": {"type": "string"}}}}, **BODY_ERRORS},
-             openapi_extra=body_doc(DuplicatesRequest, npy=False))
-async def find_duplicates(index_id: IndexId, request: Request, state: ServiceState = Depends(get_state)):
+             openapi_extra=body_doc(DuplicatesRequest, npy=False), dependencies=[Depends(READ)])
+async def find_duplicates(index_id: IndexId, request: Request, indexes: Indexes,
+                          state: ServiceState = Depends(get_state)):
     """The clusters of near-duplicates among the stored items: pairs sharing a band bucket, verified
     (exact kernel on stored vectors, else the codes), grouped (featurehash.store.lsh_duplicates).
     Synchronous, so bounded: an index over FEATUREHASH_MAX_DUPLICATES_ITEMS items, or whose bucket
     scan and candidate pairs the cost model puts over FEATUREHASH_REQUEST_WORK_SECONDS, is refused."""
     fields = parse_model(await request.body(), request.headers.get("content-type"), DuplicatesRequest)
-    index = await _open(state, index_id)
+    index = await _open(state, indexes, index_id)
     found = await bounded_duplicates(index, state.settings, fields.threshold, fields.mode, fields.min_cluster_size)
     return duplicates_answer(found, NDJSON in (request.headers.get("accept") or ""))
+
+
+tenants_router = APIRouter(prefix="/v1/tenants", tags=["tenants"], generate_unique_id_function=operation_id,
+                           dependencies=[Depends(ADMIN), Depends(refuse_unknown_query)],
+                           responses=errors(401, 403, 422, 503))
+
+
+@tenants_router.get("", response_model=TenantListResponse)
+async def list_tenants(state: ServiceState = Depends(get_state)):
+    """Every tenant: those the keys name and those that created an index (admin scope). A tenant's
+    indexes are listed with GET /v1/indexes?tenant=<name>."""
+    tenants = set(await state.indexes.tenants()) | state.keys.current().tenants
+    return json_response({"tenants": sorted(tenants)})

@@ -2,6 +2,8 @@
 
 Deleting a map that LSH indexes use is a 409 naming them, unless ?force=true: the indexes then keep
 answering from the copy of the spec each keeps (posting the same spec again re-creates the same id).
+Maps are shared by all tenants; one that another tenant's index uses is refused even with ?force=true
+(the answer counts the tenants, naming none), except to an admin key.
 """
 
 from __future__ import annotations
@@ -17,14 +19,15 @@ from ...maps.spec import DERIVED_KEYS
 
 from ...protocol.codecs import parse_model
 from .responses import json_response
-from .deps import ServiceState, get_state, refuse_unknown_query, require_api_key
+from ..auth import Principal
+from .deps import READ, WRITE, ServiceState, get_state, refuse_unknown_query, require_api_key
 from .errors import MapInUse, MapNotFound
 from ...protocol.examples import EXAMPLE_GCWS_ID, MAP_ID_EXAMPLES, query_examples
 from ...protocol.schemas import LOCATION, CreateMapRequest, MapListResponse, MapSpecResponse, body_doc, errors, operation_id
 
 router = APIRouter(prefix="/v1/maps", tags=["maps"], generate_unique_id_function=operation_id,
                    dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)],
-                   responses=errors(401, 422, 503, 507))
+                   responses=errors(401, 403, 422, 503, 507))
 INDEX_PAGE = 1000
 MapId = Annotated[str, Path(openapi_examples=MAP_ID_EXAMPLES)]
 
@@ -32,7 +35,7 @@ MapId = Annotated[str, Path(openapi_examples=MAP_ID_EXAMPLES)]
 @router.post("", status_code=201, response_model=MapSpecResponse, openapi_extra=body_doc(CreateMapRequest, npy=False),
              responses={201: {"description": "created", "headers": LOCATION},
                         200: {"model": MapSpecResponse, "description": "the map already existed",
-                              "headers": LOCATION}, **errors(413, 415, 422)})
+                              "headers": LOCATION}, **errors(413, 415, 422)}, dependencies=[Depends(WRITE)])
 async def create_map(request: Request, state: ServiceState = Depends(get_state)):
     """A spec posted before is answered from the store (its alias: the id of the request as posted, defaults
     resolved, nothing fitted), never fitted again; a new one is refused over the size and CPU budgets before
@@ -61,7 +64,7 @@ def _echo_agrees(posted: dict, stored: dict) -> bool:
     return all(stored.get(key) == value for key, value in posted.items() if key in DERIVED_KEYS)
 
 
-@router.get("", response_model=MapListResponse, responses=errors(422))
+@router.get("", response_model=MapListResponse, responses=errors(422), dependencies=[Depends(READ)])
 async def list_maps(after: str | None = Query(default=None, description="cursor from the previous page (a map id: "
                                              "the page starts after it)", openapi_examples=query_examples(
                                                  EXAMPLE_GCWS_ID, "the maps after the example 'gcws' map")),
@@ -72,7 +75,7 @@ async def list_maps(after: str | None = Query(default=None, description="cursor 
     return json_response({"maps": specs, "next": cursor})
 
 
-@router.get("/{map_id}", response_model=MapSpecResponse, responses=errors(404))
+@router.get("/{map_id}", response_model=MapSpecResponse, responses=errors(404), dependencies=[Depends(READ)])
 async def get_map(map_id: MapId, state: ServiceState = Depends(get_state)):
     spec = await state.store.get(map_id)
     if spec is None:
@@ -82,37 +85,58 @@ async def get_map(map_id: MapId, state: ServiceState = Depends(get_state)):
 
 @router.delete("/{map_id}", status_code=204, responses={204: {"description": "deleted"}, **errors(404, 409, 422)})
 async def delete_map(map_id: MapId,
-                     force: bool = Query(default=False, description="delete it even if indexes use it (they keep "
-                                         "answering from their copy of its spec)", openapi_examples=query_examples(
+                     force: bool = Query(default=False, description="delete it even if the caller's own indexes use it "
+                                         "(they keep answering from their copy of its spec); another tenant's index "
+                                         "using it refuses the delete unless the key is an admin's",
+                                         openapi_examples=query_examples(
                                              False, "refused (409) while an index uses the map")),
-                     state: ServiceState = Depends(get_state)):
-    spec = None
-    if not force:
-        spec = await state.store.get(map_id)
-        if spec is None:
-            raise MapNotFound(map_id)
-        users = await _indexes_using(state, map_id)
-        if users:
-            raise MapInUse(map_id, users)
+                     principal: Principal = Depends(WRITE), state: ServiceState = Depends(get_state)):
+    """Maps are shared by every tenant (content-addressed: the same spec is the same map, and a spec is not a
+    secret), so a map another tenant's index uses is not deleted, force or not, except by an admin."""
+    spec = await state.store.get(map_id)
+    if spec is None:
+        raise MapNotFound(map_id)
+    users = await _indexes_using(state, map_id)
+    _refuse_if_used(map_id, users, principal, force)
     if not await state.store.delete(map_id):
         raise MapNotFound(map_id)
     state.forget(map_id)
-    if spec is not None:
-        # An index created over the map between the check and the delete: its create checks the map
-        # again after writing the index (routes_indexes.create_index), this delete checks for indexes
-        # after deleting, so one of the two sees the other. Here the index came first: the map is put
-        # back (same spec, same id) and the delete refused as it would have been.
-        users = await _indexes_using(state, map_id)
-        if users:
+    # An index created over the map between the check and the delete: its create checks the map
+    # again after writing the index (routes_indexes.create_index), this delete checks for indexes
+    # after deleting, so one of the two sees the other. Here the index came first: the map is put
+    # back (same spec, same id) and the delete refused as it would have been.
+    after = await _indexes_using(state, map_id)
+    if set(after) - set(users):
+        try:
+            _refuse_if_used(map_id, after, principal, force)
+        except MapInUse:
             await state.store.create(spec)
-            raise MapInUse(map_id, users)
+            raise
     return Response(status_code=204)
 
 
-async def _indexes_using(state: ServiceState, map_id: str) -> list[str]:
-    users, after = [], None
-    while True:
-        page, after = await state.indexes.list(after=after, limit=INDEX_PAGE)
-        users += [index["id"] for index in page if index["map_id"] == map_id]
-        if after is None:
-            return users
+def _refuse_if_used(map_id: str, users: list[tuple[str, str]], principal: Principal, force: bool) -> None:
+    """MapInUse unless no index uses the map, or force and the indexes are the caller's own (any, for an admin).
+    Others' index names are shown to an admin only (as tenant/name); a tenant learns how many tenants."""
+    own = [name for tenant, name in users if tenant == principal.tenant]
+    others = [(tenant, name) for tenant, name in users if tenant != principal.tenant]
+    if principal.is_admin:
+        if users and not force:
+            raise MapInUse(map_id, own + [f"{tenant}/{name}" for tenant, name in others])
+    elif others:
+        raise MapInUse(map_id, own, other_tenants=len({tenant for tenant, _ in others}))
+    elif own and not force:
+        raise MapInUse(map_id, own)
+
+
+async def _indexes_using(state: ServiceState, map_id: str) -> list[tuple[str, str]]:
+    """(tenant, index name) of every index over the map: every tenant's registry is looked at."""
+    users = []
+    for tenant in sorted(set(await state.indexes.tenants()) | state.keys.current().tenants):
+        indexes, after = state.indexes_of(tenant), None
+        while True:
+            page, after = await indexes.list(after=after, limit=INDEX_PAGE)
+            users += [(tenant, index["id"]) for index in page if index["map_id"] == map_id]
+            if after is None:
+                break
+    return users
