@@ -1,0 +1,110 @@
+"""Per-key request limits in the service: requests per second and concurrent requests (429 with Retry-After).
+
+`RequestQuotas.admit(request, principal)` runs after the key is known (deps.require_api_key, deps.checked_state):
+a key without limits costs nothing (no Redis); a key with either takes one atomic script, one round trip
+(featurehash.store.request_limits: GCRA on Redis's clock, leases with an expiry). A lease is given back by the
+request middleware just before the last byte of the answer is sent (`release`), so a client that waits for its
+answer before sending the next request is never refused by its own previous one; leases held by this worker are
+renewed every lease_seconds / 3 while their requests run, so a crashed worker's leases lapse by themselves.
+
+No local token reservation: tokens a worker takes ahead from the shared bucket keep the limit (they are taken
+from it) but strand in workers the key's traffic does not reach, refusing a key spread over many workers below
+its limit, unless given back (another round trip). One round trip per limited request is what it costs instead
+(bench/bench_quotas.py measures it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+
+from fastapi import Request
+from redis.exceptions import RedisError
+
+from ..auth import Principal
+from ..auth.keys import API_KEY_ID, OPEN_KEY_ID
+from ..config import Settings
+from ...store.request_limits import CONCURRENCY, RATE, AsyncRequestLimits
+from .metrics import QUOTA_REFUSALS
+
+logger = logging.getLogger("featurehash")
+LEASE = "quota_lease"   # request.state key: (quotas, key id, lease id) until the answer is sent
+
+
+class TooManyRequests(Exception):
+    """429: the key is past `limit` (RATE or CONCURRENCY); `retry_after` whole seconds."""
+
+    def __init__(self, principal: Principal, limit: str, value: float, retry_after: int):
+        super().__init__(limit)
+        self.principal, self.limit, self.value, self.retry_after = principal, limit, value, retry_after
+
+
+class RequestQuotas:
+    """The service's gate in front of every authenticated request (one per worker)."""
+
+    def __init__(self, redis, settings: Settings):
+        self.settings = settings
+        self.limits = AsyncRequestLimits(redis, settings.key_prefix, burst_seconds=settings.rate_burst_seconds,
+                                         lease_seconds=settings.lease_seconds)
+        self.held: dict[str, set[bytes]] = {}
+        self._renewer: asyncio.Task | None = None
+
+    def limits_of(self, principal: Principal) -> tuple[float | None, int | None]:
+        """(requests per second, concurrent requests) of a key: its own, else the settings' defaults for keys of
+        the keys file (FEATUREHASH_API_KEY's key and an open service's callers have none)."""
+        limits = principal.limits
+        rate, concurrent = limits.requests_per_second, limits.concurrent_requests
+        if principal.key_id in (API_KEY_ID, OPEN_KEY_ID):
+            return rate, concurrent
+        return (rate if rate is not None else self.settings.default_requests_per_second,
+                concurrent if concurrent is not None else self.settings.default_concurrent_requests)
+
+    async def admit(self, request: Request, principal: Principal) -> None:
+        rate, concurrent = self.limits_of(principal)
+        if rate is None and concurrent is None:
+            return
+        admission = await self.limits.admit(principal.key_id, rate, concurrent)
+        if not admission.admitted:
+            QUOTA_REFUSALS.labels(principal.tenant, admission.limit).inc()
+            if admission.limit == RATE:
+                raise TooManyRequests(principal, RATE, rate, max(1, math.ceil(admission.retry_after)))
+            raise TooManyRequests(principal, CONCURRENCY, concurrent, self.settings.retry_after_seconds)
+        if admission.lease is not None:
+            request.scope.setdefault("state", {})[LEASE] = (self, principal.key_id, admission.lease)
+            self.held.setdefault(principal.key_id, set()).add(admission.lease)
+            if self._renewer is None or self._renewer.done():
+                self._renewer = asyncio.get_running_loop().create_task(self._renew_forever())
+
+    async def release(self, key_id: str, lease: bytes) -> None:
+        leases = self.held.get(key_id)
+        if leases is not None:
+            leases.discard(lease)
+            if not leases:
+                del self.held[key_id]
+        try:
+            await self.limits.release(key_id, lease)
+        except RedisError:  # the lease lapses by itself (lease_seconds); the answer is not spoilt for it
+            logger.warning("could not give back a concurrency lease of key %r; it lapses in %.0f s", key_id,
+                           self.settings.lease_seconds)
+
+    async def _renew_forever(self) -> None:
+        while self.held:
+            await asyncio.sleep(self.settings.lease_seconds / 3)
+            try:
+                await self.limits.renew({key_id: list(leases) for key_id, leases in self.held.items()})
+            except RedisError:
+                logger.warning("could not renew %d concurrency leases", sum(map(len, self.held.values())))
+
+    async def close(self) -> None:
+        if self._renewer is not None:
+            self._renewer.cancel()
+
+
+async def release_lease(scope) -> None:
+    """Give back the request's lease, if it holds one (the middleware, before the answer's last byte)."""
+    state = scope.get("state")
+    held = state.pop(LEASE, None) if state else None
+    if held is not None:
+        quotas, key_id, lease = held
+        await quotas.release(key_id, lease)
