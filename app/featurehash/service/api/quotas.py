@@ -101,6 +101,14 @@ class RequestQuotas:
             self._renewer.cancel()
 
 
+def tenant_stored_bytes(ring, tenant: str, principal: Principal) -> int | None:
+    """The stored-bytes limit of the tenant whose indexes a request writes: the caller's own, or (an admin acting
+    with ?tenant=) the one the keys file gives that tenant (None: unlimited)."""
+    if tenant == principal.tenant:
+        return principal.limits.stored_bytes
+    return next((other.limits.stored_bytes for other in ring.principals.values() if other.tenant == tenant), None)
+
+
 async def release_lease(scope) -> None:
     """Give back the request's lease, if it holds one (the middleware, before the answer's last byte)."""
     state = scope.get("state")

@@ -128,7 +128,7 @@ def _one_hot_features(feature_map: FeatureMap, X, npy: bool, settings) -> Respon
                                              "features (JSON only); .npy with Accept: application/x-npy"},
                         **errors(406)})
 async def transform(request: Request):
-    state = checked_state(request)
+    state = await checked_state(request)
     dtype = query_value(request, "dtype", DTYPE, "float32")
     raw, feature_map = await _prepare(request, state)
     content_type, accept = request.headers.get("content-type"), request.headers.get("accept")
@@ -166,7 +166,7 @@ async def transform(request: Request):
                               "description": "codes; .npy with Accept: application/x-npy (JSON whenever bands "
                                              "are asked for: codes and band keys)"}})
 async def hash_vectors(request: Request):
-    state = checked_state(request)
+    state = await checked_state(request)
     query_bands = query_value(request, "bands", BANDS, None)
     raw, feature_map = await _prepare(request, state)
     content_type, accept = request.headers.get("content-type"), request.headers.get("accept")

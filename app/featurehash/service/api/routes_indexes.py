@@ -28,6 +28,7 @@ from ...store.lsh_indexes import AsyncLSHIndexes
 from .deps import (ADMIN, READ, WRITE, ServiceState, get_state, index_tenant, percent_decoded_utf8, refuse_unknown_query,
                    require_api_key)
 from .errors import MapNotFound
+from .quotas import tenant_stored_bytes
 from .duplicates import NDJSON, bounded_duplicates, duplicates_answer
 from .metrics import BATCH_ROWS
 from ...protocol.examples import INDEX_ID_EXAMPLES, ITEM_ID_EXAMPLES, TEXT_INDEX, query_examples
@@ -75,12 +76,14 @@ async def tenant_indexes(tenant: str = Depends(index_tenant), state: ServiceStat
 Indexes = Annotated[AsyncLSHIndexes, Depends(tenant_indexes)]
 
 
-async def _open(state: ServiceState, indexes: AsyncLSHIndexes, index_id: str) -> AsyncLSHIndex:
+async def _open(state: ServiceState, indexes: AsyncLSHIndexes, index_id: str,
+                stored_bytes_limit: int | None = None) -> AsyncLSHIndex:
     """The stored index with its map (from the map cache, built from the spec copy the index keeps,
-    so an index outlives the deletion of its map)."""
+    so an index outlives the deletion of its map); its writes refused past the tenant's `stored_bytes_limit`
+    (featurehash.store.lsh_accounting: every write is counted, limited or not)."""
     config, meta, items = await indexes.load(index_id)
     feature_map = await state.map_for_spec(config.map_spec)
-    return indexes.bind(config, meta, feature_map, items)
+    return indexes.bind(config, meta, feature_map, items, stored_bytes_limit)
 
 
 
@@ -196,7 +199,8 @@ async def delete_index(index_id: IndexId, indexes: Indexes):
 async def add_items(index_id: IndexId, request: Request, indexes: Indexes, state: ServiceState = Depends(get_state)):
     """Adds or replaces items, written in pipelined transactions of a few hundred items."""
     raw = await read_body(request)
-    index = await _open(state, indexes, index_id)
+    limit = tenant_stored_bytes(state.keys.current(), indexes.tenant, request.state.principal)
+    index = await _open(state, indexes, index_id, limit)
     content_type = request.headers.get("content-type")
 
     def decode():
