@@ -40,14 +40,25 @@ def prefix() -> str:
 # -- requests per second and concurrent requests -----------------------------------------------------------
 
 def test_rate_admits_the_burst_then_one_per_interval_and_says_how_long_to_wait(client, prefix):
-    limits = RequestLimits(client, prefix, burst_seconds=0.2)
-    answers = [limits.admit("k", requests_per_second=50) for _ in range(20)]
-    assert [a.admitted for a in answers] == [True] * 10 + [False] * 10   # burst: 50/s x 0.2 s
+    limits = RequestLimits(client, prefix, burst_seconds=2.0)   # 5/s: a burst of 10, then one per 0.2 s
+    answers = [limits.admit("k", requests_per_second=5) for _ in range(20)]
+    assert [a.admitted for a in answers] == [True] * 10 + [False] * 10
     refused = answers[-1]
-    assert refused.limit == RATE and 0 < refused.retry_after <= 0.02      # at most one interval (1/50 s)
+    assert refused.limit == RATE and 0 < refused.retry_after <= 0.2       # at most one interval
     time.sleep(refused.retry_after + 0.005)
-    assert limits.admit("k", requests_per_second=50).admitted
-    assert limits.admit("other-key", requests_per_second=50).admitted      # keys are counted apart
+    assert limits.admit("k", requests_per_second=5).admitted
+    assert limits.admit("other-key", requests_per_second=5).admitted      # keys are counted apart
+
+
+def test_a_reservation_takes_what_the_bucket_holds_and_unused_tokens_go_back(client, prefix):
+    limits = RequestLimits(client, prefix, burst_seconds=2.0)          # 5/s: a bucket of 10, one more per 0.2 s
+    assert limits.take("k", 5, want=6) == (6, 0.0)
+    assert limits.take("k", 5, want=6) == (4, 0.0)                     # what is left, not more
+    granted, wait = limits.take("k", 5, want=1)
+    assert granted == 0 and 0 < wait <= 0.2
+    assert limits.take("k", 5, want=1, unused=3)[0] == 1               # 3 back, 1 of them taken again
+    assert limits.take("k", 5, want=10)[0] == 2
+    assert limits.admit("k", requests_per_second=5).limit == RATE      # one bucket for both ways in
 
 
 def test_concurrency_leases_are_given_back_and_lapse_when_their_worker_is_gone(client, prefix):

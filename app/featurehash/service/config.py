@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     default_concurrent_requests: int | None = Field(default=None, ge=1)
     rate_burst_seconds: float = Field(default=1.0, gt=0)
     lease_seconds: float = Field(default=60.0, ge=1)
+    # A worker may take up to rate x this many seconds of a key's rate at once and admit them without Redis for as
+    # long (a rate-only key whose traffic brings a worker >= 2 requests in that time); 0: one round trip a request.
+    rate_reservation_seconds: float = Field(default=0.1, ge=0)
 
     max_body_bytes: int = Field(default=64 * MIB, ge=1)
     max_batch_rows: int = Field(default=100_000, ge=1)

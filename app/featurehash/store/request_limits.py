@@ -19,6 +19,8 @@ counts, so a worker that crashed holding leases stops counting against the key a
 request that runs longer has its lease renewed (`renew`, every lease_seconds / 3 by the service).
 
 A request with both limits is checked as one: refused by either, it takes neither a token nor a lease.
+`take` reserves several requests' worth of the rate at once (a worker serving them without Redis) and gives back
+what a previous reservation left unused: every request admitted still took a token of the shared bucket.
 Each operation is a generator of steps (featurehash.store.redis_steps) run by a sync or an async driver.
 """
 
@@ -60,6 +62,26 @@ end
 return {0}
 """
 
+# Up to `want` requests' worth of the rate at once (a worker's local reservation), after giving back `unused`
+# tokens of its previous one (TAT moves back by as many intervals: as if they had never been taken; max(TAT, now)
+# keeps a full bucket from being overfilled). KEYS: rate. ARGV: interval (us), burst (us), want, unused.
+# Returns {granted >= 1} or {0, wait in us until one request's worth is free}.
+TAKE = """
+if redis.replicate_commands then redis.replicate_commands() end
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+local interval, burst, want = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local tat = math.max(tonumber(redis.call('GET', KEYS[1]) or '0') - tonumber(ARGV[4]) * interval, now)
+local granted = math.min(want, math.floor((burst - (tat - now)) / interval))
+if granted < 1 then
+  if tonumber(ARGV[4]) > 0 then redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000) + 1) end
+  return {0, tat + interval - burst - now}
+end
+tat = tat + granted * interval
+redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000) + 1)
+return {granted}
+"""
+
 # KEYS: leases. ARGV: lease time (ms), then the lease ids to extend (only those still held: ZADD XX).
 RENEW = """
 if redis.replicate_commands then redis.replicate_commands() end
@@ -98,11 +120,23 @@ class _LimitSteps:
         head = f"{self.key_prefix}quota:{{{key_id}}}:".encode()
         return head + b"rate", head + b"leases"
 
+    def _gcra(self, requests_per_second: float | None) -> tuple[int, int]:
+        """(interval, burst) in microseconds; (0, 0) without a rate."""
+        if not requests_per_second:
+            return 0, 0
+        interval = max(1, round(1e6 / requests_per_second))
+        return interval, interval * max(1, math.floor(requests_per_second * self.burst_seconds))
+
+    def _take_steps(self, key_id: str, requests_per_second: float, want: int, unused: int = 0):
+        """(tokens granted, 0) or (0, seconds until one is free): a reservation of up to `want` requests of the
+        rate, after giving back `unused` tokens of the previous one."""
+        interval, burst = self._gcra(requests_per_second)
+        (reply,) = yield RoundTrip([("EVAL", TAKE, 1, self.keys(key_id)[0], interval, burst, want, unused)])
+        granted = int(reply[0])
+        return (granted, 0.0) if granted else (0, int(reply[1]) / 1e6)
+
     def _admit_steps(self, key_id: str, requests_per_second: float | None, concurrent_requests: int | None):
-        interval = burst = 0
-        if requests_per_second:
-            interval = max(1, round(1e6 / requests_per_second))
-            burst = interval * max(1, math.floor(requests_per_second * self.burst_seconds))
+        interval, burst = self._gcra(requests_per_second)
         lease = os.urandom(12).hex().encode() if concurrent_requests else b""
         (reply,) = yield RoundTrip([("EVAL", ADMIT, 2, *self.keys(key_id), interval, burst,
                                      concurrent_requests or 0, lease, self.lease_ms)])
@@ -130,6 +164,9 @@ class RequestLimits(_LimitSteps):
               concurrent_requests: int | None = None) -> Admission:
         return run_sync(self.redis, self._admit_steps(key_id, requests_per_second, concurrent_requests))
 
+    def take(self, key_id: str, requests_per_second: float, want: int, unused: int = 0) -> tuple[int, float]:
+        return run_sync(self.redis, self._take_steps(key_id, requests_per_second, want, unused))
+
     def release(self, key_id: str, lease: bytes) -> None:
         run_sync(self.redis, self._release_steps(key_id, lease))
 
@@ -143,6 +180,9 @@ class AsyncRequestLimits(_LimitSteps):
     async def admit(self, key_id: str, requests_per_second: float | None = None,
                     concurrent_requests: int | None = None) -> Admission:
         return await run_async(self.redis, self._admit_steps(key_id, requests_per_second, concurrent_requests))
+
+    async def take(self, key_id: str, requests_per_second: float, want: int, unused: int = 0) -> tuple[int, float]:
+        return await run_async(self.redis, self._take_steps(key_id, requests_per_second, want, unused))
 
     async def release(self, key_id: str, lease: bytes) -> None:
         await run_async(self.redis, self._release_steps(key_id, lease))

@@ -7,10 +7,16 @@ request middleware just before the last byte of the answer is sent (`release`), 
 answer before sending the next request is never refused by its own previous one; leases held by this worker are
 renewed every lease_seconds / 3 while their requests run, so a crashed worker's leases lapse by themselves.
 
-No local token reservation: tokens a worker takes ahead from the shared bucket keep the limit (they are taken
-from it) but strand in workers the key's traffic does not reach, refusing a key spread over many workers below
-its limit, unless given back (another round trip). One round trip per limited request is what it costs instead
-(bench/bench_quotas.py measures it).
+A key with a rate and no concurrency limit is served from a small local reservation: a worker takes several
+requests' worth of tokens from the shared bucket in one round trip (`Reservation`) and admits that many requests
+without Redis for up to rate_reservation_seconds. Every admitted request still took a token of the one bucket, so
+the limit holds across workers and replicas (over any window a key gets at most burst + rate x (window +
+rate_reservation_seconds)); what a worker took and did not use is given back on its next round trip, so tokens
+do not strand in a worker the key's traffic left. The size follows the worker's demand: what it used of its last
+reservation (twice that when it used all of it), at most rate x rate_reservation_seconds. A key whose traffic is
+spread thin (fewer than 2 requests per worker per reservation time) takes one token per request: a round trip
+each, as without reservation. Concurrency limits have no local part: a lease is global, one round trip to take
+it (with the rate, in one script) and one to give it back. bench/bench_quotas.py measures what each costs.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
+from dataclasses import dataclass
 
 from fastapi import Request
 from redis.exceptions import RedisError
@@ -40,6 +48,15 @@ class TooManyRequests(Exception):
         self.principal, self.limit, self.value, self.retry_after = principal, limit, value, retry_after
 
 
+@dataclass
+class Reservation:
+    """Tokens of a key's rate this worker took at once: `size` granted, `left` unused, usable until `until`."""
+
+    size: int
+    left: int
+    until: float
+
+
 class RequestQuotas:
     """The service's gate in front of every authenticated request (one per worker)."""
 
@@ -48,6 +65,7 @@ class RequestQuotas:
         self.limits = AsyncRequestLimits(redis, settings.key_prefix, burst_seconds=settings.rate_burst_seconds,
                                          lease_seconds=settings.lease_seconds)
         self.held: dict[str, set[bytes]] = {}
+        self.reservations: dict[str, Reservation] = {}
         self._renewer: asyncio.Task | None = None
 
     def limits_of(self, principal: Principal) -> tuple[float | None, int | None]:
@@ -64,6 +82,9 @@ class RequestQuotas:
         rate, concurrent = self.limits_of(principal)
         if rate is None and concurrent is None:
             return
+        if concurrent is None and rate * self.settings.rate_reservation_seconds >= 2:
+            await self._admit_reserved(principal, rate)
+            return
         admission = await self.limits.admit(principal.key_id, rate, concurrent)
         if not admission.admitted:
             QUOTA_REFUSALS.labels(principal.tenant, admission.limit).inc()
@@ -75,6 +96,33 @@ class RequestQuotas:
             self.held.setdefault(principal.key_id, set()).add(admission.lease)
             if self._renewer is None or self._renewer.done():
                 self._renewer = asyncio.get_running_loop().create_task(self._renew_forever())
+
+    async def _admit_reserved(self, principal: Principal, rate: float) -> None:
+        """Admit from this worker's reservation of the key's rate, taking a new one when it is used up or old."""
+        reservation = self.reservations.get(principal.key_id)
+        now = time.monotonic()
+        if reservation is not None and reservation.left > 0 and now < reservation.until:
+            reservation.left -= 1
+            return
+        cap = max(1, math.floor(rate * self.settings.rate_reservation_seconds))
+        if reservation is None:
+            want, unused = 1, 0
+        else:
+            used = reservation.size - reservation.left
+            want, unused = min(cap, max(1, 2 * used if reservation.left == 0 else used)), reservation.left
+        # the unused tokens go back with this trip, so the reservation left here has none (until it is filled)
+        mine = self.reservations[principal.key_id] = Reservation(0, 0, now)
+        granted, wait = await self.limits.take(principal.key_id, rate, want, unused)
+        if not granted:
+            QUOTA_REFUSALS.labels(principal.tenant, RATE).inc()
+            raise TooManyRequests(principal, RATE, rate, max(1, math.ceil(wait)))
+        now = time.monotonic()
+        current = self.reservations.get(principal.key_id)
+        if current is not mine and current is not None and now < current.until:
+            current.size, current.left = current.size + granted - 1, current.left + granted - 1  # a trip of the
+            return                                                     # same key came back first: one reservation
+        mine.size, mine.left, mine.until = granted, granted - 1, now + self.settings.rate_reservation_seconds
+        self.reservations[principal.key_id] = mine
 
     async def release(self, key_id: str, lease: bytes) -> None:
         leases = self.held.get(key_id)
