@@ -122,4 +122,5 @@ def test_every_generated_operation_answers_like_the_hand_written_client(generate
         assert call("health.healthz").parsed.to_dict() == fh.healthz()
         assert call("health.readyz").parsed.status == fh.readyz()["status"] == "ready"
         assert "featurehash_requests_total" in call("health.metrics").parsed
+        assert call("tenants.list_tenants").parsed.tenants == fh.list_tenants()  # an open server: all admin
     assert called == _operations(generated)

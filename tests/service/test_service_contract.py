@@ -177,7 +177,8 @@ def test_request_ids_are_echoed_and_every_request_is_one_json_log_line(embedded_
     entry = logged(mine)
     assert entry["method"] == "GET" and entry["route"] == "/v1/maps/{map_id}" and entry["status"] == 200
     assert entry["duration_ms"] >= 0 and set(entry) == {"time", "method", "route", "status", "duration_ms",
-                                                        "request_id"}
+                                                        "request_id", "tenant", "key_id"}
+    assert (entry["tenant"], entry["key_id"]) == ("default", "anonymous")  # an open server: everyone's
     assert logged(made)["status"] == 404
 
 

@@ -269,10 +269,15 @@ def test_without_an_api_key_no_operation_declares_bearer_security(document):
 
 def test_with_an_api_key_the_api_routes_declare_bearer_security():
     keyed = create_app(Settings(api_key="secret", redis_url="redis://127.0.0.1:1/0")).openapi()
-    assert keyed["components"]["securitySchemes"] == {"HTTPBearer": {"type": "http", "scheme": "bearer"}}
+    scheme = keyed["components"]["securitySchemes"]["HTTPBearer"]
+    assert (scheme["type"], scheme["scheme"]) == ("http", "bearer") and "scope" in scheme["description"]
     for path, operations in keyed["paths"].items():
         for operation in operations.values():
-            assert (operation.get("security") == [{"HTTPBearer": []}]) == path.startswith("/v1/"), path
+            scope = operation.get("x-required-scope")
+            assert (scope in ("read", "write", "admin")) == path.startswith("/v1/"), path
+            if scope is not None:  # the scope is the role of the Bearer requirement (OpenAPI 3.1)
+                assert operation["security"] == [{"HTTPBearer": [scope]}], path
+                assert f"Requires the `{scope}` scope." in operation["description"]
 
 
 def test_limits_the_server_enforces_are_in_the_schemas(document):

@@ -353,3 +353,18 @@ def test_sighup_rereads_the_keys_file(tenant_server):
     finally:
         _write_atomically(path, KEYS_FILE)
     assert _wait_status(tenant_server, KEYS["b-rw"], 200)
+
+
+def test_a_bad_keys_file_stops_serve_with_one_line(tmp_path):
+    import subprocess
+
+    from service_support import serve_command, service_env
+
+    bad = tmp_path / "keys.json"
+    bad.write_bytes(orjson.dumps({"keys": [{**_entry("a-read", "team-a", ["read"]), "scopes": ["reed"]}]}))
+    done = subprocess.run(serve_command() + ["serve", "--port", "0", "--data-dir", str(tmp_path / "data")],
+                          env=service_env(keys_file=str(bad)), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip() == (f"featurehash: keys file {bad}: keys[0].scopes[0] (key 'a-read'): Input should be "
+                                   "'read', 'write' or 'admin'")
+    assert not (tmp_path / "data").exists()  # refused before the embedded Redis started

@@ -477,3 +477,26 @@ def test_recall_at_10_against_exact_gmm_on_planted_near_duplicates(indexes):
     candidate_fraction = np.mean(result.candidates) / len(X)
     assert recall >= 0.9, recall
     assert candidate_fraction < 0.05, candidate_fraction
+
+
+def test_tenants_have_their_own_names_and_keys(client, key_prefix):
+    """featurehash.store.lsh_layout.tenant_key_prefix: "default" is the key prefix itself (the keys before
+    tenants), another tenant's names and keys are its own; `tenants()` lists those that created an index."""
+    m = create_map(GCWS)
+    default = LSHIndexes(client, key_prefix)
+    assert LSHIndexes(client, key_prefix, tenant="default").key_prefix == default.key_prefix == key_prefix
+    team_a, team_b = default.for_tenant("team-a"), default.for_tenant("team-b")
+    ours = team_a.create(m, name="shared-name", bands=8)
+    theirs = team_b.create(m, name="shared-name", bands=4)  # another configuration: no conflict
+    ours.add(["a"], positive_rows(1, 1))
+    assert ours.layout.meta == f"{key_prefix}tenant:team-a:index:{{shared-name}}:meta".encode()
+    assert [d["id"] for d in team_a.list()[0]] == ["shared-name"] and team_a.describe("shared-name")["items"] == 1
+    assert team_b.describe("shared-name")["bands"] == 4 and team_b.describe("shared-name")["items"] == 0
+    assert "shared-name" not in [d["id"] for d in default.list()[0]]
+    with pytest.raises(IndexNotFound):
+        default.open("shared-name")
+    assert default.tenants() == ["default", "team-a", "team-b"]
+    team_b.delete("shared-name")
+    assert team_a.describe("shared-name")["items"] == 1
+    team_a.delete("shared-name")
+    assert not list(client.scan_iter(match=f"{key_prefix}tenant:*", count=1000))
