@@ -44,7 +44,7 @@ from ...protocol.schemas import (NPY_CONTENT, DenseFeatures, HashRequest, HashRe
                       plain_route_doc)
 from .streams import RowResult, json_answer, npy_answer
 
-router = APIRouter(prefix="/v1/maps/{map_id}", tags=["features"], responses=errors(401, 403, 404, 413, 415, 422, 503),
+router = APIRouter(prefix="/v1/maps/{map_id}", tags=["features"], responses=errors(401, 403, 404, 413, 415, 422, 429, 503),
                    generate_unique_id_function=operation_id, route_class=PlainRoute)
 PLAIN_READ = {SCOPE_EXTENSION: "read"}  # what checked_state(request) requires, for the OpenAPI document
 MAP_ID = {"name": "map_id", "schema": {"title": "Map Id", "type": "string"}, "examples": MAP_ID_EXAMPLES}

@@ -39,7 +39,7 @@ from ...protocol.schemas import (ITEM_ID_SCHEMA, LOCATION, MAX_TOP_K, AddItemsRe
 
 router = APIRouter(prefix="/v1/indexes", tags=["indexes"], generate_unique_id_function=operation_id,
                    dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)],
-                   responses=errors(401, 403, 422, 503, 507))
+                   responses=errors(401, 403, 422, 429, 503, 507))
 BODY_ERRORS = errors(404, 409, 413, 415, 422)
 # Query parameters the routes read themselves (documented, so that .npy bodies can carry them).
 ITEM_IDS_QUERY = {"name": "ids", "description": "with an .npy body: one id per row (or the X-Item-Ids header)",
@@ -300,7 +300,7 @@ async def find_duplicates(index_id: IndexId, request: Request, indexes: Indexes,
 
 tenants_router = APIRouter(prefix="/v1/tenants", tags=["tenants"], generate_unique_id_function=operation_id,
                            dependencies=[Depends(ADMIN), Depends(refuse_unknown_query)],
-                           responses=errors(401, 403, 422, 503))
+                           responses=errors(401, 403, 422, 429, 503))
 
 
 @tenants_router.get("", response_model=TenantListResponse)
