@@ -145,15 +145,15 @@ def test_stored_bytes_are_refused_past_the_tenant_limit_before_writing(replicas)
         assert body["field"] == "stored_bytes" and "limit of 4000" in body["detail"]
         assert http.get("/v1/indexes/small", headers=_auth("small")).json()["items"] == len(added)
         client = redis.Redis.from_url(store.url)
-        used = int(client.get(f"{prefix}tenant:team-c:stored-bytes"))
+        used = int(client.get(f"{prefix}tenant:team-c:stored-bytes") or 0)
         assert f"hold {used} bytes" in body["detail"] and used <= 4000
         removed = http.post("/v1/indexes/small/items/delete", json={"ids": added[:3]}, headers=_auth("small"))
         assert removed.json()["removed"] == 3
-        assert int(client.get(f"{prefix}tenant:team-c:stored-bytes")) < used
+        assert int(client.get(f"{prefix}tenant:team-c:stored-bytes") or 0) < used
         again = other.post("/v1/indexes/small/items", json={"ids": ["again"], "vectors": [ROW]}, headers=_auth("small"))
         assert again.status_code == 200, again.text
         assert http.delete("/v1/indexes/small", headers=_auth("small")).status_code == 204
-        assert int(client.get(f"{prefix}tenant:team-c:stored-bytes")) == 0
+        assert int(client.get(f"{prefix}tenant:team-c:stored-bytes") or 0) == 0
         metrics = http.get("/metrics").text
         client.close()
     assert 'featurehash_quota_refusals_total{limit="stored_bytes",tenant="team-c"}' in metrics or \

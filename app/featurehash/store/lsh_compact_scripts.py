@@ -300,7 +300,8 @@ for g = 0, #heads / 5 - 1 do
 end
 local items_now = redis.call('INCRBY', KEYS[2], ARGV[18])
 local size = redis.call('INCRBY', KEYS[4], delta)
-if size < 0 then redis.call('SET', KEYS[4], 0); delta = delta - size end  -- items written before counting began
-if KEYS[5] and redis.call('INCRBY', KEYS[5], delta) < 0 then redis.call('SET', KEYS[5], 0) end
+if size < 0 then delta = delta - size end  -- items written before counting began: never below zero
+if size <= 0 then redis.call('DEL', KEYS[4]) end  -- an absent count is 0: an emptied index leaves no key
+if KEYS[5] and redis.call('INCRBY', KEYS[5], delta) <= 0 then redis.call('DEL', KEYS[5]) end
 return {items_now, delta}
 """

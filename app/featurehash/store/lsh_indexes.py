@@ -66,7 +66,7 @@ _DROP_SCRIPT = """
 if redis.call('DEL', KEYS[1]) == 1 then
   redis.call('SET', KEYS[2], '1')
   local size = tonumber(redis.call('GET', KEYS[3]) or '0')
-  if KEYS[4] and size > 0 and redis.call('DECRBY', KEYS[4], size) < 0 then redis.call('SET', KEYS[4], 0) end
+  if KEYS[4] and size > 0 and redis.call('DECRBY', KEYS[4], size) <= 0 then redis.call('DEL', KEYS[4]) end
   redis.call('DEL', KEYS[3])
   return 1
 end
