@@ -17,7 +17,7 @@ import redis
 
 from service_support import RedisProcess, ServiceProcess, start_all, stop_all
 
-KEYS = {"fast": "key-fast", "paced": "key-paced", "single": "key-single", "small": "key-small"}
+KEYS = {"fast": "key-fast", "paced": "key-paced", "single": "key-single", "small": "key-small", "admin": "key-admin"}
 RATE = 20
 GCWS = {"method": "gcws", "input_dim": 4, "n_components": 16, "seed": 5}
 ROW = [1.0, 2.0, 0.0, 3.0]
@@ -31,7 +31,7 @@ def _entry(name: str, tenant: str, scopes: list[str], limits: dict | None = None
 KEYS_FILE = {"keys": [_entry("fast", "team-a", ["read", "write"]),
                       _entry("paced", "team-a", ["read"], {"requests_per_second": RATE}),
                       _entry("single", "team-b", ["read"], {"concurrent_requests": 1}),
-                      _entry("small", "team-c", ["read", "write"])],
+                      _entry("small", "team-c", ["read", "write"]), _entry("admin", "ops", ["admin"])],
              "tenants": {"team-c": {"stored_bytes": 4000}}}
 
 
@@ -152,6 +152,11 @@ def test_stored_bytes_are_refused_past_the_tenant_limit_before_writing(replicas)
         assert int(client.get(f"{prefix}tenant:team-c:stored-bytes") or 0) < used
         again = other.post("/v1/indexes/small/items", json={"ids": ["again"], "vectors": [ROW]}, headers=_auth("small"))
         assert again.status_code == 200, again.text
+        # an admin writing into team-c's index (?tenant=) is held to team-c's limit, not its own tenant's
+        rows = [[1.0 + n, 2.0, 0.5, 3.0] for n in range(20)]
+        by_admin = http.post("/v1/indexes/small/items", params={"tenant": "team-c"},
+                             json={"ids": [f"admin-{n}" for n in range(20)], "vectors": rows}, headers=_auth("admin"))
+        assert by_admin.status_code == 507 and "limit of 4000" in by_admin.json()["detail"], by_admin.text
         assert http.delete("/v1/indexes/small", headers=_auth("small")).status_code == 204
         assert int(client.get(f"{prefix}tenant:team-c:stored-bytes") or 0) == 0
         metrics = http.get("/metrics").text

@@ -15,7 +15,8 @@ rate_reservation_seconds)); what a worker took and did not use is given back on 
 do not strand in a worker the key's traffic left. The size follows the worker's demand: what it used of its last
 reservation (twice that when it used all of it), at most rate x rate_reservation_seconds. A key whose traffic is
 spread thin (fewer than 2 requests per worker per reservation time) takes one token per request: a round trip
-each, as without reservation. Concurrency limits have no local part: a lease is global, one round trip to take
+each, as without reservation. A refusal is remembered for as long as the bucket said it would stay empty: the
+requests of a key hammering past its limit are refused by the worker without a round trip. Concurrency limits have no local part: a lease is global, one round trip to take
 it (with the rate, in one script) and one to give it back. bench/bench_quotas.py measures what each costs.
 """
 
@@ -50,11 +51,13 @@ class TooManyRequests(Exception):
 
 @dataclass
 class Reservation:
-    """Tokens of a key's rate this worker took at once: `size` granted, `left` unused, usable until `until`."""
+    """Tokens of a key's rate this worker took at once: `size` granted, `left` unused, usable until `until`; or
+    (`refused`) the bucket's answer that it has none until `until`."""
 
     size: int
     left: int
     until: float
+    refused: bool = False
 
 
 class RequestQuotas:
@@ -101,9 +104,13 @@ class RequestQuotas:
         """Admit from this worker's reservation of the key's rate, taking a new one when it is used up or old."""
         reservation = self.reservations.get(principal.key_id)
         now = time.monotonic()
-        if reservation is not None and reservation.left > 0 and now < reservation.until:
-            reservation.left -= 1
-            return
+        if reservation is not None and now < reservation.until:
+            if reservation.left > 0:
+                reservation.left -= 1
+                return
+            if reservation.refused:  # the bucket had nothing until then: refused here, without asking Redis again
+                QUOTA_REFUSALS.labels(principal.tenant, RATE).inc()
+                raise TooManyRequests(principal, RATE, rate, max(1, math.ceil(reservation.until - now)))
         cap = max(1, math.floor(rate * self.settings.rate_reservation_seconds))
         if reservation is None:
             want, unused = 1, 0
@@ -114,11 +121,12 @@ class RequestQuotas:
         mine = self.reservations[principal.key_id] = Reservation(0, 0, now)
         granted, wait = await self.limits.take(principal.key_id, rate, want, unused)
         if not granted:
+            mine.until, mine.refused = time.monotonic() + wait, True
             QUOTA_REFUSALS.labels(principal.tenant, RATE).inc()
             raise TooManyRequests(principal, RATE, rate, max(1, math.ceil(wait)))
         now = time.monotonic()
         current = self.reservations.get(principal.key_id)
-        if current is not mine and current is not None and now < current.until:
+        if current is not mine and current is not None and now < current.until and not current.refused:
             current.size, current.left = current.size + granted - 1, current.left + granted - 1  # a trip of the
             return                                                     # same key came back first: one reservation
         mine.size, mine.left, mine.until = granted, granted - 1, now + self.settings.rate_reservation_seconds
