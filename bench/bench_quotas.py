@@ -1,6 +1,7 @@
 """Per-key limits (issue 35): do they hold across workers and replicas, and what do they cost a single vector?
 
     python bench/bench_quotas.py [--limit 50] [--drive 200] [--seconds 5] [--samples 400] [--rounds 5]
+                                 [--reservation 0.1]
 
 Starts one standalone Redis and two replicas (`featurehash serve --workers 2`, tests/service_support.py) sharing
 it, with a keys file (FEATUREHASH_KEYS_FILE) of four keys:
@@ -12,7 +13,8 @@ it, with a keys file (FEATUREHASH_KEYS_FILE) of four keys:
 2. Cost on single-vector latency: rff d=16 D=256 transform (JSON), sequential on one keep-alive connection to
    replica 1, for a key without limits, one with a rate (10^6/s: never refusing, always checked), one with a
    concurrency limit (1000: a lease taken and given back) and one with both; interleaved round by round, with
-   the server processes' CPU time per request beside the wall-clock p50/p99; each as a ratio to no limits.
+   the CPU time per request of replica 1's processes and Redis beside the wall-clock p50/p99; each as a ratio to
+   no limits. With --reservation 0 the rate costs a round trip per request (the workers reserve nothing).
 """
 
 from __future__ import annotations
@@ -106,6 +108,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--samples", type=int, default=400, help="requests per key per round")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--reservation", type=float, default=0.1,
+                        help="FEATUREHASH_RATE_RESERVATION_SECONDS of the servers (0: a round trip per request)")
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="bench-quotas-"))
@@ -113,7 +117,8 @@ def main() -> None:
     store = RedisProcess(root / "redis").start()
     prefix = f"bench-quotas-{uuid.uuid4().hex[:6]}:"
     servers = [ServiceProcess(f"replica-{n}", root / f"replica-{n}", workers=2, redis_url=store.url, key_prefix=prefix,
-                              keys_file=str(root / "keys.json"), durability="reply", access_log_level="off")
+                              keys_file=str(root / "keys.json"), durability="reply", access_log_level="off",
+                              rate_reservation_seconds=args.reservation)
                for n in (1, 2)]
     start_all(servers)
     try:
