@@ -1,6 +1,7 @@
 """Per-key limits through real servers: two replicas (`featurehash serve`, two uvicorn workers each) on one Redis,
 a keys file with limits. Requests per second and concurrent requests (429 with Retry-After) hold across all four
-workers; a sequential client is never refused by its own previous request; a tenant's stored bytes are refused
+workers; a sequential client is never refused by its own previous request; a running request's lease is renewed
+past lease_seconds; a tenant's stored bytes are refused
 past its limit with 507 before the write, and freed by removing; keys without limits leave nothing in Redis."""
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def replicas(tmp_path_factory):
     store = RedisProcess(root / "redis").start()
     prefix = f"fh-quotas-{uuid.uuid4().hex[:8]}:"
     servers = [ServiceProcess(f"replica-{n}", root / f"replica-{n}", workers=2, redis_url=store.url,
-                              key_prefix=prefix, keys_file=str(keys_file), durability="reply") for n in (1, 2)]
+                              key_prefix=prefix, keys_file=str(keys_file), durability="reply",
+                              lease_seconds=1) for n in (1, 2)]   # leases renewed every 1/3 s while held
     start_all(servers)
     with servers[0].client() as http:
         map_id = http.post("/v1/maps", json=GCWS, headers=_auth("fast")).json()["id"]
@@ -116,6 +118,8 @@ def test_concurrent_requests_hold_across_replicas_and_free_when_the_request_ends
             answer = _transform(http, map_id, "single")
             assert answer.status_code == 429 and answer.json()["field"] == "concurrent_requests"
             assert int(answer.headers["retry-after"]) >= 1
+            time.sleep(1.5)   # past lease_seconds: the running request's worker has renewed its lease
+            assert _transform(http, map_id, "single").status_code == 429
             assert _transform(http, map_id, "fast").status_code == 200   # another key is not held up
             held.sendall(rest)
             assert held.recv(100).startswith(b"HTTP/1.1 200")
