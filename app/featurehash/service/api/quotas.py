@@ -1,6 +1,7 @@
 """Per-key request limits in the service: requests per second and concurrent requests (429 with Retry-After).
 
-`RequestQuotas.admit(request, principal)` runs after the key is known (deps.require_api_key, deps.checked_state):
+`RequestQuotas.admit(request, principal)` runs once the key and its scope are checked (deps.Requires,
+deps.checked_state):
 a key without limits costs nothing (no Redis); a key with either takes one atomic script, one round trip
 (featurehash.store.request_limits: GCRA on Redis's clock, leases with an expiry). A lease is given back by the
 request middleware just before the last byte of the answer is sent (`release`), so a client that waits for its
@@ -16,8 +17,12 @@ do not strand in a worker the key's traffic left. The size follows the worker's 
 reservation (twice that when it used all of it), at most rate x rate_reservation_seconds. A key whose traffic is
 spread thin (fewer than 2 requests per worker per reservation time) takes one token per request: a round trip
 each, as without reservation. A refusal is remembered for as long as the bucket said it would stay empty: the
-requests of a key hammering past its limit are refused by the worker without a round trip. Concurrency limits have no local part: a lease is global, one round trip to take
-it (with the rate, in one script) and one to give it back. bench/bench_quotas.py measures what each costs.
+requests of a key hammering past its limit are refused by the worker without a round trip.
+
+Concurrency limits have no local part: a lease is global, one round trip to take it (with the rate, in one
+script) and one to give it back, awaited before the answer's last byte (a reply not waited for could reach Redis
+after the client's next request, through another worker, and refuse it). bench/bench_quotas.py measures what
+each costs.
 """
 
 from __future__ import annotations
