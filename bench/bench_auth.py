@@ -6,7 +6,7 @@ The check alone first (deps.checked_state on a prepared request, timeit), then t
 contenders interleaved round by round (a shared machine's load falls on all):
 
 1. The app's own CPU per request, no HTTP (bench/asgi_cost.py's raw ASGI calls, process_time): rff d=64 D=1024
-   single-vector JSON transform, the plain route (`deps.checked_state`), one embedded Redis for the three apps.
+   single-vector JSON transform, the plain route (`deps.checked_state`), one app whose key source is swapped.
    Best and median block of 1000 requests.
 2. Through HTTP: three `featurehash serve` servers (1 worker, embedded Redis each), one keep-alive connection
    each (bench/raw_http.py), p50/p99 of the same request, and the web worker's CPU per request (/proc ticks).
@@ -39,6 +39,7 @@ from raw_http import Connection, latencies_us  # noqa: E402
 
 from featurehash.service.api.middleware import access_lines  # noqa: E402
 from featurehash.service.app import create_app  # noqa: E402
+from featurehash.service.auth import KeySource  # noqa: E402
 from featurehash.service.config import Settings  # noqa: E402
 from featurehash.store.embedded import EmbeddedRedis  # noqa: E402
 
@@ -80,31 +81,35 @@ async def _asgi(keys_file: Path, rounds: int, per_block: int) -> dict[str, list[
         try:
             access_lines.flush()
             access_lines.fd = os.open(os.devnull, os.O_WRONLY)
-            apps, stops = {}, []
-            for name in CONTENDERS:
-                apps[name] = create_app(Settings(REDIS_URL=redis.url, access_log_level="info",
-                                                 **settings_of(name, keys_file)))
-                stops.append(await _started(apps[name]))
-            admin = [(b"authorization", f"Bearer {API_KEY}".encode())]
-            status, answer = await call(apps["api key"], "POST", "/v1/maps", orjson.dumps(SPEC), JSON + admin)
+            # One app, its key source swapped between blocks: the contenders differ in the keys alone (three
+            # apps differed by +-6 us a request with identical code, their caches and memory apart).
+            app = create_app(Settings(REDIS_URL=redis.url, access_log_level="info"))
+            inbox, task = await _started(app)
+            state = app.state.service
+            sources = {name: KeySource(**{"open": {"keys_file": None},
+                                          "api key": {"keys_file": None, "api_key": API_KEY},
+                                          "keys file": {"keys_file": keys_file}}[name]) for name in CONTENDERS}
+            status, answer = await call(app, "POST", "/v1/maps", orjson.dumps(SPEC), JSON)
             path = f"/v1/maps/{orjson.loads(answer)['id']}/transform"
             payload = body()
-            for name, app in apps.items():
+            checks = {}
+            for name in CONTENDERS:
+                state.keys = sources[name]
                 status, answer = await call(app, "POST", path, payload, JSON + auth_header(name))
                 if status != 200:
                     raise RuntimeError(f"{name}: {status} {answer[:200]!r}")
-            checks = {name: _check_cost(app, path, auth_header(name)) for name, app in apps.items()}
+                checks[name] = _check_cost(app, path, auth_header(name))
             blocks = {name: [] for name in CONTENDERS}
             for round_ in range(rounds):
                 for name in CONTENDERS[round_ % 3:] + CONTENDERS[:round_ % 3]:
+                    state.keys = sources[name]
                     headers = JSON + auth_header(name)
                     start = time.process_time()
                     for _ in range(per_block):
-                        await call(apps[name], "POST", path, payload, headers)
+                        await call(app, "POST", path, payload, headers)
                     blocks[name].append((time.process_time() - start) / per_block)
-            for inbox, task in stops:
-                await inbox.put({"type": "lifespan.shutdown"})
-                await task
+            await inbox.put({"type": "lifespan.shutdown"})
+            await task
             return blocks, checks
         finally:
             access_lines.flush()
