@@ -19,6 +19,7 @@ from . import compile_cache
 from .api import routes_compute, routes_health, routes_indexes, routes_maps
 from .api.admission import Admission
 from .api.deps import ServiceState
+from .api.quotas import RequestQuotas
 from .auth import KeySource
 from .api.errors import install_error_handlers
 from .api.middleware import RequestRecorder, access_lines, configure_access_log
@@ -109,7 +110,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                          cache=MapCache(settings.map_cache_bytes),
                                          indexes=AsyncLSHIndexes(redis, settings.key_prefix, offload=run_in_threadpool,
                                                                  durability=settings.durability),
-                                         watch=watch, keys=keys)
+                                         watch=watch, keys=keys, quotas=RequestQuotas(redis, settings))
         hangup = _reload_on_sighup(keys)
         watch.start()
         if settings.preload_kernels:
@@ -119,6 +120,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             if hangup:
                 asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+            await app.state.service.quotas.close()
             await watch.stop()
             await redis.aclose()
             access_lines.flush()

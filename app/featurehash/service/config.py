@@ -27,6 +27,17 @@ class Settings(BaseSettings):
     # changes and on SIGHUP. Neither set: the service is open, every caller the admin of tenant "default".
     keys_file: Path | None = None
     key_prefix: str = "featurehash:"
+    # Per-key limits (service/api/quotas.py; counted in Redis, so they hold across workers and replicas): defaults
+    # for keys of the keys file that set none (FEATUREHASH_API_KEY's key and an open service have none). Unset:
+    # unlimited. A rate admits bursts of rate x rate_burst_seconds requests (at least 1); a concurrency lease a
+    # crashed worker held lapses after lease_seconds (running requests renew theirs every lease_seconds / 3).
+    default_requests_per_second: float | None = Field(default=None, gt=0)
+    default_concurrent_requests: int | None = Field(default=None, ge=1)
+    rate_burst_seconds: float = Field(default=1.0, gt=0)
+    lease_seconds: float = Field(default=60.0, ge=1)
+    # A worker may take up to rate x this many seconds of a key's rate at once and admit them without Redis for as
+    # long (a rate-only key whose traffic brings a worker >= 2 requests in that time); 0: one round trip a request.
+    rate_reservation_seconds: float = Field(default=0.1, ge=0)
 
     max_body_bytes: int = Field(default=64 * MIB, ge=1)
     max_batch_rows: int = Field(default=100_000, ge=1)

@@ -154,18 +154,21 @@ return table.concat(out)
 """
 
 # Adds ('a') or removes ('r') a batch of items, if the index and the items are as the caller read
-# them: else -1 (meta changed) or -2 (an item changed), and nothing is written. KEYS: meta, count, free.
+# them: else -1 (meta changed) or -2 (an item changed), and nothing is written. It counts the bytes the batch
+# adds or frees (featurehash.store.lsh_accounting) before writing: past the tenant's limit (KEYS[5], ARGV[19] >= 0)
+# it returns {-3, used, needed} and writes nothing; else it adds them to the index's size and the tenant's total
+# and returns {items, bytes counted}. KEYS: meta, count, free, size, the tenant's total (optional).
 # ARGV: 1 meta SHA-1, 2 mode, 3 per item 12 bytes (id partition u32 BE, number u32 LE, number read
 # u32 LE: 0 when the id was absent), 4 id lengths, 5 ids, 6 the SHA-1 (hex) of each record read,
 # 7 new records, 8 tail lengths, 9 tails, 10-14 the bucket changes (CompactLayout.operations: partition
 # heads, buckets per head, fields, (leaving, joining) counts as u16 BE pairs, members), 15 record width, 16 chunk items,
-# 17 field bytes, 18 count change. A removal's first write is an HDEL (Redis at
+# 17 field bytes, 18 count change, 19 the tenant's stored-bytes limit (-1: none). A removal's first write is an HDEL (Redis at
 # maxmemory refuses a script's first write only if it may grow memory; deleting must work then).
 WRITE = _PRELUDE + """
 if redis.sha1hex(redis.call('GET', KEYS[1]) or '') ~= ARGV[1] then return -1 end
 local adding, items, lens, ids, shas = ARGV[2] == 'a', ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local width, chunk, fw = tonumber(ARGV[15]), tonumber(ARGV[16]), tonumber(ARGV[17])
-local plan, at, read = {}, 1, 0
+local plan, at, read, delta = {}, 1, 0, 0
 for i = 0, #items / 12 - 1 do
   local number, old = struct.unpack('<I4<I4', items, 12 * i + 5)
   local len = struct.unpack('<I4', lens, 4 * i + 1)
@@ -182,7 +185,27 @@ for i = 0, #items / 12 - 1 do
     local record = redis.call('GETRANGE', key, offset, offset + width - 1)
     if redis.sha1hex(record) ~= string.sub(shas, 40 * read - 39, 40 * read) then return -2 end
   end
-  plan[i + 1] = {ukey, id, number}
+  plan[i + 1] = {ukey, id, number, old}
+  local tkey, tfield = tail_slot(number)
+  local stored_tail = old == 0 and 0 or redis.call('HSTRLEN', tkey, tfield)
+  if adding then
+    local tail = struct.unpack('<I4', ARGV[8], 4 * i + 1)
+    delta = delta + tail - stored_tail + (old == 0 and width + len + 4 or 0)
+  else
+    delta = delta - stored_tail - width - len - 4
+  end
+end
+for p = 1, #ARGV[13], 4 do
+  local l1, l2, j1, j2 = string.byte(ARGV[13], p, p + 3)
+  delta = delta + 4 * (j1 * 256 + j2 - l1 * 256 - l2)
+end
+local limit = tonumber(ARGV[19])
+if KEYS[5] and delta > 0 and limit >= 0 then
+  local used = tonumber(redis.call('GET', KEYS[5]) or '0')
+  if used + delta > limit then  -- the new items' numbers (ALLOCATE's) go back to be given again
+    for _, item in ipairs(plan) do if item[4] == 0 then redis.call('RPUSH', KEYS[3], item[3]) end end
+    return {-3, used, delta}
+  end
 end
 local made, tat = {}, 1
 for i, item in ipairs(plan) do
@@ -275,5 +298,10 @@ for g = 0, #heads / 5 - 1 do
   end
   if not done then apply_group(head, size) end
 end
-return redis.call('INCRBY', KEYS[2], ARGV[18])
+local items_now = redis.call('INCRBY', KEYS[2], ARGV[18])
+local size = redis.call('INCRBY', KEYS[4], delta)
+if size < 0 then delta = delta - size end  -- items written before counting began: never below zero
+if size <= 0 then redis.call('DEL', KEYS[4]) end  -- an absent count is 0: an emptied index leaves no key
+if KEYS[5] and redis.call('INCRBY', KEYS[5], delta) <= 0 then redis.call('DEL', KEYS[5]) end
+return {items_now, delta}
 """

@@ -20,10 +20,11 @@ from . import lsh_compact_scripts as scripts
 from .lsh_compact import members_of, pack_strings
 from .lsh_inline import INLINE_ROWS, _small_input
 from .lsh_layout import check_item_ids, distinct_ids
-from .redis_steps import MAX_TRANSACTION_ATTEMPTS, Compute, RoundTrip, Scan, TransactionConflict, persisted
+from .lsh_accounting import StoredBytesExceeded
+from .redis_steps import MAX_TRANSACTION_ATTEMPTS, Compute, RoundTrip, Scan, TransactionConflict, is_cluster, persisted
 
 COMPACT_BATCH_OPERATIONS = 60_000  # bucket operations per script call: ~50 ms of Redis at a time
-_META_CHANGED, _ITEM_CHANGED = -1, -2
+_META_CHANGED, _ITEM_CHANGED, _OVER_LIMIT = -1, -2, -3
 
 
 class _CompactSteps:
@@ -49,7 +50,11 @@ class _CompactSteps:
             batch = slice(start, start + self._compact_batch())
             encoded = [item_id.encode() for item_id in ids[batch]]
             tails = encoded if vectors is None else [vector + item_id for vector, item_id in zip(vectors[batch], encoded)]
-            new, total = yield from self._write_batch(encoded, fingerprints[batch], identities[batch], tails)
+            try:
+                new, total = yield from self._write_batch(encoded, fingerprints[batch], identities[batch], tails)
+            except StoredBytesExceeded as exc:
+                exc.stored = start  # the batches before this one stay written (and counted)
+                raise
             added += new
         yield from persisted(self.durability, self.layout.meta)
         return {"added": added, "replaced": len(ids) - added, "items": total}
@@ -83,7 +88,9 @@ class _CompactSteps:
             if reply == _META_CHANGED:
                 yield from self._meta_gone_steps()
             elif reply != _ITEM_CHANGED:
-                return int(fresh.size), int(reply)
+                if int(reply[0]) == _OVER_LIMIT:
+                    raise StoredBytesExceeded(self.stored_bytes.limit, int(reply[1]), int(reply[2]))
+                return int(fresh.size), int(reply[0])
         raise TransactionConflict(f"{MAX_TRANSACTION_ATTEMPTS} attempts met concurrent changes to the same items")
 
     def _compact_add_command(self, ids, numbers, numbers_now, old_records, fingerprints, identities, tails) -> tuple:
@@ -109,9 +116,14 @@ class _CompactSteps:
         width = compact.width
         shas = b"".join(hashlib.sha1(old_records[at:at + width]).hexdigest().encode()
                         for at in range(0, len(old_records), width))
-        return ("EVAL", scripts.WRITE, 3, self.layout.meta, self.layout.count, compact.free,
+        account = self.stored_bytes
+        totals = () if account is None or is_cluster(self.redis) else (account.key,)  # another slot (lsh_accounting)
+        limit = -1 if not totals or account.limit is None else account.limit
+        return ("EVAL", scripts.WRITE, 4 + len(totals), self.layout.meta, self.layout.count, compact.free,
+                self.layout.prefix + b"size", *totals,
                 hashlib.sha1(self._meta).hexdigest(), mode, items.tobytes(), *pack_strings(ids), shas, records,
-                *pack_strings(tails), *operations, width, compact.chunk_items, compact.field_bytes, count_change)
+                *pack_strings(tails), *operations, width, compact.chunk_items, compact.field_bytes, count_change,
+                limit)
 
     def _meta_gone_steps(self):
         """Raises IndexNotFound or IndexConflict when the meta key is gone or another; returns when

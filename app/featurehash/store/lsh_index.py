@@ -70,6 +70,7 @@ from ..maps import FeatureMap, InputError
 from ..maps.lsh import band_digests, code_fingerprints
 from .durability import check_durability
 from .lsh_layout import IndexConfig, IndexLayout, unpack_records_and_vectors
+from .lsh_accounting import StoredBytes
 from .lsh_compact import CompactLayout
 from .lsh_compact_queries import _CompactQuerySteps
 from .lsh_compact_steps import _CompactSteps
@@ -102,8 +103,10 @@ class _IndexSteps(_CompactSteps, _CompactQuerySteps, _WriteSteps, _QuerySteps, _
     """The operations on one index as step generators (no I/O)."""
 
     def __init__(self, redis, config: IndexConfig, feature_map: FeatureMap, key_prefix: str,
-                 meta: bytes | None = None, items: int | None = None, durability: str = "reply"):
+                 meta: bytes | None = None, items: int | None = None, durability: str = "reply",
+                 stored_bytes: StoredBytes | None = None):
         check_client(redis)
+        self.stored_bytes = stored_bytes  # the tenant's count and limit (featurehash.store.lsh_accounting)
         self.durability = check_durability(durability)
         if feature_map.spec.id != config.map_spec["id"]:
             raise ValueError(f"index {config.name!r} is over map {config.map_spec['id']}, not {feature_map.spec.id}")

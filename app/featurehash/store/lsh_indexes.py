@@ -38,7 +38,8 @@ from .lsh_layout import (DEFAULT_TENANT, LATEST_LAYOUT, MAX_BANDS, NAME_PATTERN,
                          check_fraction, check_name, check_positive_int, tenant_key_prefix, tenants_key)
 from .lsh_vectors import VECTOR_STORAGE
 from .durability import check_durability
-from .redis_steps import RoundTrip, Scan, check_client, persisted, run_async, run_sync
+from .lsh_accounting import StoredBytes, tenant_total_key
+from .redis_steps import RoundTrip, Scan, check_client, is_cluster, persisted, run_async, run_sync
 
 DEFAULT_THRESHOLD = 0.8
 DEFAULT_RECALL_AT_THRESHOLD = 0.9
@@ -58,11 +59,15 @@ return {'created'}
 """
 # Atomic drop of the index's identity in its slot: the meta key goes, the marker comes (or stays,
 # when a crashed delete left only the marker). Its other keys are then SCANned and UNLINKed. The
-# marker is set only after a DEL that removed something: Redis at maxmemory refuses a script whose
+# index's counted bytes leave the tenant's total (featurehash.store.lsh_accounting; KEYS: meta, marker, size, the
+# tenant's total unless on a cluster). The marker is set only after a DEL that removed something: Redis at maxmemory refuses a script whose
 # first write may grow memory, and deleting must work then.
 _DROP_SCRIPT = """
 if redis.call('DEL', KEYS[1]) == 1 then
   redis.call('SET', KEYS[2], '1')
+  local size = tonumber(redis.call('GET', KEYS[3]) or '0')
+  if KEYS[4] and size > 0 and redis.call('DECRBY', KEYS[4], size) <= 0 then redis.call('DEL', KEYS[4]) end
+  redis.call('DEL', KEYS[3])
   return 1
 end
 return redis.call('EXISTS', KEYS[2])
@@ -152,8 +157,9 @@ def plan_index(feature_map: FeatureMap, *, name: str | None = None, bands: int |
 
 class _RegistrySteps:
     def __init__(self, redis, key_prefix: str = "featurehash:", durability: str = "reply",
-                 tenant: str = DEFAULT_TENANT):
+                 tenant: str = DEFAULT_TENANT, *, stored_bytes_limit: int | None = None):
         check_client(redis)
+        self.stored_bytes_limit = stored_bytes_limit
         self.durability = check_durability(durability)
         self.redis = redis
         self.base_prefix, self.tenant = key_prefix, tenant
@@ -161,6 +167,15 @@ class _RegistrySteps:
         self._tenants = tenants_key(key_prefix)
         self._registry = IndexLayout.registry(self.key_prefix)
         self._deleting = IndexLayout.deleting(self.key_prefix)
+        self.stored_bytes_key = tenant_total_key(self.key_prefix)  # featurehash.store.lsh_accounting
+
+    def stored_bytes(self, limit: int | None = None) -> StoredBytes:
+        """The tenant's count, limited by `limit` (else this registry's stored_bytes_limit)."""
+        return StoredBytes(self.stored_bytes_key, self.stored_bytes_limit if limit is None else limit)
+
+    def _used_steps(self):
+        (used,) = yield RoundTrip([("GET", self.stored_bytes_key)])
+        return int(used or 0)
 
     def _create_steps(self, config: IndexConfig):
         layout = IndexLayout(self.key_prefix, config.name, config.layout)
@@ -232,7 +247,9 @@ class _RegistrySteps:
     def _delete_steps(self, name: str):
         """Forget the index at once, then UNLINK its keys page by page; the number of keys removed."""
         layout = self._layout(name)
-        (existed,) = yield RoundTrip([("EVAL", _DROP_SCRIPT, 2, layout.meta, layout.deleting_marker)])
+        totals = () if is_cluster(self.redis) else (self.stored_bytes_key,)
+        (existed,) = yield RoundTrip([("EVAL", _DROP_SCRIPT, 3 + len(totals), layout.meta, layout.deleting_marker,
+                                       layout.prefix + b"size", *totals)])
         if existed:
             yield RoundTrip([("ZREM", self._registry, name)])
             removed = yield from self._unlink_steps(layout, keep=layout.deleting_marker)
@@ -280,7 +297,8 @@ class LSHIndexes(_RegistrySteps):
         forest_rows; see plan_index), or the stored one of that name if it has the same map,
         banding, vectors and forest (`.created` tells)."""
         config, meta, created = run_sync(self.redis, self._create_steps(plan_index(feature_map, **options)))
-        index = LSHIndex(self.redis, config, feature_map, self.key_prefix, meta=meta, durability=self.durability)
+        index = LSHIndex(self.redis, config, feature_map, self.key_prefix, meta=meta, durability=self.durability,
+                         stored_bytes=self.stored_bytes())
         index.created = created
         return index
 
@@ -288,7 +306,7 @@ class LSHIndexes(_RegistrySteps):
         """The stored index; its map is rebuilt from the stored spec unless given."""
         config, meta, items = run_sync(self.redis, self._load_steps(name))
         return LSHIndex(self.redis, config, feature_map or create_map(config.map_spec), self.key_prefix,
-                        meta=meta, items=items, durability=self.durability)
+                        meta=meta, items=items, durability=self.durability, stored_bytes=self.stored_bytes())
 
     def describe(self, name: str) -> dict[str, Any]:
         return run_sync(self.redis, self._describe_steps(name))
@@ -298,6 +316,10 @@ class LSHIndexes(_RegistrySteps):
 
     def delete(self, name: str) -> int:
         return run_sync(self.redis, self._delete_steps(name))
+
+    def used_bytes(self) -> int:
+        """The bytes the tenant's indexes hold, as counted (featurehash.store.lsh_accounting)."""
+        return run_sync(self.redis, self._used_steps())
 
     def tenants(self) -> list[str]:
         """"default" and every tenant that has created an index (under this key prefix)."""
@@ -337,9 +359,15 @@ class AsyncLSHIndexes(_RegistrySteps):
         return await run_async(self.redis, self._load_steps(name), self.offload)
 
     def bind(self, config: IndexConfig, meta: bytes, feature_map: FeatureMap,
-             items: int | None = None) -> AsyncLSHIndex:
+             items: int | None = None, stored_bytes_limit: int | None = None) -> AsyncLSHIndex:
+        """The index, its writes refused past `stored_bytes_limit` (else this registry's) for its tenant."""
         return AsyncLSHIndex(self.redis, config, feature_map, self.key_prefix, meta=meta, items=items,
-                             offload=self.offload, durability=self.durability)
+                             offload=self.offload, durability=self.durability,
+                             stored_bytes=self.stored_bytes(stored_bytes_limit))
+
+    async def used_bytes(self) -> int:
+        """The bytes the tenant's indexes hold, as counted (featurehash.store.lsh_accounting)."""
+        return await run_async(self.redis, self._used_steps(), self.offload)
 
     async def open(self, name: str, feature_map: FeatureMap | None = None) -> AsyncLSHIndex:
         config, meta, items = await self.load(name)

@@ -31,6 +31,8 @@ defaults, which it does not change):
                              field = the identity's other bits, value = the members (uint32 LE each)
     P o<level><u32><field>   a bucket of more than 16 members (64 bytes), a set (field value "")
     P next, P free           the last item number given (INCRBY), removed numbers (reused first)
+    P size                   the bytes the index's items hold, as counted on every write (beside the tenant's
+                             total `{tenant prefix}stored-bytes`: featurehash.store.lsh_accounting)
 
 Partitions are sized at creation from `expected_items` (default 100,000): about 48 fields a hash at
 that count, so up to ~2.5x as many items keep them under 128; beyond, Redis converts the fullest

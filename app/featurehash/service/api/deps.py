@@ -30,6 +30,7 @@ from ...store import SpecStore
 from ...store.lsh_indexes import AsyncLSHIndexes
 from ...store.spec_watch import SpecWatch
 from .errors import Forbidden, MapNotFound, Unauthorized
+from .quotas import RequestQuotas
 
 
 def _done() -> threading.Event:
@@ -46,6 +47,8 @@ class ServiceState:
     indexes: AsyncLSHIndexes
     watch: SpecWatch
     keys: KeySource = field(default_factory=lambda: KeySource(None))
+    # Per-key request limits (quotas.RequestQuotas); None: none are checked.
+    quotas: "RequestQuotas | None" = None
     # Set once the compiled kernels are loaded (at once unless settings.preload_kernels).
     kernels_loaded: threading.Event = field(default_factory=_done)
     _tenant_indexes: dict[str, AsyncLSHIndexes] = field(default_factory=dict, repr=False)
@@ -246,17 +249,21 @@ class Requires:
     def __init__(self, scope: Scope):
         self.scope = scope
 
-    async def __call__(self, principal: Principal = Depends(require_api_key)) -> Principal:
+    async def __call__(self, request: Request, principal: Principal = Depends(require_api_key)) -> Principal:
         if not principal.allows(self.scope):
             raise Forbidden(self.scope, principal)
+        quotas = request.app.state.service.quotas
+        if quotas is not None:  # the key's request limits (quotas.RequestQuotas), once its scope is known to be enough
+            await quotas.admit(request, principal)
         return principal
 
 
 READ, WRITE, ADMIN = (Requires(scope) for scope in (Scope.READ, Scope.WRITE, Scope.ADMIN))
 
 
-def checked_state(request: Request, scope: Scope = Scope.READ) -> ServiceState:
-    """A plain route's service state, after require_api_key's, Requires(scope)'s and refuse_unknown_query's checks."""
+async def checked_state(request: Request, scope: Scope = Scope.READ) -> ServiceState:
+    """A plain route's service state, after require_api_key's, Requires(scope)'s and refuse_unknown_query's checks,
+    then the key's request limits (quotas.RequestQuotas: no Redis for a key without any)."""
     state = request.app.state.service
     ring = state.keys.current()
     if ring.open:
@@ -265,6 +272,8 @@ def checked_state(request: Request, scope: Scope = Scope.READ) -> ServiceState:
         principal = _authenticate(request, state, _bearer_token(_authorization(request.scope["headers"])))
         if not principal.allows(scope):
             raise Forbidden(scope, principal)
+        if state.quotas is not None:
+            await state.quotas.admit(request, principal)
     _refuse_unknown_query(request)
     return state
 

@@ -23,6 +23,9 @@ from ...store.durability import WriteRefused, refusal_of
 from ...store.lsh_index import IndexConflict, IndexNotFound, ItemNotFound
 from ...store.redis_steps import TransactionConflict
 from .admission import Refused
+from .metrics import QUOTA_REFUSALS
+from .quotas import TooManyRequests
+from ...store.lsh_accounting import StoredBytesExceeded
 from ...protocol.codecs import UnsupportedMediaType
 from .responses import json_response
 
@@ -128,6 +131,23 @@ def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
         why = f" ({exc.why})" if exc.why else ""
         return error_response(403, "scope", f"this operation requires the {exc.scope.value!r} scope{why}; the key "
                               f"{exc.principal.key_id!r} grants {granted}")
+
+    @app.exception_handler(TooManyRequests)
+    async def too_many_requests(request: Request, exc: TooManyRequests):
+        what = f"{exc.value:g} requests per second" if exc.limit == "requests_per_second" else \
+            f"{exc.value} concurrent requests"
+        return error_response(429, exc.limit, f"key {exc.principal.key_id!r} is over its limit of {what}; retry "
+                              f"after {exc.retry_after} s", headers={"Retry-After": str(exc.retry_after)})
+
+    @app.exception_handler(StoredBytesExceeded)
+    async def stored_bytes_exceeded(request: Request, exc: StoredBytesExceeded):
+        principal = request.scope.get("state", {}).get("principal")
+        if principal is not None:
+            QUOTA_REFUSALS.labels(principal.tenant, "stored_bytes").inc()
+        done = f"; the request's first {exc.stored} items were stored (and are counted)" if exc.stored else ""
+        return error_response(507, "stored_bytes", f"the tenant's indexes hold {exc.used} bytes of its limit of "
+                              f"{exc.limit}; these items need {exc.needed} more. Nothing of them was written{done}: "
+                              "remove items or delete indexes, or ask for a larger limit")
 
     @app.exception_handler(BodyTooLarge)
     async def body_too_large(request: Request, exc: BodyTooLarge):

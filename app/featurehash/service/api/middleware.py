@@ -16,6 +16,7 @@ from .admission import CURRENT, Admission, Refused, refuse_unread
 from .errors import BodyTooLarge, error_response
 from .metrics import LATENCY, REQUESTS
 from .plain_route import PlainDispatch
+from .quotas import LEASE, release_lease
 
 REQUEST_ID_HEADER = b"x-request-id"
 # Bodies are read as sent: a compressed one is refused (415) rather than decoded (no decompression
@@ -103,6 +104,9 @@ class RequestRecorder:
             if message["type"] == "http.response.start":
                 status = message["status"]
                 message["headers"] = [*message.get("headers", ()), (REQUEST_ID_HEADER, request_id)]
+            elif not message.get("more_body") and LEASE in scope.get("state", _NO_STATE):
+                # a concurrency lease goes back before the last byte: the client's next request finds it free
+                await release_lease(scope)
             await send(message)
 
         start = time.perf_counter()
@@ -116,6 +120,8 @@ class RequestRecorder:
             else:
                 await self._admitted(scope, receive, send_with_id, declared, media_type)
         finally:
+            if LEASE in scope.get("state", _NO_STATE):  # no answer sent through here (a 500, a cut connection)
+                await release_lease(scope)
             self._record(scope, status, time.perf_counter() - start, request_id.decode())
 
     async def _admitted(self, scope, receive, send, declared: bytes | None, media_type: bytes | None) -> None:

@@ -44,7 +44,7 @@ from ...protocol.schemas import (NPY_CONTENT, DenseFeatures, HashRequest, HashRe
                       plain_route_doc)
 from .streams import RowResult, json_answer, npy_answer
 
-router = APIRouter(prefix="/v1/maps/{map_id}", tags=["features"], responses=errors(401, 403, 404, 413, 415, 422, 503),
+router = APIRouter(prefix="/v1/maps/{map_id}", tags=["features"], responses=errors(401, 403, 404, 413, 415, 422, 429, 503),
                    generate_unique_id_function=operation_id, route_class=PlainRoute)
 PLAIN_READ = {SCOPE_EXTENSION: "read"}  # what checked_state(request) requires, for the OpenAPI document
 MAP_ID = {"name": "map_id", "schema": {"title": "Map Id", "type": "string"}, "examples": MAP_ID_EXAMPLES}
@@ -128,7 +128,7 @@ def _one_hot_features(feature_map: FeatureMap, X, npy: bool, settings) -> Respon
                                              "features (JSON only); .npy with Accept: application/x-npy"},
                         **errors(406)})
 async def transform(request: Request):
-    state = checked_state(request)
+    state = await checked_state(request)
     dtype = query_value(request, "dtype", DTYPE, "float32")
     raw, feature_map = await _prepare(request, state)
     content_type, accept = request.headers.get("content-type"), request.headers.get("accept")
@@ -166,7 +166,7 @@ async def transform(request: Request):
                               "description": "codes; .npy with Accept: application/x-npy (JSON whenever bands "
                                              "are asked for: codes and band keys)"}})
 async def hash_vectors(request: Request):
-    state = checked_state(request)
+    state = await checked_state(request)
     query_bands = query_value(request, "bands", BANDS, None)
     raw, feature_map = await _prepare(request, state)
     content_type, accept = request.headers.get("content-type"), request.headers.get("accept")

