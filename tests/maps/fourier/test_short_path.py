@@ -125,7 +125,7 @@ def test_bad_rows_get_the_full_paths_errors(name):
             else:
                 np.testing.assert_array_equal(ours, theirs)
     assert sum(isinstance(outcome(full, X, np.float64), str) for X in cases) >= 3   # nan, inf, -inf at least
-    assert not any(answers)
+    assert len(answers) > 6 and not any(answers[:6])   # the nonfinite rows (asked once each): never computed there
 
 
 def test_all_zero_rows_follow_empty_rows():
