@@ -269,7 +269,7 @@ class DenseFeatureMap(FeatureMap):
         Computed in row chunks (the temporaries are one chunk wide), by several threads (`threads`, by
         default all that `_row_threads` allows) for a large batch of a map that `shares_rows`."""
         total = X.shape[0] * self.output_dim
-        if self.short_path and threads is None and total < SHORT_PATH_ELEMENTS and self._short_features(X, out):
+        if self.short_path and threads in (None, 1) and total < SHORT_PATH_ELEMENTS and self._short_features(X, out):
             return
         if threads is None:
             threads = row_threads.thread_count() if self._may_share(X.shape[0]) else 1
