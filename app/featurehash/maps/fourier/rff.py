@@ -310,8 +310,10 @@ class RFFMap(DenseFeatureMap):
         if path is None:
             if dtype not in _FLOAT_LIMITS:
                 return False
-            path = self._short_paths[dtype] = (self._pass_for(dtype), self._projector(dtype),
-                                               self._largest_weight(dtype), _FLOAT_LIMITS[dtype])
+            with np.errstate(over="ignore", invalid="ignore"):   # once per dtype: frequencies that overflow
+                path = (self._pass_for(dtype), self._projector(dtype),   # are a SpecError, as on the full path
+                        self._largest_weight(dtype), _FLOAT_LIMITS[dtype])
+            self._short_paths[dtype] = path
         if X.dtype not in _FLOAT_LIMITS:
             return False
         fourier_pass, project, largest_weight, limit = path
