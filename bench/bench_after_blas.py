@@ -86,13 +86,15 @@ for r in range(2 * rounds):
         times["fh_first"].append(timed(featurehash)); times["np_second"].append(timed(numpy_floor))
     else:
         times["np_first"].append(timed(numpy_floor)); times["fh_second"].append(timed(featurehash))
-print(json.dumps({k: [float(np.median([w for w, _ in v])), float(np.median([c for _, c in v]))] for k, v in times.items()}))
+medians = {k: [float(np.median([w for w, _ in v])), float(np.median([c for _, c in v]))] for k, v in times.items()}
+print(json.dumps(medians))
 """
 ORDER_SHAPES = ((16384, 64, 1024, "float32"), (2048, 512, 2048, "float32"), (8192, 32, 1024, "float64"))
 
 
 def both_orders(rounds: int) -> None:
-    print(f"\nBoth orders, rff cos_sin against the numpy floor; medians of {rounds} rounds each; wall / CPU ms per call")
+    print(f"\nBoth orders, rff cos_sin against the numpy floor; medians of {rounds} rounds each; wall / CPU ms "
+          "per call")
     print(f"{'(n, d, D) dtype':26s} {'threads':>7s} {'fh first':>15s} {'then numpy':>15s} {'numpy first':>15s} "
           f"{'then fh':>15s} {'ratio fh-first':>14s} {'np-first':>9s}")
     for n, d, D, dtype in ORDER_SHAPES:

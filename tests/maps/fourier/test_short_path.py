@@ -180,16 +180,23 @@ for name, (method, params) in json.loads(sys.argv[1]).items():
         full = create_map(m.spec.to_dict())
         full.short_path = False
         X = rng.standard_normal((64, d))
+        cuts = ((0, 4), (4, 20), (20, 64))
         for dtype in ("float32", "float64"):
-            alone = np.concatenate([m.transform(X[i:i + 1], dtype=dtype) for i in range(len(X))])
-            batches = np.concatenate([m.transform(X[a:b], dtype=dtype) for a, b in ((0, 4), (4, 20), (20, 64))])
+            def cut_by(feature_map, pieces):
+                return np.concatenate([feature_map.transform(X[a:b], dtype=dtype) for a, b in pieces])
+            alone = cut_by(m, [(i, i + 1) for i in range(len(X))])
+            batches = cut_by(m, cuts)
             whole = m.transform(X, dtype=dtype)
-            for Z, cut in ((alone, 1), (batches, None), (whole, 64)):
-                expected = (np.concatenate([full.transform(X[i:i + 1], dtype=dtype) for i in range(len(X))])
-                            if cut == 1 else full.transform(X, dtype=dtype) if cut == 64 else
-                            np.concatenate([full.transform(X[a:b], dtype=dtype) for a, b in ((0, 4), (4, 20), (20, 64))]))
-                assert np.array_equal(Z, expected), (name, d, dtype, cut)
+            assert np.array_equal(alone, cut_by(full, [(i, i + 1) for i in range(len(X))])), (name, d, dtype)
+            assert np.array_equal(batches, cut_by(full, cuts)), (name, d, dtype)
+            assert np.array_equal(whole, full.transform(X, dtype=dtype)), (name, d, dtype)
             out[f"{name}/{d}/{dtype}"] = [alone.tolist(), batches.tolist(), whole.tolist()]
+W = np.array(create_map({"method": "rff", "input_dim": 300, "n_components": 1024, "seed": 3})._parameters_for(
+    np.dtype(np.float32))[0].T)   # the projector's np.dot is np.matmul's BLAS call: the same bits
+for dtype in (np.float32, np.float64):
+    for n in (1, 2, 4, 16, 64, 200):
+        rows, Wt = rng.standard_normal((n, 300)).astype(dtype), W.astype(dtype)
+        assert np.array_equal(np.dot(rows, Wt), np.matmul(rows, Wt)), (dtype, n)
 from threadpoolctl import threadpool_info
 out["blas"] = [(i["architecture"], i["num_threads"]) for i in threadpool_info() if i["internal_api"] == "openblas"]
 print(json.dumps(out))
@@ -225,8 +232,9 @@ def _run(env_update: dict) -> dict:
 
 def test_on_simulated_cpus_short_is_full_and_a_row_alone_agrees_with_its_batches():
     """In each variant the child asserts that the short path gives the full path's bits (alone, in uneven
-    batches, whole); here a row alone, in batches and in the whole batch, on every variant, agree within the
-    promise (float32 against float64 features of the default run)."""
+    batches, whole) and that np.dot (the projector's) is np.matmul's product, bit for bit; here a row alone,
+    in batches and in the whole batch, on every variant, agree within the promise (float32 against float64
+    features of the default run)."""
     with ThreadPoolExecutor(max_workers=2) as pool:
         runs = dict(zip(VARIANTS, pool.map(_run, VARIANTS.values())))
     assert all(blas == ["Sandybridge", 1] for blas in runs["sandybridge_1_thread"]["blas"])
