@@ -246,3 +246,30 @@ def test_on_simulated_cpus_short_is_full_and_a_row_alone_agrees_with_its_batches
         for run in runs.values():
             for Z32, Z64 in zip(run[key], run[key.replace("float32", "float64")]):
                 assert_dense_features_match(np.array(Z32), np.array(Z64), own, exact)
+
+
+def test_float32_passes_give_an_element_its_own_bits_whatever_its_row():
+    """The float32 passes pick a row's loop by whether all its arguments are below the float32 reduction's
+    bound (a comparison each, `_fourier_kernels._all_below`); an element's result must not depend on the
+    row: computed alone (a 1 x 1 pass) it is the same bits, also at the bounds, beyond them, and next to NaN."""
+    from featurehash.maps.fourier import _fourier_kernels as kernels
+
+    rng = np.random.default_rng(4)
+    near = np.float32(65535.5 * np.pi) * (1 + np.linspace(-3e-7, 3e-7, 7))
+    values = np.concatenate([rng.standard_normal(9) * 5, near, near / 2, [1e6, -3e5, np.nan]]).astype(np.float32)
+    P = np.stack([values, rng.permutation(values), np.full(values.size, 2.5, np.float32)])
+    P[2, 4] = near[3]   # one element at the bound in an otherwise easy row
+    offsets = rng.uniform(0, 6.28, values.size).astype(np.float32)
+    weights = rng.uniform(0.5, 1.0, values.size).astype(np.float32)
+    phase = P.copy()
+    kernels.shifted_cos_float32(phase, offsets, 0.3, False)
+    both = np.empty((3, 2 * values.size), np.float32)
+    kernels.cos_sin_into_float32(P, weights, both, False)
+    for i in range(3):
+        for j in range(values.size):
+            alone = P[i:i + 1, j:j + 1].copy()
+            kernels.shifted_cos_float32(alone, offsets[j:j + 1], 0.3, False)
+            np.testing.assert_array_equal(alone[0, 0], phase[i, j])
+            pair = np.empty((1, 2), np.float32)
+            kernels.cos_sin_into_float32(P[i:i + 1, j:j + 1].copy(), weights[j:j + 1], pair, False)
+            np.testing.assert_array_equal(pair[0], both[i, [j, values.size + j]])
