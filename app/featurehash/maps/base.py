@@ -24,6 +24,9 @@ CHUNK_ELEMENTS = 2**21
 # (`_row_threads`): a smaller batch costs less than handing work to another thread.
 SHARED_MIN_ELEMENTS = 2**18
 SHARED_CHUNKS_PER_THREAD = 3
+# A batch of fewer features than this (one chunk, one thread) may take the map's short path
+# (`DenseFeatureMap.short_path`).
+SHORT_PATH_ELEMENTS = SHARED_MIN_ELEMENTS
 
 # `params.empty_rows` of the maps that refuse an all-zero row by default (nrff and srf: no direction; gcws: no
 # entry to sample). A choice other than "error" is written into the spec (so it has its own id); "error" is
@@ -229,6 +232,9 @@ class DenseFeatureMap(FeatureMap):
     # Chunks of one batch may be computed by several threads at once (`_features_into` and the
     # parameters it reads are safe to share once materialised).
     shares_rows: ClassVar[bool] = False
+    # `_short_features` computes small batches (issue 32: a single row was 0.5-0.6x numpy's time, most of it
+    # the layers around the kernels: the input check's Python half, np.errstate, wrappers).
+    short_path: ClassVar[bool] = False
 
     @property
     def shared_chunk_rows(self) -> int:
@@ -236,6 +242,11 @@ class DenseFeatureMap(FeatureMap):
         return 1
 
     def transform(self, X, *, dtype=None) -> np.ndarray:
+        if (self.short_path and type(X) is np.ndarray and X.ndim == 2 and self.text_stage is None
+                and 0 < X.shape[0] * self.output_dim < SHORT_PATH_ELEMENTS):
+            out = np.empty((X.shape[0], self.output_dim), dtype=output_dtype(dtype))
+            if self._short_features(X, out):
+                return out
         self.require_features()
         X = self.check(X)
         out = np.empty((X.shape[0], self.output_dim), dtype=output_dtype(dtype))
@@ -258,6 +269,8 @@ class DenseFeatureMap(FeatureMap):
         Computed in row chunks (the temporaries are one chunk wide), by several threads (`threads`, by
         default all that `_row_threads` allows) for a large batch of a map that `shares_rows`."""
         total = X.shape[0] * self.output_dim
+        if self.short_path and threads in (None, 1) and total < SHORT_PATH_ELEMENTS and self._short_features(X, out):
+            return
         if threads is None:
             threads = row_threads.thread_count() if self._may_share(X.shape[0]) else 1
         if threads > 1:
@@ -302,6 +315,14 @@ class DenseFeatureMap(FeatureMap):
             bad = self._nonfinite_row(X[rows], out[rows])
             if bad is not None:
                 raise self._overflow_error(first_row + rows.start + bad, out.dtype)
+
+    def _short_features(self, X, out: np.ndarray) -> bool:
+        """The features of a small batch X (not necessarily checked) into `out` by the same kernels as
+        `features_into` (so the same bits), without what is not the work: True when done, all finite; False
+        when X is not a C-ordered float array of the right width, or its check or bound fails, or a value
+        needs numpy (then `out` may be partly written, and the caller takes the full path, which checks,
+        recomputes and raises). For maps that set `short_path`."""
+        raise NotImplementedError
 
     def _prepare_shared(self, dtype: np.dtype) -> None:
         """Make the parameters `_features_into` reads in `dtype` before threads share a batch (so no
@@ -359,6 +380,8 @@ class DenseFeatureMap(FeatureMap):
             return X
         if isinstance(X, np.ndarray) and dtype == np.float32:
             cast = float32_copy(X)   # None where an entry overflows
+        elif isinstance(X, np.ndarray) and X.dtype == np.float32:
+            return X.astype(dtype)   # float32 to float64 is exact (no np.errstate: ~1 us of a single row)
         else:
             with np.errstate(over="ignore"):
                 cast = X.astype(dtype, copy=False)

@@ -66,20 +66,23 @@ class FourierPass:
         self._shifted_cos = kernels.shifted_cos_float32 if single else kernels.shifted_cos_inplace
         self._cos_sin_into = kernels.cos_sin_into_float32 if single else kernels.cos_sin_into
 
-    def run(self, project, X, out: np.ndarray) -> bool:
+    def run(self, project, X, out: np.ndarray, reduce_any: bool = True) -> bool:
         """Features of the rows X into `out` (out.dtype == self.dtype). Returns True when every feature
-        is known to be finite (else the caller checks)."""
+        is known to be finite (else the caller checks). With `reduce_any` False, only the compiled passes run
+        (no numpy call, so nothing can warn): False when an argument was beyond their reduction, and then
+        `out` is partly written and the caller recomputes it with `reduce_any` (the same blocks, so the
+        features of both calls are the same bits)."""
         if self.offsets is not None:
             # The product is written where the features go, so the block need not fit a cache: one
             # product over the chunk packs W once (blocks of 128 rows made the product 1.3x slower at
             # d = 512, D = 4096), and the in-place pass then streams it.
             project(X, out)
-            return self._phase(out, project, X)
+            return self._phase(out, project, X, reduce_any)
         n_rows, m = X.shape[0], self.width
         if n_rows <= MIN_BLOCK_ROWS:   # one block, whatever the rule (a single vector: no slicing)
             projection = np.empty((n_rows, m), dtype=self.dtype)
             project(X, projection)
-            return self._cos_sin(projection, out)
+            return self._cos_sin(projection, out, reduce_any)
         step = min(n_rows, block_rows(X.shape[1], m, self.block_scale, self.product))
         scratch = np.empty((step, m), dtype=self.dtype)
         finite = True
@@ -88,12 +91,16 @@ class FourierPass:
             rows = X[start:stop] if step < n_rows else X
             projection = scratch[:stop - start]
             project(rows, projection)
-            finite &= self._cos_sin(projection, out[start:stop])
+            finite &= self._cos_sin(projection, out[start:stop], reduce_any)
+            if not (finite or reduce_any):
+                return False
         return bool(finite)
 
-    def _phase(self, block: np.ndarray, project, rows) -> bool:
+    def _phase(self, block: np.ndarray, project, rows, reduce_any: bool = True) -> bool:
         if self._shifted_cos(block, self.offsets, self.weight, self.normalize) == 0:
             return True
+        if not reduce_any:
+            return False
         project(rows, block)   # an argument beyond the compiled reduction: numpy reduces any argument
         block += self.offsets
         np.cos(block, out=block)
@@ -103,9 +110,11 @@ class FourierPass:
             kernels.normalize_rows(block)
         return not np.isnan(block.max())   # cos of a finite number is finite; of inf or nan, nan
 
-    def _cos_sin(self, projection: np.ndarray, block: np.ndarray) -> bool:
+    def _cos_sin(self, projection: np.ndarray, block: np.ndarray, reduce_any: bool = True) -> bool:
         if self._cos_sin_into(projection, self._cast_weights, block, self.normalize) == 0:
             return True
+        if not reduce_any:
+            return False
         m = self.width
         cosines, sines = block[:, :m], block[:, m:]
         np.cos(projection, out=cosines)
