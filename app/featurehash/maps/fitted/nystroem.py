@@ -52,7 +52,7 @@ from .. import randomness
 from . import _nystroem_fit as fit
 from ..base import DenseFeatureMap
 from ..errors import SpecError
-from ..inputs import reject_negative, to_dense
+from ..inputs import FiniteFloat, SampleRows, reject_negative, rows_of_width, sample_array, to_dense
 
 MAX_STORED_NUMBERS = 2**20
 # Kernel values per block of the transform (4 MiB of float64): smaller blocks kept the kernel's passes in
@@ -80,7 +80,6 @@ def _unset(value) -> bool:
     return value is None
 
 
-FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 _POSITIVE = TypeAdapter(Annotated[float, Field(gt=0, allow_inf_nan=False)])
 
 
@@ -99,7 +98,7 @@ class NystroemParams(BaseModel):
     coef0: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     power: float | None = Field(default=None, gt=0, le=64, allow_inf_nan=False)
     sampling: Literal["rpcholesky", "uniform"] = "rpcholesky"
-    fit_sample: list[list[FiniteFloat]] | None = None
+    fit_sample: SampleRows() | None = None
     landmarks: list[list[FiniteFloat]] | None = None
     normalization: list[list[FiniteFloat]] | None = None
 
@@ -298,7 +297,7 @@ def _fit_sample(params: NystroemParams, input_dim: int, n_components: int) -> np
                         "rows of your data (at least n_components; a few thousand is typical); the spec then "
                         "stores the landmarks and their normalization instead")
     rows = len(params.fit_sample)
-    if rows == 0 or any(len(row) != input_dim for row in params.fit_sample):
+    if not rows_of_width(params.fit_sample, input_dim):
         raise SpecError("params.fit_sample", f"rows of the data to fit: each must have input_dim = {input_dim} "
                         "entries")
     work = MAX_FIT_WORK_COMPILED if params.kernel in COMPILED_FIT_KERNELS else MAX_FIT_WORK
@@ -306,7 +305,7 @@ def _fit_sample(params: NystroemParams, input_dim: int, n_components: int) -> np
         raise SpecError("params.fit_sample", f"{rows} rows for {n_components} landmarks of {input_dim} entries "
                         f"is over the fit's limits ({MAX_FIT_ROWS} rows, rows * n_components * (input_dim + "
                         f"n_components) <= {work} for the {params.kernel} kernel): send fewer rows")
-    sample = np.asarray(params.fit_sample, dtype=np.float64)
+    sample = sample_array(params.fit_sample)
     if params.kernel == "chi2" and sample.min() < 0:
         raise SpecError("params.fit_sample", "the chi2 kernel is defined on nonnegative entries")
     return sample
