@@ -279,10 +279,13 @@ def SampleRows(*, min_rows: int | None = None, max_rows: int | None = None):
     The spec's canonical JSON (hence its id) is the same for both: an array's bool, integer, float16 and
     float32 entries become the float64 numbers pydantic makes of them in a list (exactly, or rounded to
     nearest like Python's float() for integers past 2^53), and orjson writes a float64 array's numbers
-    as it writes Python floats (tests/maps/test_inputs.py checks edge values and random bit patterns).
+    as it writes Python floats (tests/maps/test_sample_rows.py checks edge values and random bit patterns).
     A params model holding one is dumped by `spec.params_document`; `sample_array` reads either form.
-    Arrays of other types or classes (object, complex, longdouble, subclasses) take the list path."""
+    Complex arrays are refused; arrays of other types or classes (object, strings, longdouble, subclasses)
+    take the list path."""
     def validate(value, handler):
+        if type(value) is np.ndarray and value.dtype.kind == "c":   # the list path would drop imaginary parts
+            raise PydanticCustomError("rows", "rows of real numbers, got dtype {dtype}", {"dtype": str(value.dtype)})
         if type(value) is not np.ndarray or value.dtype.kind not in "fiub" or value.dtype.itemsize > 8:
             return handler(value)
         return _sample_array_rows(value, min_rows, max_rows)
