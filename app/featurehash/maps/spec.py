@@ -15,10 +15,10 @@ serialisation writes the same text), so the id does not depend on the form the r
 from __future__ import annotations
 
 import hashlib
+import sys
 from functools import cached_property
 from typing import Any
 
-import numpy as np
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
@@ -77,7 +77,8 @@ def params_document(params: BaseModel) -> dict[str, Any]:
     """A params model as a spec's params: its JSON-mode dump, with numpy arrays (a fit_sample given as one)
     kept as they are, in field order (pydantic's list serializer does not take arrays, and a list of
     thousands of rows is what the array spares)."""
-    arrays = {name: value for name, value in params if isinstance(value, np.ndarray)}
+    numpy = sys.modules.get("numpy")   # not imported here: `import featurehash` stays free of numpy
+    arrays = {} if numpy is None else {name: value for name, value in params if isinstance(value, numpy.ndarray)}
     if not arrays:
         return params.model_dump(mode="json")
     dumped = params.model_dump(mode="json", exclude=set(arrays))
