@@ -33,10 +33,14 @@ fit_sample at most MAX_FIT_ROWS rows and rows * m * (input_dim + m) <= MAX_FIT_W
 Gaussian, Laplacian, polynomial and chi2 kernels (their columns are compiled: about 1.2 s of CPU at the limit,
 3800 rows, d = 64, m = 1024, measured on 2 loaded cores; the O(rows m^2) Cholesky updates dominate), MAX_FIT_WORK
 = 2^30 for arc-cosine and GMM, whose portable columns cost ~10x more (3-4 s at that limit).
+`fit_sample` is a list of rows or a numpy array (`inputs.SampleRows`: checked whole, no round trip through
+lists; the same id either way).
 Transform: by blocks of rows, the kernel block K(X, S) in float64 (Gaussian and polynomial through one BLAS
-product), times L^-T by BLAS's triangular product in place (trmm: half the flops of a general product), cast
-to float32 unless float64 is asked for; sparse CSR input is densified per chunk except for the Gaussian and
-polynomial kernels (O(nnz k) for the product).
+product), times L^-T by BLAS's triangular product in place (trmm: half the flops of a general product; a
+general product with a precomputed L^-T took twice as long), cast to float32 unless float64 is asked for;
+sparse CSR input is densified per chunk except for the Gaussian and polynomial kernels (O(nnz k) for the
+product). Threads share a large batch by blocks, BLAS single-threaded in each (`shares_rows`). The dense
+Gaussian's features skip the finiteness pass when provably bounded (`_features_into`).
 """
 
 from __future__ import annotations
