@@ -39,7 +39,8 @@ Transform: by blocks of rows, the kernel block K(X, S) in float64 (Gaussian and 
 product), times L^-T by BLAS's triangular product in place (trmm: half the flops of a general product; a
 general product with a precomputed L^-T took twice as long), cast to float32 unless float64 is asked for;
 sparse CSR input is densified per chunk except for the Gaussian and polynomial kernels (O(nnz k) for the
-product). Threads share a large batch by blocks, BLAS single-threaded in each (`shares_rows`). The dense
+product). The triangular product is numpy's OpenBLAS's, called without the GIL (`numerics._triangular_product`:
+scipy's wrapper holds it). Threads share a large batch by blocks, BLAS single-threaded in each (`shares_rows`). The dense
 Gaussian's features skip the finiteness pass when provably bounded (`_features_into`).
 """
 
@@ -57,6 +58,7 @@ from . import _nystroem_fit as fit
 from ..base import DenseFeatureMap
 from ..errors import SpecError
 from ..inputs import FiniteFloat, SampleRows, reject_negative, rows_of_width, sample_array, to_dense
+from ..numerics._triangular_product import upper_product_in_place
 
 MAX_STORED_NUMBERS = 2**20
 # Kernel values per block of the transform (4 MiB of float64): smaller blocks kept the kernel's passes in
@@ -265,20 +267,16 @@ class NystroemMap(DenseFeatureMap):
         block times L^-T by BLAS's triangular product (trmm: half the flops of a general product) in place.
         True (no finiteness check of `out` needed) when every kernel value was in [0, 1] and the largest
         absolute row sum of L^-1, which then bounds every feature, is far inside out's range."""
-        from scipy.linalg import blas   # here: scipy.linalg costs ~70 ms to import, and only transforms need it
-
         n, k = X.shape[0], self._landmarks.shape[0]
         in_place = k == out.shape[1] and out.dtype == np.float64
         rows = max(1, BLOCK_ELEMENTS // k)
         scratch = None if in_place else np.empty((min(rows, n), k))
-        inverse = self._normalization_t.T   # L^-1, Fortran-ordered
         bounded = self._feature_bound <= float(np.finfo(out.dtype).max) / 2
         for start in range(0, n, rows):
             part = slice(start, min(n, start + rows))
             block = out[part] if in_place else scratch[:part.stop - part.start]
             bounded &= self._landmark_kernel_into(X[part], block)
-            # block^T (k x rows, Fortran-ordered) := L^-1 block^T, i.e. block := block L^-T
-            blas.dtrmm(1.0, inverse, block.T, lower=1, overwrite_b=1)
+            upper_product_in_place(block, self._normalization_t)   # block := block L^-T
             if not in_place:
                 out[part, :k] = block
         if k < out.shape[1]:
