@@ -128,9 +128,9 @@ def stored_numbers(n_components: int, input_dim: int) -> int:
 class NystroemMap(DenseFeatureMap):
     method = "nystroem"
     Params = NystroemParams
-    # Threads share a large batch's row blocks, each block's BLAS single-threaded (`_row_threads`): BLAS's own
-    # threads for the kernel product (numpy's OpenBLAS) and the triangular one (scipy's, a second pool) spun
-    # against each other on 2 cores (CPU time 0.92x / 0.78x scikit-learn's in float64 / float32, measured).
+    # Threads share a large batch's row blocks, each block's BLAS single-threaded (`_row_threads`): with BLAS's
+    # own threads, the kernel product's (numpy's OpenBLAS) and the triangular one's (then scipy's, a second
+    # pool) spun against each other on 2 cores (CPU time 0.92x / 0.78x scikit-learn's in float64 / float32).
     shares_rows = True
 
     @classmethod
