@@ -272,6 +272,26 @@ def test_reweighted_quadrature_is_fitted_to_x_in_fit():
     assert np.sqrt(np.mean((Z @ Z.T - exact) ** 2)) < 0.05
 
 
+@pytest.mark.parametrize("estimator, method, params", [
+    (NystroemFeatures(n_components=12, gamma="median", sampling="uniform", fit_rows=40, random_state=2), "nystroem",
+     {"kernel": "gaussian", "gamma": "median", "sampling": "uniform"}),
+    (RandomFourierFeatures(n_components=16, gamma="scale", fit_rows=40, random_state=2), "rff",
+     {"kernel": "gaussian", "gamma": "scale", "variant": "cos_sin"}),
+    (QuadratureFeatures(grid="reweighted", n_components=8, gamma=0.5, fit_rows=40, random_state=2), "quadrature",
+     {"grid": "reweighted", "gamma": 0.5}),
+], ids=["nystroem", "rff", "quadrature"])
+def test_fit_passes_its_rows_as_an_array_with_the_spec_of_the_rows_as_lists(estimator, method, params):
+    """fit hands the spec its rows as a float64 array (no lists): the spec is that of the same rows as lists,
+    for float32 X (its values, exactly) as for float64 X."""
+    X = np.random.default_rng(6).standard_normal((90, 3)).astype(np.float32)
+    X[0, :2] = [-0.0, np.float32(1e-42)]
+    rows = X[np.unique(np.linspace(0, 89, 40).round().astype(int))]
+    from_lists = create_map({"method": method, "input_dim": 3, "n_components": estimator.n_components, "seed": 2,
+                             "params": {**params, "fit_sample": rows.tolist()}})
+    assert estimator.fit(X).spec_["id"] == from_lists.spec.id
+    assert estimator.fit(X.astype(np.float64)).spec_["id"] == from_lists.spec.id
+
+
 def test_grid_search_over_gamma_finds_the_bandwidth():
     X, y = make_circles(n_samples=300, noise=0.08, factor=0.4, random_state=0)
     pipeline = make_pipeline(RandomFourierFeatures(n_components=200, random_state=0), LogisticRegression(C=10))

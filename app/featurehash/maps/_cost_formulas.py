@@ -264,7 +264,8 @@ class Nystroem(Formula):
 
     def creation(self, spec: MapSpec, **options) -> Estimate:
         m, d = spec.n_components, spec.input_dim
-        rows = len(spec.params.get("fit_sample") or ())
+        sample = spec.params.get("fit_sample")   # a list of rows, or an array (no truth value)
+        rows = 0 if sample is None else len(sample)
         fast = spec.params.get("kernel", "gaussian") in ("gaussian", "polynomial", "laplacian", "chi2")
         ns = rows * m * (d + m) * (U.nystroem_fit if fast else U.nystroem_fit_portable) + m * m * U.element
         return Estimate(FIXED_SECONDS + ns * NS, "params.fit_sample" if rows > 4 * m else "n_components")

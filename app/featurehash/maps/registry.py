@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from . import cost
 from .errors import SpecError
-from .spec import DERIVED_KEYS, FORMAT_VERSION, MapSpec
+from .spec import DERIVED_KEYS, FORMAT_VERSION, MapSpec, params_document
 
 if TYPE_CHECKING:  # pragma: no cover
     from .base import FeatureMap
@@ -158,7 +158,7 @@ def _requested(raw, max_nbytes: int | None, max_work_seconds: float | None, opti
         raise SpecError("params", "expected an object")
     try:
         checked_params = cls.Params(**params)
-        spec = MapSpec(**{**document, "params": checked_params.model_dump(mode="json")})
+        spec = MapSpec(**{**document, "params": params_document(checked_params)})
     except ValidationError as exc:
         raise _spec_error(exc, "params." if exc.title == cls.Params.__name__ else "") from None
     if is_new_request:
@@ -166,7 +166,7 @@ def _requested(raw, max_nbytes: int | None, max_work_seconds: float | None, opti
         current = cls.complete_new_request(checked_params)
         if current is not checked_params:
             checked_params = current
-            spec = MapSpec(**{**document, "params": current.model_dump(mode="json")})
+            spec = MapSpec(**{**document, "params": params_document(current)})
     if max_nbytes is not None:
         check_size(cls.planned_nbytes_bound(spec, **options), spec, max_nbytes)
     if max_work_seconds is not None:
@@ -192,7 +192,7 @@ def resolve_spec(raw: Mapping[str, Any] | MapSpec, *, max_nbytes: int | None = N
                                     seed=spec.seed)
     if completed is not checked_params:
         # The requested params are left out of the dump: a fit_sample of thousands of rows was walked for nothing.
-        spec = MapSpec(**{**spec.model_dump(exclude={"id", "params"}), "params": completed.model_dump(mode="json")})
+        spec = MapSpec(**{**spec.model_dump(exclude={"id", "params"}), "params": params_document(completed)})
     cls.check_spec(spec)
     _check_derived(raw, spec, cls)
     return spec

@@ -7,11 +7,15 @@ into `input_dim` columns by featurehash.maps.text.hashing). A spec without `inpu
 the key is left out of the canonical JSON when it is absent. Its id hashes the canonical JSON of
 the spec together with FORMAT_VERSION, so the same spec always gets the same id and
 a change of the numeric format can never silently reuse an old id.
+A requested spec's params may hold a numpy array (a `fit_sample` given as one, `inputs.SampleRows`): it is
+written into the canonical JSON as the list of its float64 numbers would be (orjson's numpy
+serialisation writes the same text), so the id does not depend on the form the rows came in.
 """
 
 from __future__ import annotations
 
 import hashlib
+import sys
 from functools import cached_property
 from typing import Any
 
@@ -53,7 +57,7 @@ class MapSpec(BaseModel):
         }
         if self.input is not None:
             document["input"] = self.input
-        return orjson.dumps(document, option=orjson.OPT_SORT_KEYS)
+        return orjson.dumps(document, option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY)
 
     @computed_field  # type: ignore[prop-decorator]
     @cached_property
@@ -67,3 +71,17 @@ class MapSpec(BaseModel):
         if document["input"] is None:
             del document["input"]
         return {**document, "format_version": FORMAT_VERSION}
+
+
+def params_document(params: BaseModel) -> dict[str, Any]:
+    """A params model as a spec's params: its JSON-mode dump, with numpy arrays (a fit_sample given as one)
+    kept as they are, in field order (pydantic's list serializer does not take arrays, and a list of
+    thousands of rows is what the array spares)."""
+    numpy = sys.modules.get("numpy")   # not imported here: `import featurehash` stays free of numpy
+    arrays = {} if numpy is None else {name: value for name, value in params if isinstance(value, numpy.ndarray)}
+    if not arrays:
+        return params.model_dump(mode="json")
+    dumped = params.model_dump(mode="json", exclude=set(arrays))
+    fields = type(params).model_fields
+    document = {name: arrays.get(name, dumped.get(name)) for name in fields if name in arrays or name in dumped}
+    return {**document, **{name: value for name, value in dumped.items() if name not in fields}}

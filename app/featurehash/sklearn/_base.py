@@ -190,8 +190,10 @@ def _with_lengthscales(estimator, X, params: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
-def _evenly_spaced_rows(estimator, X, *, minimum: int, purpose: str) -> list[list[float]]:
-    """At most `estimator.fit_rows` evenly spaced rows of X, as the fit_sample of a spec."""
+def _evenly_spaced_rows(estimator, X, *, minimum: int, purpose: str) -> np.ndarray:
+    """At most `estimator.fit_rows` evenly spaced rows of X, as the fit_sample of a spec: a float64 array
+    (the spec takes one as it is, without a round trip through lists; its id is that of the same rows as
+    lists)."""
     fit_rows = _plain(estimator.fit_rows)
     if not isinstance(fit_rows, int) or isinstance(fit_rows, bool) or fit_rows < minimum:
         raise SpecError("fit_rows", f"rows of X to {purpose}: an integer >= {minimum}, got {fit_rows!r} "
@@ -199,4 +201,4 @@ def _evenly_spaced_rows(estimator, X, *, minimum: int, purpose: str) -> list[lis
     rows = np.unique(np.linspace(0, X.shape[0] - 1, min(X.shape[0], fit_rows)).round().astype(int))
     sample = X[rows]
     sample = sample.toarray() if hasattr(sample, "toarray") else sample
-    return sample.astype(np.float64).tolist()
+    return np.ascontiguousarray(sample, dtype=np.float64)

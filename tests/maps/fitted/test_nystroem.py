@@ -215,6 +215,44 @@ def test_bad_requests_name_their_field():
     assert negative.value.field == "vectors"
 
 
+def test_features_outside_the_range_are_refused_though_the_gaussian_skips_the_check(monkeypatch):
+    """The dense Gaussian skips the finiteness check of its features when they are bounded (kernel values in
+    [0, 1] and the largest absolute row sum of L^-1 inside the range): what it may skip it must not miss."""
+    X = sample(30, 4, 8)
+    m = nystroem(X, 6, gamma=0.3)
+    assert m._features_into(m._working_copy(X, np.float64), np.empty((30, 6))) is True
+    rows = m.spec.params["normalization"]
+    huge = {key: m.spec.params[key] for key in ("gamma", "landmarks")}
+    huge["normalization"] = [row[:-1] + [row[-1] * 1e39] for row in rows]   # float32's range is ~3.4e38
+    scaled_up = create_map({"method": "nystroem", "input_dim": 4, "n_components": 6, "params": huge})
+    assert np.isfinite(scaled_up.transform(X, dtype=np.float64)).all()
+    with pytest.raises(InputError, match="overflow float32"):
+        scaled_up.transform(X)
+    extreme = X.copy()
+    extreme[3] = 1e308   # 2 gamma <x, s> and gamma |x|^2 overflow: the exponent is NaN, the check names the row
+    with pytest.raises(InputError, match="row 3:"):
+        m.transform(extreme, dtype=np.float64)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "laplacian"])
+def test_threads_sharing_a_batch_give_the_features_of_one_thread(kernel, monkeypatch):
+    import featurehash.maps.base as base_module
+    import featurehash.maps.fitted.nystroem as nystroem_module
+
+    X = sample(400, 6, 9)
+    m = nystroem(X[:200], 40, kernel, gamma=0.2)
+    alone64, alone32 = np.empty((400, 40)), np.empty((400, 40), np.float32)
+    m.features_into(X, alone64, threads=1)
+    m.features_into(X.astype(np.float32), alone32, threads=1)
+    monkeypatch.setattr(nystroem_module, "BLOCK_ELEMENTS", 23 * 40)   # several blocks per chunk
+    monkeypatch.setattr(base_module, "SHARED_MIN_ELEMENTS", 60 * 40)  # many chunks
+    for threads in (2, 3):
+        shared64, shared32 = np.empty_like(alone64), np.empty_like(alone32)
+        m.features_into(X, shared64, threads=threads)
+        m.features_into(X.astype(np.float32), shared32, threads=threads)
+        assert_dense_features_match(shared32, shared64, alone32, alone64)
+
+
 # -- golden vectors (nystroem, additive_chi2, skewed_chi2) ------------------------------------
 
 @pytest.mark.parametrize("name", list(GOLDEN["cases"]))

@@ -33,10 +33,15 @@ fit_sample at most MAX_FIT_ROWS rows and rows * m * (input_dim + m) <= MAX_FIT_W
 Gaussian, Laplacian, polynomial and chi2 kernels (their columns are compiled: about 1.2 s of CPU at the limit,
 3800 rows, d = 64, m = 1024, measured on 2 loaded cores; the O(rows m^2) Cholesky updates dominate), MAX_FIT_WORK
 = 2^30 for arc-cosine and GMM, whose portable columns cost ~10x more (3-4 s at that limit).
+`fit_sample` is a list of rows or a numpy array (`inputs.SampleRows`: checked whole, no round trip through
+lists; the same id either way).
 Transform: by blocks of rows, the kernel block K(X, S) in float64 (Gaussian and polynomial through one BLAS
-product), times L^-T by BLAS's triangular product in place (trmm: half the flops of a general product), cast
-to float32 unless float64 is asked for; sparse CSR input is densified per chunk except for the Gaussian and
-polynomial kernels (O(nnz k) for the product).
+product), times L^-T by BLAS's triangular product in place (trmm: half the flops of a general product; a
+general product with a precomputed L^-T took twice as long), cast to float32 unless float64 is asked for;
+sparse CSR input is densified per chunk except for the Gaussian and polynomial kernels (O(nnz k) for the
+product). The triangular product is numpy's OpenBLAS's, called without the GIL (`numerics._triangular_product`:
+scipy's wrapper holds it). Threads share a large batch by blocks, BLAS single-threaded in each (`shares_rows`). The dense
+Gaussian's features skip the finiteness pass when provably bounded (`_features_into`).
 """
 
 from __future__ import annotations
@@ -52,7 +57,8 @@ from .. import randomness
 from . import _nystroem_fit as fit
 from ..base import DenseFeatureMap
 from ..errors import SpecError
-from ..inputs import reject_negative, to_dense
+from ..inputs import FiniteFloat, SampleRows, reject_negative, rows_of_width, sample_array, to_dense
+from ..numerics._triangular_product import upper_product_in_place
 
 MAX_STORED_NUMBERS = 2**20
 # Kernel values per block of the transform (4 MiB of float64): smaller blocks kept the kernel's passes in
@@ -80,7 +86,6 @@ def _unset(value) -> bool:
     return value is None
 
 
-FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 _POSITIVE = TypeAdapter(Annotated[float, Field(gt=0, allow_inf_nan=False)])
 
 
@@ -99,7 +104,7 @@ class NystroemParams(BaseModel):
     coef0: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     power: float | None = Field(default=None, gt=0, le=64, allow_inf_nan=False)
     sampling: Literal["rpcholesky", "uniform"] = "rpcholesky"
-    fit_sample: list[list[FiniteFloat]] | None = None
+    fit_sample: SampleRows() | None = None
     landmarks: list[list[FiniteFloat]] | None = None
     normalization: list[list[FiniteFloat]] | None = None
 
@@ -123,6 +128,10 @@ def stored_numbers(n_components: int, input_dim: int) -> int:
 class NystroemMap(DenseFeatureMap):
     method = "nystroem"
     Params = NystroemParams
+    # Threads share a large batch's row blocks, each block's BLAS single-threaded (`_row_threads`): with BLAS's
+    # own threads, the kernel product's (numpy's OpenBLAS) and the triangular one's (then scipy's, a second
+    # pool) spun against each other on 2 cores (CPU time 0.92x / 0.78x scikit-learn's in float64 / float32).
+    shares_rows = True
 
     @classmethod
     def complete_params(cls, params: NystroemParams, *, input_dim: int, n_components: int,
@@ -173,6 +182,9 @@ class NystroemMap(DenseFeatureMap):
             inverse[i, :i + 1] = row
         self._normalization_t = np.ascontiguousarray(inverse.T)
         self._landmark_squares = np.einsum("ij,ij->i", self._landmarks, self._landmarks)
+        # |z_i| <= sum_j |L^-1_ij| for kernel values in [0, 1]: the largest such sum bounds every feature.
+        self._feature_bound = float(np.abs(inverse).sum(axis=1).max()) if k else 0.0
+        self._largest_landmark_square = float(self._landmark_squares.max()) if k else 0.0
         # [s, 1, gamma |s|^2] per landmark: with [2 gamma x, -gamma |x|^2, -1] the Gaussian's exponent is one product.
         self._augmented = (np.column_stack([self._landmarks, np.ones(k), self.params.gamma * self._landmark_squares])
                            if self.params.kernel == "gaussian" else None)
@@ -193,6 +205,11 @@ class NystroemMap(DenseFeatureMap):
     def nbytes(self) -> int:
         return self.planned_nbytes
 
+    @property
+    def shared_chunk_rows(self) -> int:
+        """A thread's chunk is at least one block of the triangular product (smaller ones ran it slower)."""
+        return max(1, BLOCK_ELEMENTS // max(1, self._landmarks.shape[0]))
+
     def check(self, X, field: str = "vectors", *, first_row: int = 0):
         X = super().check(X, field, first_row=first_row)
         if self.params.kernel == "chi2":
@@ -208,17 +225,19 @@ class NystroemMap(DenseFeatureMap):
         self._landmark_kernel_into(X, block)
         return block
 
-    def _landmark_kernel_into(self, X, block: np.ndarray) -> None:
+    def _landmark_kernel_into(self, X, block: np.ndarray) -> bool:
+        """block = K(X, S); True when every value is known to lie in [0, 1] (the dense Gaussian's exponent
+        cannot have overflowed), so the features need no finiteness check (`_features_into`)."""
         p, S = self.params, self._landmarks
         if p.kernel not in ("gaussian", "polynomial"):
             block[...] = _kernel(p, to_dense(X), S, scaled=True)
-            return
+            return False
         if p.kernel == "polynomial":
             _product_into(X, S, block)
             block *= p.gamma
             block += p.coef0
             block **= p.degree
-            return
+            return False
         if not sp.issparse(X):
             # exp(<[2 gamma x, -gamma |x|^2, -1], [s, 1, gamma |s|^2]>) (at most 1): the exponent by one product.
             augmented = np.empty((X.shape[0], X.shape[1] + 2))
@@ -229,7 +248,10 @@ class NystroemMap(DenseFeatureMap):
             np.matmul(augmented, self._augmented.T, out=block)
             np.minimum(block, 0.0, out=block)
             np.exp(block, out=block)
-            return
+            # Each term 2 gamma x_i s_i is at most gamma (x_i^2 + s_i^2) in size, so with gamma, gamma |x|^2 and
+            # gamma |s|^2 under 2^1000 no partial sum nor 2 gamma x_i (<= 2 sqrt(gamma gamma |x|^2)) overflows.
+            largest = -float(augmented[:, -2].min()) + p.gamma * self._largest_landmark_square
+            return p.gamma <= 2.0**1000 and largest <= 2.0**1000
         x_squares = np.asarray(X.multiply(X).sum(axis=1)).ravel()
         # exp(2 gamma <x, s> - gamma |x|^2 - gamma |s|^2) (at most 1), in place in the block: the scaling is
         # done on X (d columns), not on the block (k), and the block is passed over four times.
@@ -238,27 +260,28 @@ class NystroemMap(DenseFeatureMap):
         block -= p.gamma * self._landmark_squares
         np.minimum(block, 0.0, out=block)
         np.exp(block, out=block)
+        return False
 
-    def _features_into(self, X, out: np.ndarray) -> None:
+    def _features_into(self, X, out: np.ndarray) -> bool:
         """By blocks of BLOCK_ELEMENTS kernel values (they stay in cache between the kernel's passes), each
-        block times L^-T by BLAS's triangular product (trmm: half the flops of a general product) in place."""
-        from scipy.linalg import blas   # here: scipy.linalg costs ~70 ms to import, and only transforms need it
-
+        block times L^-T by BLAS's triangular product (trmm: half the flops of a general product) in place.
+        True (no finiteness check of `out` needed) when every kernel value was in [0, 1] and the largest
+        absolute row sum of L^-1, which then bounds every feature, is far inside out's range."""
         n, k = X.shape[0], self._landmarks.shape[0]
         in_place = k == out.shape[1] and out.dtype == np.float64
         rows = max(1, BLOCK_ELEMENTS // k)
         scratch = None if in_place else np.empty((min(rows, n), k))
-        inverse = self._normalization_t.T   # L^-1, Fortran-ordered
+        bounded = self._feature_bound <= float(np.finfo(out.dtype).max) / 2
         for start in range(0, n, rows):
             part = slice(start, min(n, start + rows))
             block = out[part] if in_place else scratch[:part.stop - part.start]
-            self._landmark_kernel_into(X[part], block)
-            # block^T (k x rows, Fortran-ordered) := L^-1 block^T, i.e. block := block L^-T
-            blas.dtrmm(1.0, inverse, block.T, lower=1, overwrite_b=1)
+            bounded &= self._landmark_kernel_into(X[part], block)
+            upper_product_in_place(block, self._normalization_t)   # block := block L^-T
             if not in_place:
                 out[part, :k] = block
         if k < out.shape[1]:
             out[:, k:] = 0
+        return bounded
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:
         X = self.check(X, "x")
@@ -298,7 +321,7 @@ def _fit_sample(params: NystroemParams, input_dim: int, n_components: int) -> np
                         "rows of your data (at least n_components; a few thousand is typical); the spec then "
                         "stores the landmarks and their normalization instead")
     rows = len(params.fit_sample)
-    if rows == 0 or any(len(row) != input_dim for row in params.fit_sample):
+    if not rows_of_width(params.fit_sample, input_dim):
         raise SpecError("params.fit_sample", f"rows of the data to fit: each must have input_dim = {input_dim} "
                         "entries")
     work = MAX_FIT_WORK_COMPILED if params.kernel in COMPILED_FIT_KERNELS else MAX_FIT_WORK
@@ -306,7 +329,7 @@ def _fit_sample(params: NystroemParams, input_dim: int, n_components: int) -> np
         raise SpecError("params.fit_sample", f"{rows} rows for {n_components} landmarks of {input_dim} entries "
                         f"is over the fit's limits ({MAX_FIT_ROWS} rows, rows * n_components * (input_dim + "
                         f"n_components) <= {work} for the {params.kernel} kernel): send fewer rows")
-    sample = np.asarray(params.fit_sample, dtype=np.float64)
+    sample = sample_array(params.fit_sample)
     if params.kernel == "chi2" and sample.min() < 0:
         raise SpecError("params.fit_sample", "the chi2 kernel is defined on nonnegative entries")
     return sample

@@ -27,6 +27,7 @@ from pydantic import Field, PlainValidator, TypeAdapter, ValidationError, WithJs
 from .. import kernels
 from .. import randomness
 from ..errors import SpecError
+from ..inputs import SampleRows, rows_of_width, sample_array
 
 # The fit sample behind a data-driven bandwidth: rows, and numbers (rows x input_dim) at most.
 MAX_FIT_ROWS = 20_000
@@ -53,7 +54,7 @@ Bandwidth = Annotated[Union[float, Literal["scale", "median"]], PlainValidator(_
                       WithJsonSchema({"anyOf": [{"type": "number", "exclusiveMinimum": 0},
                                                 {"enum": list(kernels.BANDWIDTH_RULES)}]})]
 Lengthscales = list[Annotated[float, Field(gt=0, allow_inf_nan=False)]]
-FiniteRows = list[list[Annotated[float, Field(allow_inf_nan=False)]]]
+FiniteRows = SampleRows()
 
 
 def resolve_kernel_scale(params, *, input_dim: int, seed: int, tag: str):
@@ -82,12 +83,12 @@ def fit_sample(rows, input_dim: int, rule: str) -> np.ndarray:
     if rows is None:
         raise SpecError("params.fit_sample", f"gamma {rule!r} is computed from data: give fit_sample, a list "
                         "of rows of your data (a few hundred is plenty); the spec then stores the number")
-    if len(rows) == 0 or any(len(row) != input_dim for row in rows):
+    if not rows_of_width(rows, input_dim):
         raise SpecError("params.fit_sample", f"rows of the data: each must have input_dim = {input_dim} entries")
     if len(rows) > MAX_FIT_ROWS or len(rows) * input_dim > MAX_FIT_NUMBERS:
         raise SpecError("params.fit_sample", f"{len(rows)} rows of {input_dim} is over the limit of "
                         f"{MAX_FIT_ROWS} rows and {MAX_FIT_NUMBERS} numbers: send fewer rows")
-    return np.asarray(rows, dtype=np.float64)
+    return sample_array(rows)
 
 
 def matern_radius_factors(seed: int, tag: str, count: int, nu: float) -> np.ndarray:

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_valid
 
 from . import _quadrature_rules as rules
 from ..errors import SpecError
+from ..inputs import SampleRows
 from ..spec import MAX_COMPONENTS
 
 # Dense and sparse grids beyond this many (folded) points are refused: 2 P features must fit
@@ -43,7 +44,6 @@ FITTED_FIELDS = ("points", "weights", "point_subsets")
 
 NonNegativeInt = Annotated[int, Field(strict=True, ge=0)]
 NodeIndex = Annotated[int, Field(strict=True, ge=0, lt=MAX_RULE_POINTS)]
-FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 NonNegativeFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
@@ -74,7 +74,7 @@ class QuadratureParams(BaseModel):
     level: int | None = Field(default=None, ge=1, le=MAX_LEVEL, strict=True)
     anova: AnovaFamily | None = None
     # Reweighted grid: how to fit (recorded in the spec) ...
-    fit_sample: list[list[FiniteFloat]] | None = Field(default=None, min_length=2, max_length=MAX_FIT_ROWS)
+    fit_sample: SampleRows(min_rows=2, max_rows=MAX_FIT_ROWS) | None = None
     fit_pairs: int | None = Field(default=None, ge=1, le=MAX_FIT_PAIRS, strict=True)
     candidates: int | None = Field(default=None, ge=1, le=MAX_CANDIDATES, strict=True)
     # How the D / 2 points are chosen among the candidates: None (an absent key: every spec stored before
