@@ -297,17 +297,19 @@ def test_on_a_cluster_async_writes_are_refused_across_indexes_too(cluster, prefi
         try:
             indexes = AsyncLSHIndexes(connection, prefix)
             a, b = await indexes.create(gcws, name=first), await indexes.create(gcws, name=second)
+            c = await indexes.create(gcws, name="third")   # two others: their counts read in one pipeline
             await a.add(["0", "1"], X[:2])
-            b = indexes.bind(b.config, b._meta, gcws, stored_bytes_limit=3 * one_item)
+            await c.add(["0"], X[:1])
+            b = indexes.bind(b.config, b._meta, gcws, stored_bytes_limit=4 * one_item)
             await b.add(["0"], X[2:3])
             with pytest.raises(StoredBytesExceeded) as refused:
                 await b.add(["1"], X[3:4])
-            assert refused.value.used == 3 * one_item
+            assert refused.value.used == 4 * one_item
             return await indexes.used_bytes()
         finally:
             await connection.aclose()
 
-    assert asyncio.run(scenario()) == 3 * one_item
+    assert asyncio.run(scenario()) == 4 * one_item
 
 
 def test_on_a_cluster_concurrent_batches_to_other_indexes_pass_the_limit_by_at_most_their_bytes(
