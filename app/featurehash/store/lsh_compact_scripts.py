@@ -155,14 +155,16 @@ return table.concat(out)
 
 # Adds ('a') or removes ('r') a batch of items, if the index and the items are as the caller read
 # them: else -1 (meta changed) or -2 (an item changed), and nothing is written. It counts the bytes the batch
-# adds or frees (featurehash.store.lsh_accounting) before writing: past the tenant's limit (KEYS[5], ARGV[19] >= 0)
-# it returns {-3, used, needed} and writes nothing; else it adds them to the index's size and the tenant's total
-# and returns {items, bytes counted}. KEYS: meta, count, free, size, the tenant's total (optional).
+# adds or frees (featurehash.store.lsh_accounting) before writing: past the limit (ARGV[19] >= 0) it returns
+# {-3, used, needed} and writes nothing; else it adds them to the index's size and the tenant's total and returns
+# {items, bytes counted}. KEYS: meta, count, free, size, the tenant's total (standalone Redis; the limit applies
+# to it). Without KEYS[5] (a cluster) ARGV[19] is the allowance, what the tenant's other indexes leave of its
+# limit, and applies to this index's size.
 # ARGV: 1 meta SHA-1, 2 mode, 3 per item 12 bytes (id partition u32 BE, number u32 LE, number read
 # u32 LE: 0 when the id was absent), 4 id lengths, 5 ids, 6 the SHA-1 (hex) of each record read,
 # 7 new records, 8 tail lengths, 9 tails, 10-14 the bucket changes (CompactLayout.operations: partition
 # heads, buckets per head, fields, (leaving, joining) counts as u16 BE pairs, members), 15 record width, 16 chunk items,
-# 17 field bytes, 18 count change, 19 the tenant's stored-bytes limit (-1: none). A removal's first write is an HDEL (Redis at
+# 17 field bytes, 18 count change, 19 the stored-bytes limit or allowance (-1: none). A removal's first write is an HDEL (Redis at
 # maxmemory refuses a script's first write only if it may grow memory; deleting must work then).
 WRITE = _PRELUDE + """
 if redis.sha1hex(redis.call('GET', KEYS[1]) or '') ~= ARGV[1] then return -1 end
@@ -200,8 +202,8 @@ for p = 1, #ARGV[13], 4 do
   delta = delta + 4 * (j1 * 256 + j2 - l1 * 256 - l2)
 end
 local limit = tonumber(ARGV[19])
-if KEYS[5] and delta > 0 and limit >= 0 then
-  local used = tonumber(redis.call('GET', KEYS[5]) or '0')
+if delta > 0 and limit >= 0 then  -- the tenant's total, or on a cluster this index's count (lsh_accounting)
+  local used = tonumber(redis.call('GET', KEYS[5] or KEYS[4]) or '0')
   if used + delta > limit then  -- the new items' numbers (ALLOCATE's) go back to be given again
     for _, item in ipairs(plan) do if item[4] == 0 then redis.call('RPUSH', KEYS[3], item[3]) end end
     return {-3, used, delta}

@@ -20,7 +20,7 @@ from . import lsh_compact_scripts as scripts
 from .lsh_compact import members_of, pack_strings
 from .lsh_inline import INLINE_ROWS, _small_input
 from .lsh_layout import check_item_ids, distinct_ids
-from .lsh_accounting import StoredBytesExceeded
+from .lsh_accounting import StoredBytesExceeded, tenant_usage_steps
 from .redis_steps import MAX_TRANSACTION_ATTEMPTS, Compute, RoundTrip, Scan, TransactionConflict, is_cluster, persisted
 
 COMPACT_BATCH_OPERATIONS = 60_000  # bucket operations per script call: ~50 ms of Redis at a time
@@ -67,8 +67,11 @@ class _CompactSteps:
         return np.frombuffer(reply[0], "<u4").astype(np.int64), reply[1]
 
     def _write_batch(self, ids, fingerprints, identities, tails):
-        """Add one batch (retried while other writers change the same items): (added, items)."""
-        compact = self.compact
+        """Add one batch (retried while other writers change the same items): (added, items). On a Redis Cluster
+        with a stored-bytes limit, the tenant's other indexes' counts are read just before the write (two round
+        trips; featurehash.store.lsh_accounting says what that bounds)."""
+        compact, account = self.compact, self.stored_bytes
+        spread = account is not None and account.limit is not None and is_cluster(self.redis)
         for _ in range(MAX_TRANSACTION_ATTEMPTS):
             numbers, old_records = yield from self._numbers_steps(ids)
             fresh = np.flatnonzero(numbers == 0)
@@ -82,18 +85,22 @@ class _CompactSteps:
                 numbers_now[fresh] = np.frombuffer(given, "<u4")
             else:
                 numbers_now = numbers
+            others = (yield from tenant_usage_steps(self.layout.key_prefix, self.name)) if spread else 0
             command = yield Compute(self._compact_add_command, (ids, numbers, numbers_now, old_records, fingerprints,
-                                                        identities, tails), inline=len(ids) <= INLINE_ROWS)
+                                                                identities, tails,
+                                                                account.limit - others if spread else None),
+                                    inline=len(ids) <= INLINE_ROWS)
             (reply,) = yield RoundTrip([command])
             if reply == _META_CHANGED:
                 yield from self._meta_gone_steps()
             elif reply != _ITEM_CHANGED:
                 if int(reply[0]) == _OVER_LIMIT:
-                    raise StoredBytesExceeded(self.stored_bytes.limit, int(reply[1]), int(reply[2]))
+                    raise StoredBytesExceeded(account.limit, others + int(reply[1]), int(reply[2]))
                 return int(fresh.size), int(reply[0])
         raise TransactionConflict(f"{MAX_TRANSACTION_ATTEMPTS} attempts met concurrent changes to the same items")
 
-    def _compact_add_command(self, ids, numbers, numbers_now, old_records, fingerprints, identities, tails) -> tuple:
+    def _compact_add_command(self, ids, numbers, numbers_now, old_records, fingerprints, identities, tails,
+                             allowance: int | None = None) -> tuple:
         compact = self.compact
         rows = np.arange(len(ids))
         stored = np.flatnonzero(numbers > 0)
@@ -104,10 +111,13 @@ class _CompactSteps:
         joining, leaving = np.setdiff1d(joining, leaving, True), np.setdiff1d(leaving, joining, True)
         return self._compact_write_command("a", ids, numbers_now, numbers, old_records,
                                    compact.operations(leaving, joining, numbers_now),
-                                   compact.pack_records(fingerprints, identities), tails, len(ids) - stored.size)
+                                   compact.pack_records(fingerprints, identities), tails, len(ids) - stored.size,
+                                   allowance)
 
     def _compact_write_command(self, mode, ids, numbers, numbers_read, old_records, operations, records, tails,
-                       count_change) -> tuple:
+                       count_change, allowance: int | None = None) -> tuple:
+        """The WRITE call; `allowance` (a Redis Cluster's, else None) bounds this index's count instead of the
+        tenant's total bounding by the limit."""
         compact = self.compact
         items = np.empty((len(ids), 12), np.uint8)
         items[:, :4] = np.frombuffer(compact.id_partitions(ids), np.uint8).reshape(-1, 4)
@@ -118,9 +128,12 @@ class _CompactSteps:
                         for at in range(0, len(old_records), width))
         account = self.stored_bytes
         totals = () if account is None or is_cluster(self.redis) else (account.key,)  # another slot (lsh_accounting)
-        limit = -1 if not totals or account.limit is None else account.limit
+        if totals:
+            limit = -1 if account.limit is None else account.limit
+        else:  # a negative allowance (the others are past the limit) refuses any growth, as 0 does
+            limit = -1 if allowance is None else max(0, allowance)
         return ("EVAL", scripts.WRITE, 4 + len(totals), self.layout.meta, self.layout.count, compact.free,
-                self.layout.prefix + b"size", *totals,
+                self.layout.size, *totals,
                 hashlib.sha1(self._meta).hexdigest(), mode, items.tobytes(), *pack_strings(ids), shas, records,
                 *pack_strings(tails), *operations, width, compact.chunk_items, compact.field_bytes, count_change,
                 limit)

@@ -38,7 +38,7 @@ from .lsh_layout import (DEFAULT_TENANT, LATEST_LAYOUT, MAX_BANDS, NAME_PATTERN,
                          check_fraction, check_name, check_positive_int, tenant_key_prefix, tenants_key)
 from .lsh_vectors import VECTOR_STORAGE
 from .durability import check_durability
-from .lsh_accounting import StoredBytes, tenant_total_key
+from .lsh_accounting import StoredBytes, tenant_total_key, tenant_usage_steps
 from .redis_steps import RoundTrip, Scan, check_client, is_cluster, persisted, run_async, run_sync
 
 DEFAULT_THRESHOLD = 0.8
@@ -60,7 +60,7 @@ return {'created'}
 # Atomic drop of the index's identity in its slot: the meta key goes, the marker comes (or stays,
 # when a crashed delete left only the marker). Its other keys are then SCANned and UNLINKed. The
 # index's counted bytes leave the tenant's total (featurehash.store.lsh_accounting; KEYS: meta, marker, size, the
-# tenant's total unless on a cluster). The marker is set only after a DEL that removed something: Redis at maxmemory refuses a script whose
+# tenant's total unless on a cluster, where dropping the count gives the bytes back). The marker is set only after a DEL that removed something: Redis at maxmemory refuses a script whose
 # first write may grow memory, and deleting must work then.
 _DROP_SCRIPT = """
 if redis.call('DEL', KEYS[1]) == 1 then
@@ -174,6 +174,8 @@ class _RegistrySteps:
         return StoredBytes(self.stored_bytes_key, self.stored_bytes_limit if limit is None else limit)
 
     def _used_steps(self):
+        if is_cluster(self.redis):  # no total there: the sum of the indexes' counts (lsh_accounting)
+            return (yield from tenant_usage_steps(self.key_prefix))
         (used,) = yield RoundTrip([("GET", self.stored_bytes_key)])
         return int(used or 0)
 
@@ -249,7 +251,7 @@ class _RegistrySteps:
         layout = self._layout(name)
         totals = () if is_cluster(self.redis) else (self.stored_bytes_key,)
         (existed,) = yield RoundTrip([("EVAL", _DROP_SCRIPT, 3 + len(totals), layout.meta, layout.deleting_marker,
-                                       layout.prefix + b"size", *totals)])
+                                       layout.size, *totals)])
         if existed:
             yield RoundTrip([("ZREM", self._registry, name)])
             removed = yield from self._unlink_steps(layout, keep=layout.deleting_marker)

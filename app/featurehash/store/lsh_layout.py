@@ -32,7 +32,8 @@ defaults, which it does not change):
     P o<level><u32><field>   a bucket of more than 16 members (64 bytes), a set (field value "")
     P next, P free           the last item number given (INCRBY), removed numbers (reused first)
     P size                   the bytes the index's items hold, as counted on every write (beside the tenant's
-                             total `{tenant prefix}stored-bytes`: featurehash.store.lsh_accounting)
+                             total `{tenant prefix}stored-bytes` on a standalone Redis; on a Redis Cluster the
+                             tenant's total is the sum of these: featurehash.store.lsh_accounting)
 
 Partitions are sized at creation from `expected_items` (default 100,000): about 48 fields a hash at
 that count, so up to ~2.5x as many items keep them under 128; beyond, Redis converts the fullest
@@ -228,6 +229,7 @@ class IndexLayout:
         self.prefix = (f"{key_prefix}index:{{{name}}}:" if version >= 2 else f"{key_prefix}index:{name}:").encode()
         self.meta = self.prefix + b"meta"
         self.count = self.prefix + b"count"
+        self.size = self.prefix + b"size"  # the bytes its items hold (layout 3; featurehash.store.lsh_accounting)
         self.deleting_marker = self.prefix + b"deleting"
 
     @staticmethod
