@@ -91,10 +91,11 @@ def test_a_request_refused_by_one_limit_takes_nothing_of_the_other(client, prefi
         assert limits.admit("k", requests_per_second=1000, concurrent_requests=1).limit == CONCURRENCY
     limits.release("k", held.lease)
     # no tokens were spent by the 5 refusals: the rate's key holds one request's worth
-    tat = int(client.get(limits.keys("k")[0]))
+    # (the key lapses once its arrival time has passed: then nothing is owed at all, as on a slow machine)
+    stored = client.get(limits.keys("k")[0])
     seconds, micros = client.time()
     now = int(seconds) * 10**6 + int(micros)
-    assert tat - now <= 1000
+    assert stored is None or int(stored) - now <= 1000
 
 
 def _drive(url: str, prefix: str, start_at: float, seconds: float, rate: float, out) -> None:
