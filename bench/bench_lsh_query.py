@@ -17,15 +17,19 @@ Contenders, interleaved query by query (round-robin, the order alternating), one
   (M = 32, L2, efSearch = max(16, shortlist)) and IndexLSH (4 d bits, random rotation, exhaustive Hamming scan),
   each giving a shortlist that the same exact re-ranking orders; the shortlist is the smallest of 10, 20, ...
   320 whose recall@10 over the queries reaches featurehash's (same recall; it prints beside the recall).
-Per contender: wall p50/p99, client CPU per query (process time: this process does nothing else), recall@10
-against the exact GMM top-10; for featurehash also Redis's CPU per query (INFO cpu over the run / queries)
-its script's own server time (INFO commandstats, EVALSHA usec_per_call) and its round trips per query; the load
-average prints before and after, since the host is shared. Rounds repeat the interleaved run; the medians of the rounds' p50/p99 print.
+Also interleaved: one PING through the same redis-py client (the floor of any one-round-trip query here).
+Per contender: wall p50/p99, client CPU per query (the calling thread's CPU time: every contender runs on it,
+faiss with one thread; idle OpenMP or OpenBLAS pool threads are not charged), recall@10 against the exact GMM
+top-10; for featurehash also Redis's CPU per query (INFO cpu over the run / queries), its script's own server
+time (INFO commandstats, EVALSHA usec_per_call) and its round trips per query. The load average prints before
+and after (the host is shared), and the garbage collector's pauses during the rounds. Rounds repeat the
+interleaved run; the medians of the rounds' p50/p99 print.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import tempfile
@@ -43,6 +47,27 @@ from featurehash.maps.lsh import best_matches, exact_similarities
 from featurehash.store import LSHIndexes
 
 TOP_K = 10
+FLOOR = "redis PING"
+
+
+class GCPauses:
+    """The collector's pauses (gc.callbacks): collections and their total and longest time, for the tail's causes."""
+
+    def __init__(self):
+        self.pauses, self._start = [], 0.0
+        gc.callbacks.append(self._note)
+
+    def _note(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.pauses.append((info["generation"], time.perf_counter() - self._start))
+
+    def summary(self, queries: int) -> str:
+        times = np.array([pause for _, pause in self.pauses]) * 1e3
+        full = sum(1 for generation, _ in self.pauses if generation == 2)
+        return (f"{len(times)} collections ({full} full) over {queries} queries x contenders, {times.sum():.1f} ms "
+                f"in all, longest {times.max() if times.size else 0.0:.2f} ms")
 
 
 class CountingRedis:
@@ -51,6 +76,7 @@ class CountingRedis:
     def __init__(self, client):
         self.client, self.round_trips = client, 0
         pipeline, send = client.pipeline, client.execute_command
+        self.uncounted = send
 
         def counted(*args, **kwargs):
             self.round_trips += 1
@@ -195,8 +221,13 @@ def run(args) -> None:
                 contender.calibrate(Q, G, tenth, target)
                 contenders[f"faiss-{kind}"] = contender.query
                 shortlists[f"faiss-{kind}"] = contender.shortlist
+            contenders[FLOOR] = lambda q: counter.uncounted("PING") and []
             summary = {name: {"p50": [], "p99": [], "cpu": [], "found": None} for name in contenders}
-            redis_per_query, trips, script_us = [], [], []
+            if args.gc_freeze:  # the contenders' in-memory indexes (datasketch's ~2 M objects) out of full collections
+                gc.collect()
+                gc.freeze()
+            pauses = GCPauses()
+            redis_per_query, trips, script_us, ping_us = [], [], [], []
             for round_ in range(args.rounds):
                 wall = {name: [] for name in contenders}
                 cpu = {name: 0.0 for name in contenders}
@@ -208,12 +239,13 @@ def run(args) -> None:
                     order = names[(q + round_) % len(names):] + names[:(q + round_) % len(names)]
                     order = order if q % 2 == 0 else order[::-1]
                     for name in order:
-                        c0, t0 = time.process_time(), time.perf_counter()
+                        c0, t0 = time.thread_time(), time.perf_counter()
                         found[name].append(contenders[name](Q[q:q + 1]))
                         wall[name].append(time.perf_counter() - t0)
-                        cpu[name] += time.process_time() - c0
+                        cpu[name] += time.thread_time() - c0
                 redis_per_query.append((redis_cpu(store) - server_cpu) / Q.shape[0])
                 trips.append((counter.round_trips - trips_before) / Q.shape[0])
+                ping_us.append(store.info("commandstats").get("cmdstat_ping", {}).get("usec", 0.0) / Q.shape[0])
                 script_us.append(store.info("commandstats").get("cmdstat_evalsha", {}).get("usec_per_call", 0.0))
                 for name in contenders:
                     summary[name]["p50"].append(np.percentile(wall[name], 50) * 1e3)
@@ -223,6 +255,11 @@ def run(args) -> None:
             print(f"\nvectors {vectors} ({index.config.bands} bands of {index.config.rows}); medians of {args.rounds} "
                   "rounds, ms per query")
             for name, s in summary.items():
+                if name == FLOOR:
+                    print(f"  {name:12s} p50 {np.median(s['p50']):6.3f}  p99 {np.median(s['p99']):6.3f}  client CPU "
+                          f"{np.median(s['cpu']):6.3f}  (one PING through the same client: a round trip's own cost; its "
+                          f"{np.median(ping_us):.1f} us of Redis time are in featurehash's Redis CPU)")
+                    continue
                 extra = (f", Redis CPU {np.median(redis_per_query) * 1e3:.3f} (script {np.median(script_us) / 1e3:.3f}), "
                          f"round trips {np.median(trips):.1f}" if name == "featurehash" else "")
                 candidates = (f", candidates {np.mean(cands):.0f}" if name == "featurehash" else
@@ -230,14 +267,18 @@ def run(args) -> None:
                 print(f"  {name:12s} p50 {np.median(s['p50']):6.3f}  p99 {np.median(s['p99']):6.3f}  client CPU "
                       f"{np.median(s['cpu']):6.3f}{extra}{candidates}  recall@10 {recall_at_10(s['found'], G, tenth):.4f}")
             ours_ = summary["featurehash"]
-            for name in list(contenders)[1:]:
+            for name in [name for name in contenders if name not in ("featurehash", FLOOR)]:
                 s = summary[name]
                 print(f"  featurehash vs {name} (> 1: featurehash faster): p50 {np.median(s['p50']) / np.median(ours_['p50']):.2f}x, "
                       f"p99 {np.median(s['p99']) / np.median(ours_['p99']):.2f}x, client CPU "
                       f"{np.median(s['cpu']) / np.median(ours_['cpu']):.2f}x, client + Redis CPU "
                       f"{np.median(s['cpu']) / (np.median(ours_['cpu']) + np.median(redis_per_query) * 1e3):.2f}x")
+            gc.callbacks.remove(pauses._note)
+            print(f"  garbage collector{' (heap frozen before the rounds)' if args.gc_freeze else ''}: "
+                  f"{pauses.summary(args.rounds * Q.shape[0])}")
             print(f"  load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
             LSHIndexes(store, "bench-query:").delete(f"q-{vectors}")
+            gc.unfreeze()
         store.shutdown() if hasattr(store, "shutdown") else None
 
 
@@ -247,6 +288,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--vectors", default="sparse,float16")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--gc-freeze", action=argparse.BooleanOptionalAction, default=True,
+                        help="gc.freeze() the built contenders before the timed rounds")
     parser.add_argument("--faiss", default="hnsw,lsh", help="faiss contenders (hnsw, lsh; empty: none)")
     parser.add_argument("--data", default="families", choices=sorted(DATA))
     run(parser.parse_args())
