@@ -205,7 +205,7 @@ def run(args) -> None:
 
             cands, shortlists = [], {}
 
-            def ours(q):
+            def ours(q, index=index, cands=cands):
                 result = index.query(q, top_k=TOP_K)
                 cands.append(result.candidates[0])
                 return [item_id for item_id, _ in result.results[0]]
