@@ -217,7 +217,11 @@ def run(args) -> None:
             target = recall_at_10([ours(Q[q:q + 1]) for q in range(Q.shape[0])], G, tenth)
             cands.clear()
             for kind in args.faiss.split(",") if args.faiss else []:
-                contender = Faiss(kind, X, vectors, index.config.map_spec["params"])
+                try:
+                    contender = Faiss(kind, X, vectors, index.config.map_spec["params"])
+                except ImportError as exc:
+                    print(f"  faiss-{kind}: not run ({exc}; pip install faiss-cpu)")
+                    continue
                 contender.calibrate(Q, G, tenth, target)
                 contenders[f"faiss-{kind}"] = contender.query
                 shortlists[f"faiss-{kind}"] = contender.shortlist
