@@ -186,8 +186,8 @@ class _QuerySteps:
         return QueryResult(*(list(column) for column in zip(*outcome))) if n else QueryResult([], [], [], [])
 
     def _probe_steps(self, level_keys, active: list[int], level: list[int], pool):
-        """(item numbers in each active query's buckets (sorted, distinct), None or (numbers fetched, their records) when the
-        probe also read the records of the candidates `pool` lacks: layout 3, one round trip)."""
+        """(item numbers in each active query's buckets (sorted, distinct), None or (numbers fetched, their
+        records) when the probe also read the records of the candidates `pool` lacks: layout 3, one round trip)."""
         return (yield from self._bucket_members_steps(level_keys, active, level)), None
 
     def _bucket_members_steps(self, level_keys, active: list[int], level: list[int]):
