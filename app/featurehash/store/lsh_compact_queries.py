@@ -28,27 +28,40 @@ class _PackedPool(_CandidatePool):
         self.fingerprints = np.empty((0, config.n_codes), np.uint8)
         self.starts = np.empty(0, np.int64)
         self.ends = np.empty(0, np.int64)  # byte end of each tail
+        self.id_starts = np.empty(0, np.int64)  # byte start of each id (after the packed vector)
         self.blob = b""
         self.words = np.empty(0, "<u4")
 
     def add(self, numbers: np.ndarray, records) -> None:
         fingerprints, lengths, blob = records
-        self.fetched = np.union1d(self.fetched, numbers)
+        self.fetched = np.union1d(self.fetched, numbers) if self.fetched.size else np.sort(numbers)
         live = np.flatnonzero(lengths)
         if not live.size:
             return
         padded = (lengths + 3) // 4
         starts = len(self.blob) // 4 + np.cumsum(padded) - padded
         numbers, starts, ends = numbers[live], starts[live], 4 * starts[live] + lengths[live]
+        words = np.frombuffer(self.blob + blob, "<u4")
+        id_starts = 4 * starts + self._vector_bytes(words, starts)
         if self.numbers.size:  # a deeper level: merged with what the pool has
             numbers, starts = np.concatenate([self.numbers, numbers]), np.concatenate([self.starts, starts])
-            ends = np.concatenate([self.ends, ends])
+            ends, id_starts = np.concatenate([self.ends, ends]), np.concatenate([self.id_starts, id_starts])
         order = np.argsort(numbers, kind="stable")
         self.numbers, self.starts, self.ends = numbers[order], starts[order], ends[order]
+        self.id_starts = id_starts[order]
         if fingerprints is not None:
             self.fingerprints = np.vstack([self.fingerprints, fingerprints[live]])[order]
         self.blob += blob
-        self.words = np.frombuffer(self.blob, "<u4")
+        self.words = words
+
+    def _vector_bytes(self, words: np.ndarray, starts: np.ndarray) -> np.ndarray | int:
+        """The bytes of the packed vectors at word `starts` (featurehash.store.lsh_vectors: a sparse vector is its
+        uint32 nnz, then nnz columns and nnz values); 0 without stored vectors."""
+        if self.codec is None:
+            return 0
+        if self.codec.kind == "sparse":
+            return 4 + 8 * words[starts].astype(np.int64)
+        return self.codec.packed_bytes(0)
 
     def similarities(self, X, q: int, rows: np.ndarray) -> np.ndarray:
         query = X[q:q + 1] if sp.issparse(X) else X[q]
@@ -57,10 +70,7 @@ class _PackedPool(_CandidatePool):
                                    self.starts[rows], self.codec.input_dim)
 
     def id_of(self, row: int) -> str:
-        start = 4 * int(self.starts[row])
-        if self.codec is not None:
-            start += self.codec.packed_bytes(int(self.words[start // 4]))
-        return self.blob[start:int(self.ends[row])].decode()
+        return self.blob[self.id_starts[row]:self.ends[row]].decode()
 
 
 class _CompactQuerySteps:

@@ -109,28 +109,19 @@ for i = 0, #addresses / stride - 1 do
   if value then parts[#parts + 1] = value; note(value) end
   if (i + 1) % per == 0 then out[#out + 1] = table.concat(parts); parts = {} end
 end
-local lengths, tails, records, groups, order = {}, {}, {}, {}, {}
-for i, member in ipairs(fresh) do  -- near neighbours often share a tail hash: one HMGET a hash
+local lengths, tails, records = {}, {}, {}
+local pads = {'', '\\0\\0\\0', '\\0\\0', '\\0'}
+for i, member in ipairs(fresh) do  -- an HGET each: grouping by tail hash cost more in Lua than it saved
   local number = unpack_u32('<I4', member)
   local tkey, tfield = tail_slot(number)
-  local group = groups[tkey]
-  if not group then group = {{}, {}}; groups[tkey] = group; order[#order + 1] = tkey end
-  group[1][#group[1] + 1] = tfield
-  group[2][#group[2] + 1] = i
+  local tail = call('HGET', tkey, tfield) or ''
+  lengths[i] = pack_u32('<I4', #tail)
+  tails[2 * i - 1], tails[2 * i] = tail, pads[#tail % 4 + 1]  -- padded to whole words, copied once by concat
   if with_records then
     local key, offset = chunk_slot(number, chunk, width)
     local record = call('GETRANGE', key, offset, offset + width - 1)
     if #record < width then record = string.rep('\\0', width) end
     records[i] = record
-  end
-end
-for _, tkey in ipairs(order) do
-  local group = groups[tkey]
-  local values = call('HMGET', tkey, unpack(group[1]))
-  for x, i in ipairs(group[2]) do
-    local tail = values[x] or ''
-    lengths[i] = pack_u32('<I4', #tail)
-    tails[i] = tail .. string.rep('\\0', (4 - #tail % 4) % 4)
   end
 end
 return {table.concat(fresh), table.concat(lengths), table.concat(tails), table.concat(records), out}

@@ -162,7 +162,7 @@ class _QuerySteps:
         while active:
             members, fetched = yield from self._probe_steps(level_keys, active, level, pool)
             for q, numbers in zip(active, members):
-                found[q] = np.union1d(found[q], numbers)
+                found[q] = np.union1d(found[q], numbers) if found[q].size else numbers  # numbers: sorted, distinct
                 if exclude is not None:
                     found[q] = found[q][found[q] != exclude[q]]
             if fetched is None:  # the records are read after the probe
@@ -186,14 +186,14 @@ class _QuerySteps:
         return QueryResult(*(list(column) for column in zip(*outcome))) if n else QueryResult([], [], [], [])
 
     def _probe_steps(self, level_keys, active: list[int], level: list[int], pool):
-        """(item numbers in each active query's buckets, None or (numbers fetched, their records) when the
-        probe also read the records of the candidates `pool` lacks: layout 3, one round trip)."""
+        """(item numbers in each active query's buckets (sorted, distinct), None or (numbers fetched, their
+        records) when the probe also read the records of the candidates `pool` lacks: layout 3, one round trip)."""
         return (yield from self._bucket_members_steps(level_keys, active, level)), None
 
     def _bucket_members_steps(self, level_keys, active: list[int], level: list[int]):
-        """The item numbers in the buckets of each active query at its level."""
+        """The item numbers in the buckets of each active query at its level (sorted)."""
         unions = yield RoundTrip([("SUNION", *level_keys[level[q]][q]) for q in active])
-        return [np.fromiter((int(m) for m in members), np.int64, len(members)) for members in unions]
+        return [np.sort(np.fromiter((int(m) for m in members), np.int64, len(members))) for members in unions]
 
     def _fetch_steps(self, wanted: np.ndarray):
         """The records of item numbers (None where gone), as _CandidatePool.add takes them."""
