@@ -52,12 +52,15 @@ def _column(rows) -> list:
 
 @pytest.fixture(scope="module")
 def frames(spark):
-    """Each case's rows as a DataFrame (id, x), ids the row positions, in 2 partitions."""
+    """Each case's rows as a DataFrame (id, x), ids the row positions, in one partition: every Python
+    worker Spark starts pays the import of featurehash and its kernels (seconds on a loaded machine), and
+    each plan node that runs Python (mapInArrow, a pandas UDF) starts its own per partition. The joins
+    still shuffle into two partitions (spark.sql.shuffle.partitions)."""
     return {name: _frame(spark, rows) for name, (rows, *_) in CASES.items()}
 
 
 def _frame(spark, rows, first_id: int = 0):
-    return spark.createDataFrame(list(enumerate(_column(rows), first_id)), ["id", "x"]).repartition(2)
+    return spark.createDataFrame(list(enumerate(_column(rows), first_id)), ["id", "x"]).coalesce(1)
 
 
 def _sorted(frame, *columns):
