@@ -35,8 +35,6 @@ def spark():
     session = (SparkSession.builder.master("local[2]").appName("featurehash-tests")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                # two partitions for two cores: more only adds tasks (each a Python worker's round trip)
-               # the daemon forks workers with featurehash imported: the import is paid once, not per worker
-               .config("spark.python.daemon.module", "featurehash.spark.daemon")
                .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
