@@ -12,8 +12,12 @@
    running its first batch, with an empty numba cache (cold: kernels compiled) and with the cache that
    run left (NUMBA_CACHE_DIR, warm: kernels loaded), and the first against the second Spark job of a
    session (the workers' map build and imports, paid once per Python worker).
+4. the same self join on Ray Data (featurehash.ray.similarity_join, ray.init(num_cpus=2)), timed in the
+   same interleaved rounds as the two Spark joins (Ray is up, idle, while Spark runs and the reverse).
 
-    PYTHONPATH=app python bench/bench_spark.py [--rows 20000] [--repeats 3]
+    PYTHONPATH=app python bench/bench_spark.py [--rows 20000] [--repeats 3] [--no-ray] [--write]
+
+--write also writes what is printed to bench/results/spark.txt (the committed run).
 
 Contenders are interleaved, medians printed with CPU time beside wall time; on a shared machine the
 wall times are noisy (say how loaded it was). Needs featurehash[spark] and Java 17.
@@ -80,6 +84,21 @@ class CpuMeter:
         return result, time.perf_counter() - wall, self.read() - cpu
 
 
+class Tee:
+    """Print to the terminal and to a results file."""
+
+    def __init__(self, stream, path: str):
+        self.stream, self.file = stream, open(path, "w")   # noqa: SIM115 (open for the whole run)
+
+    def write(self, text: str) -> int:
+        self.file.write(text)
+        self.file.flush()
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
 def session(cache: str):
     from pyspark.sql import SparkSession
 
@@ -112,13 +131,38 @@ def first_use(spec: dict, X) -> dict:
     return {label: np.median(np.array(v), axis=0) for label, v in out.items()}
 
 
+def ray_join(X, spec: dict, t: float, meter):
+    """Start Ray (2 CPUs) with the rows as a Dataset of {indices, values}; the join as a callable."""
+    import featurehash.ray as fhr
+    import ray
+
+    _, wall, cpu = meter.time(lambda: ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                                               configure_logging=False))
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    print(f"  (Ray started in {wall:.1f} s wall, {cpu:.1f} s CPU)")
+    items = [{"id": r, "v": {"indices": X.indices[a:b].tolist(), "values": X.data[a:b].tolist()}}
+             for r, (a, b) in enumerate(zip(X.indptr[:-1], X.indptr[1:]))]
+    ds = ray.data.from_items(items, override_num_blocks=4).materialize()
+
+    def join():
+        pairs = fhr.similarity_join(ds, spec, t, column="v", partitions=4).to_pandas()
+        return set(zip(pairs["i"].tolist(), pairs["j"].tolist()))
+
+    join()   # warm-up: the workers import featurehash and build the map once
+    return join
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=20000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threshold", type=float, default=0.7)
     parser.add_argument("--tables", type=int, default=6, help="MinHashLSH numHashTables")
+    parser.add_argument("--no-ray", action="store_true", help="leave out the Ray Data join")
+    parser.add_argument("--write", action="store_true", help="also write the output to bench/results/spark.txt")
     args = parser.parse_args()
+    if args.write:
+        sys.stdout = Tee(sys.stdout, os.path.join(os.path.dirname(__file__), "results", "spark.txt"))
 
     import featurehash.spark as fhs
     from featurehash import create_map
@@ -171,19 +215,27 @@ def main() -> None:
         pairs = joined.select(F.col("datasetA.id").alias("i"), F.col("datasetB.id").alias("j")).toPandas()
         return set(zip(pairs["i"].tolist(), pairs["j"].tolist()))
 
+    contenders = {"featurehash": ours, "mllib": mllib}
+    if not args.no_ray:
+        contenders["featurehash on Ray"] = ray_join(X, spec, t, meter)
+
     print(f"\n## self join at Jaccard >= {t}: featurehash (GCWS k=128, L={bands} bands x r={r}, planned recall "
           f"{collision_probability(t, bands, r):.3f} at t) vs MinHashLSH ({args.tables} tables, recall at t "
           f"{1 - (1 - t) ** args.tables:.3f}); medians of {args.repeats}, interleaved")
-    results = {"featurehash": [], "mllib": []}
+    results = {name: [] for name in contenders}
     for _ in range(args.repeats):
-        for name, fn in (("featurehash", ours), ("mllib", mllib)):
+        for name, fn in contenders.items():
             found, wall, cpu = meter.time(fn)
             results[name].append((wall, cpu, len(found & truth) / max(1, len(truth)), len(found - truth)))
     for name, runs in results.items():
         wall, cpu = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
-        print(f"  {name:12s} {wall:7.1f} s wall {cpu:7.1f} s CPU  recall {runs[-1][2]:.4f}  false pairs {runs[-1][3]}")
+        print(f"  {name:18s} {wall:7.1f} s wall {cpu:7.1f} s CPU  recall {runs[-1][2]:.4f}  false pairs {runs[-1][3]}")
     ratio = statistics.median(r[0] for r in results["mllib"]) / statistics.median(r[0] for r in results["featurehash"])
     print(f"  MinHashLSH / featurehash wall time: {ratio:.2f}x")
+    if not args.no_ray:
+        import ray
+
+        ray.shutdown()
 
     print("\n## rows/s: Spark (local[2]) transformers against the in-process map on the same rows")
     dense = np.random.default_rng(0).random((X.shape[0], 64))

@@ -1,7 +1,9 @@
 """featurehash.ray on a real local Ray (ray.init(num_cpus=2) once for the module) against the library in
 process on the same rows: codes and band keys bit for bit, dense features to the README's float promise
-(tests/feature_promises.py) in each of Ray's batch formats (numpy, pandas, pyarrow), and the join's pairs
-identical, for dense tensor columns, {indices, values} sparse rows and text."""
+(tests/feature_promises.py) in each of Ray's batch formats (numpy, pandas, pyarrow), the join's pairs
+(one Dataset, and two with Y=) and the cluster labels identical, for dense tensor columns, {indices,
+values} sparse rows and text. Each join runs once and is checked for everything it gives (its pairs and
+the clusters built from them): a Ray Data join costs seconds of scheduling even on 100 rows."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import scipy.sparse as sp
 from engine_support import assert_same_pairs, cases
 from feature_promises import FLOAT64_RELATIVE, assert_dense_features_match
 from featurehash import create_map
-from featurehash.dedup import candidates, similarity_join
+from featurehash.dedup import candidates, duplicate_clusters, similarity_join
 from featurehash.maps import InputError
 from featurehash.maps.lsh import choose_bands
 
@@ -26,19 +28,21 @@ pytestmark = pytest.mark.xdist_group("ray")
 
 @pytest.fixture(scope="module")
 def ray_data():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    # small: no dashboard, no log forwarding, a 256 MB object store (the tests move a few MB)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+             object_store_memory=256 * 1024 ** 2)
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False
     yield ray.data
     ray.shutdown()
 
 
-def _items(rows) -> list[dict]:
+def _items(rows, first_id: int = 0) -> list[dict]:
     if sp.issparse(rows):
         rows = sp.csr_matrix(rows)
         return [{"id": r, "x": {"indices": rows.indices[a:b].tolist(), "values": rows.data[a:b].tolist()}}
-                for r, (a, b) in enumerate(zip(rows.indptr[:-1], rows.indptr[1:]))]
-    return [{"id": r, "x": row} for r, row in enumerate(rows)]
+                for r, (a, b) in enumerate(zip(rows.indptr[:-1], rows.indptr[1:]), first_id)]
+    return [{"id": r, "x": row} for r, row in enumerate(rows, first_id)]
 
 
 def _stage(ds, batch_format: str, spec, output: str, **options):
@@ -56,7 +60,7 @@ def _collect(ds):
 def test_dense_batches_in_every_format_equal_in_process(ray_data):
     """Codes (numpy), band keys (pandas), float32 (pyarrow) and float64 (numpy) features of a tensor column."""
     rows, gcws, threshold, feature_spec = CASES["dense"]
-    ds = ray_data.from_items(_items(rows), override_num_blocks=3)
+    ds = ray_data.from_items(_items(rows), override_num_blocks=2)
     ds = _stage(ds, "numpy", gcws, "codes", what="codes")
     ds = _stage(ds, "pandas", gcws, "keys", what="band_keys", threshold=threshold)
     ds = _stage(ds, "pyarrow", feature_spec, "z32")
@@ -76,14 +80,14 @@ def test_sparse_rows_and_text_equal_in_process(ray_data):
     """{indices, values} rows: codes (pyarrow), float64 features (pandas); documents: codes (numpy) and the
     hashing map's sparse features (pyarrow)."""
     rows, gcws, _, feature_spec = CASES["sparse"]
-    got = _collect(_stage(_stage(ray_data.from_items(_items(rows), override_num_blocks=3), "pyarrow", gcws, "codes",
+    got = _collect(_stage(_stage(ray_data.from_items(_items(rows), override_num_blocks=2), "pyarrow", gcws, "codes",
                                  what="codes"), "pandas", feature_spec, "z64", dtype=np.float64))
     np.testing.assert_array_equal(np.stack(got["codes"]), create_map(gcws).hash(rows))
     expected = create_map(feature_spec).transform(rows, dtype=np.float64)
     np.testing.assert_allclose(np.stack(got["z64"]), expected, rtol=0,
                                atol=FLOAT64_RELATIVE * np.abs(expected).max())
     documents, gcws, _, hashing = CASES["text"]
-    got = _collect(_stage(_stage(ray_data.from_items(_items(documents), override_num_blocks=3), "numpy", gcws,
+    got = _collect(_stage(_stage(ray_data.from_items(_items(documents), override_num_blocks=2), "numpy", gcws,
                                  "codes", what="codes"), "pyarrow", hashing, "z"))
     np.testing.assert_array_equal(np.stack(got["codes"]), create_map(gcws).hash(documents))
     got_rows = sp.vstack([sp.csr_matrix((v["values"], v["indices"], [0, len(v["indices"])]), shape=(1, v["size"]))
@@ -91,14 +95,37 @@ def test_sparse_rows_and_text_equal_in_process(ray_data):
     np.testing.assert_allclose(got_rows.toarray(), create_map(hashing).transform(documents).toarray(), rtol=1e-6)
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_join_equals_in_process(ray_data, name):
+@pytest.mark.parametrize(("name", "mode"), [("dense", "components"), ("sparse", "representatives"),
+                                            ("text", "components")])
+def test_join_and_clusters_equal_in_process(ray_data, name, mode):
+    """One join per case: its pairs, then the cluster labels built from them (streamed to the driver)."""
     rows, gcws, threshold, _ = CASES[name]
-    ds = ray_data.from_items(_items(rows), override_num_blocks=3)
-    pairs = fhr.similarity_join(ds, gcws, threshold, column="x", partitions=1).to_pandas()
+    ds = ray_data.from_items(_items(rows), override_num_blocks=1)
+    clusters = fhr.duplicate_clusters(ds, gcws, threshold, mode=mode, column="x", partitions=1)
+    expected = duplicate_clusters(rows, create_map(gcws), threshold, mode=mode)
+    pairs = clusters.pairs.to_pandas().sort_values(["i", "j"]).reset_index(drop=True)
+    assert_same_pairs(pairs["i"].to_numpy(), pairs["j"].to_numpy(), pairs["similarity"].to_numpy(), expected.pairs)
+    labels = clusters.labels.to_pandas().sort_values("id")
+    assert expected.n_clusters == clusters.n_clusters < len(labels)
+    np.testing.assert_array_equal(labels["label"].to_numpy(), expected.representatives[expected.labels])
+    np.testing.assert_array_equal(np.sort(clusters.representatives.to_pandas()["id"]), expected.representatives)
+
+
+def test_join_of_two_datasets_equals_in_process(ray_data):
+    """Y=: the pairs between two Datasets (the sparse rows cut in two, Y's ids from 1000) are the
+    in-process cross join's, verified by codes. One case: the rows' kinds move through the same steps
+    (tested above on one Dataset), and each Ray Data join costs several seconds of scheduling."""
+    name, verify = "sparse", "codes"
+    rows, gcws, threshold, _ = CASES[name]
+    half = (rows.shape[0] if hasattr(rows, "shape") else len(rows)) // 2
+    X, Y = rows[:half], rows[half:]
+    pairs = fhr.similarity_join(ray_data.from_items(_items(X), override_num_blocks=1), gcws, threshold,
+                                Y=ray_data.from_items(_items(Y, 1000), override_num_blocks=1), column="x",
+                                verify=verify, partitions=1).to_pandas()
     pairs = pairs.sort_values(["i", "j"]).reset_index(drop=True)
-    expected = similarity_join(rows, create_map(gcws), threshold)
-    assert_same_pairs(pairs["i"].to_numpy(), pairs["j"].to_numpy(), pairs["similarity"].to_numpy(), expected)
+    expected = similarity_join(X, create_map(gcws), threshold, Y=Y, verify=verify)
+    assert_same_pairs(pairs["i"].to_numpy(), pairs["j"].to_numpy() - 1000, pairs["similarity"].to_numpy(),
+                      expected)
 
 
 def test_bad_input_is_refused_on_the_driver():

@@ -34,7 +34,9 @@ pytestmark = pytest.mark.xdist_group("spark")
 def spark():
     session = (SparkSession.builder.master("local[2]").appName("featurehash-tests")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+               # two partitions for two cores: more only adds tasks (each a Python worker's round trip)
+               .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
+               .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
@@ -50,9 +52,15 @@ def _column(rows) -> list:
 
 @pytest.fixture(scope="module")
 def frames(spark):
-    """Each case's rows as a DataFrame (id, x), ids the row positions, in 3 partitions."""
-    return {name: spark.createDataFrame(list(enumerate(_column(rows))), ["id", "x"]).repartition(3)
-            for name, (rows, *_) in CASES.items()}
+    """Each case's rows as a DataFrame (id, x), ids the row positions, in one partition: every Python
+    worker Spark starts pays the import of featurehash and its kernels (seconds on a loaded machine), and
+    each plan node that runs Python (mapInArrow, a pandas UDF) starts its own per partition. The joins
+    still shuffle into two partitions (spark.sql.shuffle.partitions)."""
+    return {name: _frame(spark, rows) for name, (rows, *_) in CASES.items()}
+
+
+def _frame(spark, rows, first_id: int = 0):
+    return spark.createDataFrame(list(enumerate(_column(rows), first_id)), ["id", "x"]).coalesce(1)
 
 
 def _sorted(frame, *columns):
@@ -61,12 +69,16 @@ def _sorted(frame, *columns):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_codes_keys_and_features_equal_in_process(frames, name):
+    """One job per case: codes and float32 features by mapInArrow, band keys and float64 features by
+    pandas UDFs, and (dense) the GCWS map's one-hot features as sparse vectors."""
     rows, gcws, threshold, feature_spec = CASES[name]
     df = fhs.transform(frames[name], gcws, "x", "codes", what="codes")   # mapInArrow
     df = fhs.transform(df, feature_spec, "x", "z32")
+    if name == "dense":
+        df = fhs.transform(df, gcws, "x", "one_hot")
     df = df.withColumn("keys", fhs.band_keys_udf(gcws, threshold=threshold)("x"))   # pandas UDFs
     df = df.withColumn("z64", fhs.features_udf(feature_spec, dtype=np.float64)("x"))
-    got = _sorted(df.select("id", "codes", "keys", "z32", "z64"), "id")
+    got = _sorted(df.drop("x"), "id")
     gcws_map, feature_map = create_map(gcws), create_map(feature_spec)
     codes = gcws_map.hash(rows)
     np.testing.assert_array_equal(np.stack(got["codes"]), codes)
@@ -82,15 +94,11 @@ def test_codes_keys_and_features_equal_in_process(frames, name):
     assert Z32.dtype == np.float32
     assert_dense_features_match(Z32, np.stack(got["z64"]), feature_map.transform(rows, dtype=np.float32),
                                 feature_map.transform(rows, dtype=np.float64))
-
-
-def test_one_hot_features_are_sparse_vectors(frames):
-    rows, gcws, *_ = CASES["dense"]
-    got = _sorted(fhs.transform(frames["dense"], gcws, "x", "z"), "id")
-    expected = create_map(gcws).transform(rows).to_csr(np.float64)
-    assert isinstance(got["z"][0], SparseVector) and got["z"][0].size == expected.shape[1]
-    np.testing.assert_array_equal(np.stack([v.indices for v in got["z"]]),
-                                  expected.indices.reshape(rows.shape[0], -1))
+    if name == "dense":
+        expected = gcws_map.transform(rows).to_csr(np.float64)
+        assert isinstance(got["one_hot"][0], SparseVector) and got["one_hot"][0].size == expected.shape[1]
+        np.testing.assert_array_equal(np.stack([v.indices for v in got["one_hot"]]),
+                                      expected.indices.reshape(rows.shape[0], -1))
 
 
 @pytest.mark.parametrize(("name", "mode"), [("dense", "components"), ("sparse", "components"),
@@ -134,13 +142,21 @@ def test_the_map_is_built_once_per_python_worker(spark, frames):
     assert seen and {entry.split(":")[1] for entry in seen} == {"1"}, seen
 
 
-def test_code_verification_equals_in_process(frames):
+@pytest.mark.parametrize(("name", "verify"), [("dense", "exact"), ("sparse", "codes"), ("text", "exact")])
+def test_join_of_two_frames_equals_in_process(spark, name, verify):
+    """Y=: the pairs between two DataFrames (the rows cut in two, Y's ids starting at 1000) are the
+    in-process cross join's (`dedup.similarity_join(X, map, t, Y=Y)`); sparse rows verified by codes."""
     from featurehash.dedup import similarity_join
 
-    rows, gcws, threshold, _ = CASES["sparse"]
-    pairs = _sorted(fhs.similarity_join(frames["sparse"], gcws, threshold, column="x", verify="codes"), "i", "j")
-    expected = similarity_join(rows, create_map(gcws), threshold, verify="codes")
-    assert_same_pairs(pairs["i"].to_numpy(), pairs["j"].to_numpy(), pairs["similarity"].to_numpy(), expected)
+    rows, gcws, threshold, _ = CASES[name]
+    half = (rows.shape[0] if hasattr(rows, "shape") else len(rows)) // 2
+    X, Y = rows[:half], rows[half:]
+    pairs = fhs.similarity_join(_frame(spark, X), gcws, threshold, Y=_frame(spark, Y, 1000), column="x",
+                                verify=verify)
+    pairs = _sorted(pairs, "i", "j")
+    expected = similarity_join(X, create_map(gcws), threshold, Y=Y, verify=verify)
+    assert_same_pairs(pairs["i"].to_numpy(), pairs["j"].to_numpy() - 1000, pairs["similarity"].to_numpy(),
+                      expected)
 
 
 def test_bad_input_is_refused_on_the_driver(frames):

@@ -72,14 +72,7 @@ def duplicate_clusters(X, feature_map, threshold: float, *, mode: str = "compone
                                 memory_budget=memory_budget, spill_dir=spill_dir,
                                 output=output if output is not None or workdir is None else workdir / "pairs.npz",
                                 chunk_rows=chunk_rows, block_pairs=block_pairs, progress=progress)
-        n = pairs.shape[0]
-        if mode == "components":
-            parent = np.arange(n, dtype=np.int64)
-            for i, j, _ in pairs.blocks(block_pairs):
-                _union(parent, np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64))
-            row_representative = _roots(parent)
-        else:
-            row_representative = _representatives(pairs, n, block_pairs, workdir)
+        row_representative = row_representatives(pairs, pairs.shape[0], mode, block_pairs, workdir)
         if workdir is not None and output is None:
             pairs = dataclasses.replace(pairs, i=None, j=None, similarity=None, path=None)
     finally:
@@ -88,6 +81,20 @@ def duplicate_clusters(X, feature_map, threshold: float, *, mode: str = "compone
     representatives, labels = np.unique(row_representative, return_inverse=True)
     return DuplicateClusters(labels=labels.astype(np.int64).ravel(), representatives=representatives.astype(np.int64),
                              mode=mode, pairs=pairs)
+
+
+def row_representatives(pairs, n: int, mode: str, block_pairs: int = DEFAULT_BLOCK_PAIRS,
+                        workdir: Path | None = None) -> np.ndarray:
+    """Each of n rows' representative (its cluster's lowest row) from verified pairs of row positions,
+    `pairs.blocks(block_pairs)` giving (i, j, similarity) blocks: read once for mode="components"
+    (union-find, n int64), twice for "representatives" (plus one int64 per pair, memory-mapped in
+    `workdir` when given). Used by `duplicate_clusters` and by the engines that stream their pairs."""
+    if mode == "components":
+        parent = np.arange(n, dtype=np.int64)
+        for i, j, _ in pairs.blocks(block_pairs):
+            _union(parent, np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64))
+        return _roots(parent)
+    return _representatives(pairs, n, block_pairs, workdir)
 
 
 def _representatives(pairs: SimilarPairs, n: int, block_pairs: int, workdir: Path | None) -> np.ndarray:

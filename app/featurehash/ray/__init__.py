@@ -6,11 +6,14 @@ Data plan.
     ds = ds.map_batches(fhr.FeatureHashBatches, fn_constructor_kwargs={"spec": spec, "column": "x"},
                         batch_format="pyarrow", compute=ray.data.ActorPoolStrategy(size=2))   # "features" appended
     pairs = fhr.similarity_join(ds, spec, 0.7, column="x")            # Dataset (i, j, similarity)
+    pairs = fhr.similarity_join(ds, spec, 0.7, Y=other, column="x")   # pairs between two Datasets
+    clusters = fhr.duplicate_clusters(ds, spec, 0.7, column="x")      # .labels: Dataset (id, label)
 
 Needs `featurehash[ray]` (ray[data]; the join also needs polars, which Ray Data's joins use).
 """
 
 from .batches import FeatureHashBatches
+from .clusters import RayDuplicateClusters, duplicate_clusters
 from .join import similarity_join
 
-__all__ = ["FeatureHashBatches", "similarity_join"]
+__all__ = ["FeatureHashBatches", "RayDuplicateClusters", "duplicate_clusters", "similarity_join"]

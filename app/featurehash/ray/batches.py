@@ -29,20 +29,10 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("featurehash.ray needs pyarrow: pip install 'featurehash[ray]'") from exc
 
-from ..engines.columns import (
-    VECTOR_TYPE,
-    features_column,
-    list_column,
-    rows_of,
-    sparse_features,
-)
-from ..engines.join_steps import batch_keys
-from ..engines.worker import ShippedSpec, resolve, worker_map
-from ..maps import InputError, UnsupportedOperation
+from ..engines.columns import rows_of
+from ..engines.outputs import output_column, plan_output
+from ..engines.worker import ShippedSpec, worker_map
 from ..maps.inputs import output_dtype
-from ..maps.lsh import choose_bands
-
-WHAT = ("features", "codes", "band_keys")
 
 
 class FeatureHashBatches:
@@ -51,20 +41,10 @@ class FeatureHashBatches:
     def __init__(self, spec: Mapping[str, Any] | ShippedSpec, column: str, output_column: str | None = None, *,
                  what: str = "features", dtype=None, threshold: float | None = None, bands: int | None = None,
                  target_recall: float = 0.95):
-        if what not in WHAT:
-            raise InputError("what", f"must be one of {', '.join(WHAT)}")
-        self.feature_map, self.shipped = resolve(spec)
-        if what != "features" and not self.feature_map.has_hash:
-            raise UnsupportedOperation("method", f"'{self.feature_map.method}' maps have no discrete codes")
+        plan = plan_output(spec, what, threshold, bands, target_recall)
+        self.feature_map, self.shipped, self.banding = plan.feature_map, plan.shipped, plan.banding
         self.column, self.output_column, self.what = column, output_column or what, what
         self.dtype = output_dtype(dtype)
-        self.banding = None
-        if what == "band_keys":
-            k = self.feature_map.spec.n_components
-            if (threshold is None) == (bands is None):
-                raise InputError("threshold", "give one of threshold (the join's banding) or bands")
-            self.banding = (int(bands), k // int(bands)) if bands is not None else \
-                choose_bands(k, threshold, target_recall)
 
     def __call__(self, batch):
         if isinstance(batch, pa.Table):
@@ -79,22 +59,8 @@ class FeatureHashBatches:
 
     def _compute(self, column) -> pa.Array:
         feature_map = worker_map(self.shipped)
-        if len(column) == 0:   # an empty block (after a filter): an empty column of the result's type
-            return _empty(feature_map, self.what, self.dtype)
-        rows = rows_of(_tensor_rows(column), feature_map, self.column)
-        if self.what == "features":
-            return features_column(feature_map.transform(rows, dtype=self.dtype), self.dtype)
-        if self.what == "codes":
-            return list_column(feature_map.hash(rows))
-        return list_column(batch_keys(feature_map, rows, *self.banding)[0])
-
-
-def _empty(feature_map, what: str, dtype: np.dtype) -> pa.Array:
-    if what != "features":
-        return pa.array([], pa.list_(pa.int64()))
-    if sparse_features(feature_map):
-        return pa.array([], VECTOR_TYPE)
-    return pa.array([], pa.list_(pa.from_numpy_dtype(dtype)))
+        rows = rows_of(_tensor_rows(column), feature_map, self.column) if len(column) else []
+        return output_column(feature_map, rows, self.what, self.dtype, self.banding)
 
 
 def _tensor_rows(column):

@@ -5,7 +5,8 @@ as a plan of map_batches and hash joins.
    keys (`dedup.candidates.band_keys`, the in-process banding `choose_bands(k, threshold, target_recall)`);
    materialised once, since three later steps read it;
 2. candidates: (band, key, id) rows joined with themselves on (band, key) (Ray Data's hash join), kept
-   where id_a < id_b (a bucket of b rows gives b (b - 1) / 2, as in process);
+   where id_a < id_b (a bucket of b rows gives b (b - 1) / 2, as in process); with a second Dataset `Y`,
+   the rows of ds joined with those of Y, every (x, y) of a bucket a candidate;
 3. each candidate joined with both rows and their keys (two hash joins on the ids);
 4. verify, per batch of candidates: dedup's first-shared-band rule (each pair kept in the first band its
    rows share, so it is verified once) and dedup's pair kernel (`ExactPairs`, or `CodePairs`).
@@ -27,23 +28,29 @@ from ..engines.worker import ShippedSpec, resolve, worker_map
 from .batches import _tensor_rows
 
 
-def similarity_join(ds, spec, threshold: float, *, column: str = "features", id_col: str = "id",
+def similarity_join(ds, spec, threshold: float, *, Y=None, column: str = "features", id_col: str = "id",
                     target_recall: float = 0.95, verify: str = "exact", partitions: int = 8):
     """Every pair of rows of the Ray Dataset `ds` whose similarity under the map's kernel is >= `threshold`:
     a lazy Dataset (i, j, similarity) of the ids (i < j) in `id_col` (unique int64; the in-process join's
     row positions when they number the rows 0..n-1), the pairs of `featurehash.dedup.similarity_join`
     on the same rows. `column`: vectors, {indices, values} structs or text, as `FeatureHashBatches` reads
     them. `partitions`: the blocks each hash join shuffles into. Needs polars (Ray Data's joins).
+    `Y` (a Dataset with the same `column` and `id_col`): the pairs (i an id of ds, j an id of Y) of the
+    in-process join's `Y=` on the same rows; ids of ds and of Y may overlap.
     """
     feature_map, shipped = resolve(spec)
     bands, rows = plan_bands(feature_map, threshold, target_recall, verify)
-    keyed = ds.map_batches(_keyed, batch_format="pyarrow", fn_kwargs={
-        "shipped": shipped, "column": column, "id_col": id_col, "banding": (bands, rows),
-        "codes": verify == "codes"}).materialize()
-    exploded = keyed.map_batches(_explode, batch_format="pyarrow")
-    found = exploded.join(exploded, "inner", partitions, on=("band", "key"), left_suffix="_a", right_suffix="_b")
-    candidates = found.map_batches(_ordered, batch_format="pyarrow")
-    sides = [keyed.rename_columns({"id": name, "keys": f"keys_{name}", "row": f"row_{name}"}) for name in "ij"]
+    options = {"shipped": shipped, "column": column, "id_col": id_col, "banding": (bands, rows),
+               "codes": verify == "codes"}
+    keyed_x = ds.map_batches(_keyed, batch_format="pyarrow", fn_kwargs=options).materialize()
+    keyed_y = keyed_x if Y is None else Y.map_batches(_keyed, batch_format="pyarrow", fn_kwargs=options).materialize()
+    exploded_x = keyed_x.map_batches(_explode, batch_format="pyarrow")
+    exploded_y = exploded_x if Y is None else keyed_y.map_batches(_explode, batch_format="pyarrow")
+    found = exploded_x.join(exploded_y, "inner", partitions, on=("band", "key"), left_suffix="_a",
+                            right_suffix="_b")
+    candidates = found.map_batches(_ordered, batch_format="pyarrow", fn_kwargs={"self_join": Y is None})
+    sides = [keyed.rename_columns({"id": name, "keys": f"keys_{name}", "row": f"row_{name}"})
+             for keyed, name in ((keyed_x, "i"), (keyed_y, "j"))]
     with_rows = (candidates.join(sides[0], "inner", partitions, on=("i",))
                  .join(sides[1], "inner", partitions, on=("j",)))
     return with_rows.map_batches(_verify, batch_format="pyarrow", fn_kwargs={
@@ -76,9 +83,9 @@ def _explode(batch: pa.Table) -> pa.Table:
                      "id": np.repeat(ids, bands)})
 
 
-def _ordered(batch: pa.Table) -> pa.Table:
+def _ordered(batch: pa.Table, self_join: bool) -> pa.Table:
     a, b = batch.column("id_a").to_numpy(), batch.column("id_b").to_numpy()
-    keep = a < b
+    keep = a < b if self_join else np.ones(a.size, dtype=bool)
     return pa.table({"i": a[keep], "j": b[keep], "band": batch.column("band").to_numpy()[keep]})
 
 

@@ -6,6 +6,7 @@ the executors.
     df = fhs.transform(df, spec, "x", "z")                     # mapInArrow: features column appended
     df = df.withColumn("codes", fhs.codes_udf(spec)("x"))      # pandas UDF: array<bigint>
     pairs = fhs.similarity_join(df, spec, 0.7, column="x")      # DataFrame (i, j, similarity)
+    pairs = fhs.similarity_join(df, spec, 0.7, Y=other, column="x")   # pairs between two DataFrames
     clusters = fhs.duplicate_clusters(df, spec, 0.7, column="x")   # .labels: DataFrame (id, label)
 
 Columns: numeric arrays (array<double|float|...>), Spark ML vectors (sparse or dense VectorUDT) and text

@@ -35,21 +35,11 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("featurehash.spark needs pyspark and pyarrow: pip install 'featurehash[spark]'") from exc
 
-from ..engines.columns import (
-    VECTOR_TYPE,
-    as_arrow,
-    features_column,
-    list_column,
-    rows_of,
-    sparse_features,
-)
-from ..engines.join_steps import batch_keys
-from ..engines.worker import ShippedSpec, resolve, worker_map
-from ..maps import InputError, UnsupportedOperation
+from ..engines.columns import VECTOR_TYPE, as_arrow, rows_of, sparse_features
+from ..engines.outputs import output_column, plan_output
+from ..engines.worker import ShippedSpec, worker_map
+from ..maps import InputError
 from ..maps.inputs import output_dtype
-from ..maps.lsh import choose_bands
-
-WHAT = ("features", "codes", "band_keys")
 
 
 def transform(df, spec: Mapping[str, Any] | ShippedSpec, input_col: str, output_col: str | None = None, *,
@@ -106,25 +96,8 @@ def band_key_rows(df, spec, input_col: str, *, id_col: str = "id", threshold: fl
 # -- on the driver ---------------------------------------------------------------------------
 
 def _plan(spec, what: str, threshold, bands, target_recall):
-    if what not in WHAT:
-        raise InputError("what", f"must be one of {', '.join(WHAT)}")
-    feature_map, shipped = resolve(spec)
-    banding = None
-    if what != "features" and not feature_map.has_hash:
-        raise UnsupportedOperation("method", f"'{feature_map.method}' maps have no discrete codes")
-    if what == "band_keys":
-        k = feature_map.spec.n_components
-        if (threshold is None) == (bands is None):
-            raise InputError("threshold", "give one of threshold (the join's banding) or bands")
-        if bands is not None:
-            if not 1 <= bands <= k:
-                raise InputError("bands", f"must lie in [1, {k}] (the map's codes per row)")
-            banding = (int(bands), k // int(bands))
-        else:
-            if not 0.0 < threshold <= 1.0 or not 0.0 < target_recall < 1.0:
-                raise InputError("threshold", "threshold must lie in (0, 1] and target_recall in (0, 1)")
-            banding = choose_bands(k, threshold, target_recall)
-    return feature_map, shipped, banding
+    plan = plan_output(spec, what, threshold, bands, target_recall)
+    return plan.feature_map, plan.shipped, plan.banding
 
 
 def _types(feature_map, what: str, dtype: np.dtype):
@@ -169,12 +142,7 @@ def _as_vectors(column: pa.StructArray) -> list:
 def _compute(shipped: ShippedSpec, column, what: str, dtype_name: str, banding) -> pa.Array:
     feature_map, column = worker_map(shipped), as_arrow(column)
     rows = rows_of(column, feature_map, "documents" if _is_text(column) else "vectors")
-    if what == "features":
-        return features_column(feature_map.transform(rows, dtype=np.dtype(dtype_name)), np.dtype(dtype_name))
-    if what == "codes":
-        return list_column(feature_map.hash(rows))
-    keys, _ = batch_keys(feature_map, rows, *banding)
-    return list_column(keys)
+    return output_column(feature_map, rows, what, np.dtype(dtype_name), banding)
 
 
 def _is_text(column) -> bool:
