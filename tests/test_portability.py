@@ -65,6 +65,8 @@ def _variants() -> dict[str, dict[str, str]]:
 
 
 VARIANTS = _variants()
+# One worker computes the fingerprints (a module fixture is per xdist worker: split, both paid ~30 s of CPU).
+pytestmark = pytest.mark.xdist_group("portability")
 
 
 def _run(name: str, env_update: dict[str, str], directory: Path) -> tuple[str, dict]:

@@ -18,6 +18,9 @@ import redis
 
 from service_support import RedisProcess, ServiceProcess, start_all, stop_all
 
+# Its servers start once, on one xdist worker (module fixtures are per worker).
+pytestmark = pytest.mark.xdist_group("quotas")
+
 KEYS = {"fast": "key-fast", "paced": "key-paced", "single": "key-single", "small": "key-small", "admin": "key-admin"}
 RATE = 20
 GCWS = {"method": "gcws", "input_dim": 4, "n_components": 16, "seed": 5}

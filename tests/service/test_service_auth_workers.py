@@ -21,6 +21,9 @@ from featurehash.client import FeatureHashAPIError, FeatureHashClient
 from featurehash.maps import create_map
 from service_support import NPY, ServiceProcess, children, cmdline, list_all, load_npy, npy_bytes, start_all
 
+# Its servers start once, on one xdist worker (module fixtures are per worker).
+pytestmark = pytest.mark.xdist_group("service_auth_workers")
+
 KEY = "secret"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 SPEC = {"method": "nrff", "input_dim": 5, "n_components": 24, "seed": 21, "params": {"gamma": 1.5}}

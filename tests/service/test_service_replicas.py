@@ -19,6 +19,9 @@ import redis
 from featurehash.maps import create_map
 from service_support import NPY, RedisProcess, ServiceProcess, load_npy, map_ids, npy_bytes, start_all, stop_all
 
+# Its servers start once, on one xdist worker (module fixtures are per worker).
+pytestmark = pytest.mark.xdist_group("service_replicas")
+
 SPEC = {"method": "rff", "input_dim": 6, "n_components": 32, "seed": 7, "params": {"gamma": 0.4}}
 X = np.random.default_rng(3).normal(size=(5, 6))
 
