@@ -12,7 +12,9 @@ Checks: not_a_server_error, status_code_conformance, content_type_conformance an
 response_schema_conformance on every answer; the status codes seen are counted and printed.
 A second server has an API key: the free-running pass runs with it in an Authorization header (all
 three in longer runs), and one pass runs with a wrong key, where every answer but the open probes,
-routing's 404/405 and the body limit's 413 must be a 401.
+routing's 404/405 and the body limit's 413 must be a 401. A third server reads a keys file whose one key is a
+non-default tenant's (read and write, not admin, with rate, concurrency and stored-bytes limits): the same two
+passes reach the scope checks, tenant-scoped indexes and the quota scripts.
 
 Longer runs (not part of the suite): FUZZ_SEED, FUZZ_MAX_EXAMPLES and FUZZ_STATEFUL_STEPS override
 the budget below, e.g. `FUZZ_SEED=91 FUZZ_MAX_EXAMPLES=150 FUZZ_STATEFUL_STEPS=25 pytest -s
@@ -22,7 +24,9 @@ tests/service/test_service_fuzz.py`.
 from __future__ import annotations
 
 import collections
+import hashlib
 import io
+import json
 import os
 
 import httpx
@@ -70,13 +74,26 @@ def record_status(ctx, response, case):
         SERVER_ERRORS.append(f"{case.method} {case.formatted_path} -> {response.status_code}: {response.text[:300]}")
 
 
-@pytest.fixture(scope="module", params=["open", "keyed"])
+def _tenant_keys_file(directory) -> str:
+    """A keys file whose one key is a non-default tenant's, read and write (not admin), with limits: the fuzz
+    then reaches the scope checks (403), tenant-scoped indexes and the quota scripts."""
+    entry = {"name": "fuzz-rw", "tenant": "team-fuzz", "scopes": ["read", "write"],
+             "sha256": hashlib.sha256(API_KEY.encode()).hexdigest(),
+             "limits": {"requests_per_second": 1000, "concurrent_requests": 8}}
+    path = directory / "keys.json"
+    path.write_text(json.dumps({"keys": [entry], "tenants": {"team-fuzz": {"stored_bytes": 2**20}}}))
+    return str(path)
+
+
+@pytest.fixture(scope="module", params=["open", "keyed", "tenant"])
 def fuzz_server(request, tmp_path_factory):
-    key = {"api_key": API_KEY} if request.param == "keyed" else {}
-    server = ServiceProcess(f"fuzz-{request.param}", tmp_path_factory.mktemp("serve-fuzz"), max_body_bytes=2**20,
+    directory = tmp_path_factory.mktemp("serve-fuzz")
+    key = {"open": {}, "keyed": {"api_key": API_KEY},
+           "tenant": {"keys_file": _tenant_keys_file(directory)} if request.param == "tenant" else {}}[request.param]
+    server = ServiceProcess(f"fuzz-{request.param}", directory / "data", max_body_bytes=2**20,
                             max_map_bytes=2**26, max_batch_rows=64, map_cache_bytes=2**26, **key)
     server.start().wait_ready()
-    server.api_key = key.get("api_key")
+    server.api_key = None if request.param == "open" else API_KEY
     yield server
     assert not server.terminate()
 
