@@ -13,6 +13,7 @@ What HTTP adds (uvicorn, h11, sockets) is the same for both apps and is not here
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import os
 import tempfile
@@ -67,14 +68,11 @@ async def _started(app):
     return inbox, task
 
 
-def npy_bytes(array: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, array, allow_pickle=False)
-    return buffer.getvalue()
-
-
-async def _measure(rounds: int, per_block: int) -> dict[str, float]:
-    with tempfile.TemporaryDirectory(prefix="featurehash-asgi-") as tmp:
+@contextlib.asynccontextmanager
+async def running_app(prefix: str = "featurehash-asgi-"):
+    """The service's app on its own embedded Redis, its lifespan started and its access log sent to /dev/null
+    (the lines are still formatted and written: their cost is part of a request's), shut down on exit."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         redis = EmbeddedRedis(Path(tmp))
         redis.start()
         try:
@@ -82,41 +80,52 @@ async def _measure(rounds: int, per_block: int) -> dict[str, float]:
             access_lines.flush()
             access_lines.fd = os.open(os.devnull, os.O_WRONLY)
             inbox, task = await _started(app)
-            floor = service_floor.create_app()
-            ids = {}
-            for name, spec in (("rff", {"method": "rff", "input_dim": 64, "n_components": 1024, "seed": 1,
-                                        "params": {"gamma": 1 / 64}}),
-                               ("gcws", {"method": "gcws", "input_dim": 64, "n_components": 256, "seed": 1})):
-                status, body = await call(app, "POST", "/v1/maps", orjson.dumps(spec), JSON)
-                ids[name] = orjson.loads(body)["id"]
-            x = np.random.default_rng(0).standard_normal((1, 64)).astype(np.float32)
-            as_json = orjson.dumps({"vectors": x}, option=orjson.OPT_SERIALIZE_NUMPY)
-            cases = {"floor": (floor, "POST", "/floor", as_json, JSON),
-                     "floor + rff work": (floor, "POST", "/floor-rff", as_json, JSON),
-                     "rff JSON": (app, "POST", f"/v1/maps/{ids['rff']}/transform", as_json, JSON),
-                     "rff npy": (app, "POST", f"/v1/maps/{ids['rff']}/transform", npy_bytes(x), NPY),
-                     "gcws hash JSON": (app, "POST", f"/v1/maps/{ids['gcws']}/hash", as_json, JSON),
-                     "GET /healthz": (app, "GET", "/healthz", b"", [])}
-            for name, (target, *request) in cases.items():
-                status, body = await call(target, *request)
-                if status != 200:
-                    raise RuntimeError(f"{name}: {status} {body[:200]!r}")
-            best = {name: float("inf") for name in cases}
-            for _ in range(rounds):
-                for name, (target, *request) in cases.items():
-                    start = time.process_time()
-                    for _ in range(per_block):
-                        await call(target, *request)
-                    best[name] = min(best[name], (time.process_time() - start) / per_block)
+            yield app
             await inbox.put({"type": "lifespan.shutdown"})
             await task
-            return best
         finally:
             access_lines.flush()
             if access_lines.fd != 2:
                 os.close(access_lines.fd)
                 access_lines.fd = 2
             redis.stop()
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+async def _measure(rounds: int, per_block: int) -> dict[str, float]:
+    async with running_app() as app:
+        floor = service_floor.create_app()
+        ids = {}
+        for name, spec in (("rff", {"method": "rff", "input_dim": 64, "n_components": 1024, "seed": 1,
+                                    "params": {"gamma": 1 / 64}}),
+                           ("gcws", {"method": "gcws", "input_dim": 64, "n_components": 256, "seed": 1})):
+            status, body = await call(app, "POST", "/v1/maps", orjson.dumps(spec), JSON)
+            ids[name] = orjson.loads(body)["id"]
+        x = np.random.default_rng(0).standard_normal((1, 64)).astype(np.float32)
+        as_json = orjson.dumps({"vectors": x}, option=orjson.OPT_SERIALIZE_NUMPY)
+        cases = {"floor": (floor, "POST", "/floor", as_json, JSON),
+                 "floor + rff work": (floor, "POST", "/floor-rff", as_json, JSON),
+                 "rff JSON": (app, "POST", f"/v1/maps/{ids['rff']}/transform", as_json, JSON),
+                 "rff npy": (app, "POST", f"/v1/maps/{ids['rff']}/transform", npy_bytes(x), NPY),
+                 "gcws hash JSON": (app, "POST", f"/v1/maps/{ids['gcws']}/hash", as_json, JSON),
+                 "GET /healthz": (app, "GET", "/healthz", b"", [])}
+        for name, (target, *request) in cases.items():
+            status, body = await call(target, *request)
+            if status != 200:
+                raise RuntimeError(f"{name}: {status} {body[:200]!r}")
+        best = {name: float("inf") for name in cases}
+        for _ in range(rounds):
+            for name, (target, *request) in cases.items():
+                start = time.process_time()
+                for _ in range(per_block):
+                    await call(target, *request)
+                best[name] = min(best[name], (time.process_time() - start) / per_block)
+        return best
 
 
 def app_cpu_per_request(rounds: int = 7, per_block: int = 1000) -> dict[str, float]:

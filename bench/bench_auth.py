@@ -34,14 +34,10 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from asgi_cost import JSON, _started, call  # noqa: E402
+from asgi_cost import JSON, call, running_app  # noqa: E402
 from raw_http import Connection, latencies_us  # noqa: E402
 
-from featurehash.service.api.middleware import access_lines  # noqa: E402
-from featurehash.service.app import create_app  # noqa: E402
 from featurehash.service.auth import KeySource  # noqa: E402
-from featurehash.service.config import Settings  # noqa: E402
-from featurehash.store.embedded import EmbeddedRedis  # noqa: E402
 
 SPEC = {"method": "rff", "input_dim": 64, "n_components": 1024, "seed": 1, "params": {"gamma": 1 / 64}}
 API_KEY = "bench-api-key"
@@ -75,48 +71,33 @@ def body() -> bytes:
 # -- 1. in process ---------------------------------------------------------------------------------------
 
 async def _asgi(keys_file: Path, rounds: int, per_block: int) -> dict[str, list[float]]:
-    with tempfile.TemporaryDirectory(prefix="featurehash-auth-") as tmp:
-        redis = EmbeddedRedis(Path(tmp))
-        redis.start()
-        try:
-            access_lines.flush()
-            access_lines.fd = os.open(os.devnull, os.O_WRONLY)
-            # One app, its key source swapped between blocks: the contenders differ in the keys alone (three
-            # apps differed by +-6 us a request with identical code, their caches and memory apart).
-            app = create_app(Settings(REDIS_URL=redis.url, access_log_level="info"))
-            inbox, task = await _started(app)
-            state = app.state.service
-            sources = {name: KeySource(**{"open": {"keys_file": None},
-                                          "api key": {"keys_file": None, "api_key": API_KEY},
-                                          "keys file": {"keys_file": keys_file}}[name]) for name in CONTENDERS}
-            status, answer = await call(app, "POST", "/v1/maps", orjson.dumps(SPEC), JSON)
-            path = f"/v1/maps/{orjson.loads(answer)['id']}/transform"
-            payload = body()
-            checks = {}
-            for name in CONTENDERS:
+    # One app, its key source swapped between blocks: the contenders differ in the keys alone (three apps
+    # differed by +-6 us a request with identical code, their caches and memory apart).
+    async with running_app("featurehash-auth-") as app:
+        state = app.state.service
+        sources = {name: KeySource(**{"open": {"keys_file": None},
+                                      "api key": {"keys_file": None, "api_key": API_KEY},
+                                      "keys file": {"keys_file": keys_file}}[name]) for name in CONTENDERS}
+        status, answer = await call(app, "POST", "/v1/maps", orjson.dumps(SPEC), JSON)
+        path = f"/v1/maps/{orjson.loads(answer)['id']}/transform"
+        payload = body()
+        checks = {}
+        for name in CONTENDERS:
+            state.keys = sources[name]
+            status, answer = await call(app, "POST", path, payload, JSON + auth_header(name))
+            if status != 200:
+                raise RuntimeError(f"{name}: {status} {answer[:200]!r}")
+            checks[name] = _check_cost(app, path, auth_header(name))
+        blocks = {name: [] for name in CONTENDERS}
+        for round_ in range(rounds):
+            for name in CONTENDERS[round_ % 3:] + CONTENDERS[:round_ % 3]:
                 state.keys = sources[name]
-                status, answer = await call(app, "POST", path, payload, JSON + auth_header(name))
-                if status != 200:
-                    raise RuntimeError(f"{name}: {status} {answer[:200]!r}")
-                checks[name] = _check_cost(app, path, auth_header(name))
-            blocks = {name: [] for name in CONTENDERS}
-            for round_ in range(rounds):
-                for name in CONTENDERS[round_ % 3:] + CONTENDERS[:round_ % 3]:
-                    state.keys = sources[name]
-                    headers = JSON + auth_header(name)
-                    start = time.process_time()
-                    for _ in range(per_block):
-                        await call(app, "POST", path, payload, headers)
-                    blocks[name].append((time.process_time() - start) / per_block)
-            await inbox.put({"type": "lifespan.shutdown"})
-            await task
-            return blocks, checks
-        finally:
-            access_lines.flush()
-            if access_lines.fd != 2:
-                os.close(access_lines.fd)
-                access_lines.fd = 2
-            redis.stop()
+                headers = JSON + auth_header(name)
+                start = time.process_time()
+                for _ in range(per_block):
+                    await call(app, "POST", path, payload, headers)
+                blocks[name].append((time.process_time() - start) / per_block)
+        return blocks, checks
 
 
 def _check_cost(app, path: str, headers) -> float:
