@@ -111,14 +111,17 @@ def _whole_answer(sock: socket.socket) -> bytes:
     """The whole HTTP answer on `sock` (headers, then Content-Length bytes of body): a first recv may hold only
     its headers, and the server gives the lease back only before the answer's last byte."""
     answer = b""
-    while b"\r\n\r\n" not in answer:
-        answer += sock.recv(65536)
-    head, _, body = answer.partition(b"\r\n\r\n")
-    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                  if line.lower().startswith(b"content-length:"))
-    while len(body) < length:
-        body += sock.recv(65536)
+    while b"\r\n\r\n" not in answer or len(answer.partition(b"\r\n\r\n")[2]) < _length(answer):
+        more = sock.recv(65536)
+        assert more, f"the server closed the connection after {answer[:200]!r}"
+        answer += more
     return answer
+
+
+def _length(answer: bytes) -> int:
+    head = answer.partition(b"\r\n\r\n")[0]
+    return next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:"))
 
 
 def test_concurrent_requests_hold_across_replicas_and_free_when_the_request_ends(replicas):
