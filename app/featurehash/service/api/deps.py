@@ -250,12 +250,17 @@ class Requires:
         self.scope = scope
 
     async def __call__(self, request: Request, principal: Principal = Depends(require_api_key)) -> Principal:
-        if not principal.allows(self.scope):
-            raise Forbidden(self.scope, principal)
-        quotas = request.app.state.service.quotas
-        if quotas is not None:  # the key's request limits (quotas.RequestQuotas), once its scope is known to be enough
-            await quotas.admit(request, principal)
+        await _authorize(request, request.app.state.service, principal, self.scope)
         return principal
+
+
+async def _authorize(request: Request, state: ServiceState, principal: Principal, scope: Scope) -> None:
+    """403 naming `scope` when the key lacks it; then the key's request limits (quotas.RequestQuotas), once its
+    scope is known to be enough."""
+    if not principal.allows(scope):
+        raise Forbidden(scope, principal)
+    if state.quotas is not None:
+        await state.quotas.admit(request, principal)
 
 
 READ, WRITE, ADMIN = (Requires(scope) for scope in (Scope.READ, Scope.WRITE, Scope.ADMIN))
@@ -270,10 +275,7 @@ async def checked_state(request: Request, scope: Scope = Scope.READ) -> ServiceS
         request.scope.setdefault("state", {})["principal"] = ring.resolve("")
     else:
         principal = _authenticate(request, state, _bearer_token(_authorization(request.scope["headers"])))
-        if not principal.allows(scope):
-            raise Forbidden(scope, principal)
-        if state.quotas is not None:
-            await state.quotas.admit(request, principal)
+        await _authorize(request, state, principal, scope)
     _refuse_unknown_query(request)
     return state
 
