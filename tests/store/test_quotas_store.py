@@ -98,19 +98,26 @@ def test_a_request_refused_by_one_limit_takes_nothing_of_the_other(client, prefi
     assert stored is None or int(stored) - now <= 1000
 
 
+def _redis_seconds(client) -> float:
+    seconds, micros = client.time()
+    return int(seconds) + int(micros) / 1e6
+
+
 def _drive(url: str, prefix: str, start_at: float, seconds: float, rate: float, out) -> None:
-    limits = RequestLimits(redis.Redis.from_url(url), prefix, burst_seconds=0.1)
+    client = redis.Redis.from_url(url)
+    limits = RequestLimits(client, prefix, burst_seconds=0.1)
     time.sleep(max(0.0, start_at - time.time()))   # both processes drive the same window
-    admitted, first, end = 0, time.time(), time.monotonic() + seconds
+    admitted, first, end = 0, _redis_seconds(client), time.monotonic() + seconds
     while time.monotonic() < end:
         admitted += limits.admit("shared", requests_per_second=rate).admitted
         time.sleep(0.001)
-    out.put((admitted, first, time.time()))
+    out.put((admitted, first, _redis_seconds(client)))
 
 
 def test_the_rate_holds_across_two_processes(redis_url, prefix):
     """Two processes each try ~500 requests a second on one key limited to 100/s for 1.5 s: together they get
-    the limit's worth (plus the burst), not twice it."""
+    the limit's worth (plus the burst), not twice it. The window is read on Redis's clock, the one the limit
+    is kept on (TIME before a process's first request and after its last)."""
     rate, seconds = 100.0, 1.5
     context = multiprocessing.get_context("spawn")
     out, start_at = context.Queue(), time.time() + 3.0
