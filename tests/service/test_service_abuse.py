@@ -193,9 +193,13 @@ def test_connections_busy_with_a_request_are_not_evicted(one_worker):
             assert sock.recv(65536).startswith(b"HTTP/1.1 100")  # its headers are in: the body is being read
             sock.sendall(body[:5])
             busy.append(sock)
-        newcomer = socket.create_connection(("127.0.0.1", one_worker.port), timeout=10)
-        with newcomer:
-            assert closed_within(newcomer, 10.0)
+        try:
+            newcomer = socket.create_connection(("127.0.0.1", one_worker.port), timeout=10)
+        except ConnectionResetError:
+            pass   # refused before connect() returned: on a loaded machine the server's reset can come first
+        else:
+            with newcomer:
+                assert closed_within(newcomer, 10.0)
         assert [read_answer(sock)[0] for sock in busy] == [408] * CAP  # cut at the body timeout, not before
     finally:
         for sock in busy:
