@@ -232,3 +232,73 @@ def test_every_openblas_is_held_and_numpys_is_counted(hash_seed):
     if out["libraries"] == 0:
         pytest.skip("no OpenBLAS that threadpoolctl finds (another BLAS): nothing is held")
     assert out["count"] == 2 and out["inside"] == [1] and out["numpys_after"] == [2]
+
+
+def _pool_available() -> bool:
+    row_threads._blas.count()   # looks the library up
+    return row_threads._blas.pool_runner is not None
+
+
+def test_a_lone_section_runs_its_chunks_on_numpys_blas_pool_with_the_bits_of_helper_threads(monkeypatch):
+    """Alone, a batch's chunks run on the calling thread and numpy's OpenBLAS pool threads (which spin after
+    any numpy product, and take the work at once); with the pool turned off they run on helper threads: the
+    chunks are the same, so are the bits. A section overlapping another uses helper threads."""
+    if not _pool_available():
+        pytest.skip("numpy's BLAS is not a pthreads OpenBLAS exporting gotoblas_pthread")
+    monkeypatch.setattr(base_module, "SHARED_MIN_ELEMENTS", 1000)
+    m = make("rff", {})
+    X = data(n=3000).astype(np.float32)
+    used, run = [], row_threads._run_on_blas_pool
+    monkeypatch.setattr(row_threads, "_run_on_blas_pool", lambda work, threads: (used.append(threads),
+                                                                                  run(work, threads))[1])
+    on_pool = np.empty((len(X), m.output_dim), np.float32)
+    m.features_into(X, on_pool, threads=2)
+    assert used == [2]
+    monkeypatch.setattr(row_threads, "_USE_BLAS_POOL", False)
+    on_helpers = np.empty_like(on_pool)
+    m.features_into(X, on_helpers, threads=2)
+    assert used == [2] and np.array_equal(on_pool, on_helpers)
+    monkeypatch.setattr(row_threads, "_USE_BLAS_POOL", True)
+    with row_threads.held_blas():   # another section is running: helper threads
+        inside = np.empty_like(on_pool)
+        m.features_into(X, inside, threads=2)
+    assert used == [2] and np.array_equal(inside, on_pool)
+    pool_threads = set()
+    row_threads.run_chunks(lambda k: pool_threads.add(threading.get_native_id()), list(range(64)), threads=2)
+    assert threading.get_native_id() in pool_threads and len(used) == 2
+
+
+RAISED_MEANWHILE = """
+import threading, numpy as np
+from threadpoolctl import threadpool_limits
+from featurehash import create_map
+import featurehash.maps.base as base_module
+base_module.SHARED_MIN_ELEMENTS = 1000
+m = create_map({"method": "rff", "input_dim": 64, "n_components": 512, "seed": 1})
+X = np.random.default_rng(0).standard_normal((20000, 64)).astype(np.float32)
+expected = m.transform(X, dtype=np.float32)
+stop = threading.Event()
+def raise_the_count():   # what threadpoolctl's limits do when given back in another thread
+    while not stop.is_set():
+        threadpool_limits(2, user_api="blas")
+threading.Thread(target=raise_the_count, daemon=True).start()
+for _ in range(20):
+    out = np.empty_like(expected)
+    m.features_into(X, out, threads=2)
+    assert np.abs(out - expected).max() < 1e-3
+stop.set()
+print("done")
+"""
+
+
+def test_a_blas_count_raised_during_a_section_on_the_pool_does_not_hang_it():
+    """Another thread setting numpy's BLAS count to 2 while chunks run on the pool makes a chunk's product
+    ask the pool for a thread: a spare one is kept, so the batch finishes (a subprocess with a timeout: a
+    hang fails instead of stopping the suite)."""
+    pytest.importorskip("threadpoolctl")
+    if not _pool_available():
+        pytest.skip("numpy's BLAS is not a pthreads OpenBLAS exporting gotoblas_pthread")
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "2"}
+    done = subprocess.run([sys.executable, "-c", RAISED_MEANWHILE], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr[-2000:]

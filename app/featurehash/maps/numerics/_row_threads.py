@@ -7,6 +7,11 @@ one thread per chunk (measured), and numpy's ufuncs, BLAS, numba's `nogil` passe
 release the GIL, so the chunks' work overlaps. Threads = numpy's OpenBLAS thread count outside shared
 sections (OPENBLAS_NUM_THREADS=1 keeps everything on the calling thread), at most the usable cores; 1
 without threadpoolctl (which finds that library) or with another BLAS.
+
+The helper threads are numpy's own OpenBLAS pool threads when that library exports `gotoblas_pthread`
+(pthreads builds, numpy's wheels among them) and no other section is running: after any numpy product
+those threads spin ~0.1 s waiting for more work, and threads of our own then shared the cores with a
+spinning one. FEATUREHASH_BLAS_POOL=0 uses a pool of our own always.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ class _BlasThreads:
         self._saved: list[int] = []
         self._libraries: list[tuple] = []   # (get, set) per OpenBLAS, numpy's first
         self._found = False
+        self.pool_runner = None   # numpy's OpenBLAS's gotoblas_pthread: run a function on its pool threads
+        self._pool_size = None    # numpy's OpenBLAS's blas_num_threads: its pool threads + the caller
 
     def _find(self) -> None:
         """Look up the OpenBLAS libraries through threadpoolctl (if installed): their get/set calls, by
@@ -51,9 +58,12 @@ class _BlasThreads:
         numpy_first = sorted(controllers, key=lambda controller: not _ships_with_numpy(controller.filepath,
                                                                                       numpy_home))
         for controller in numpy_first:
-            calls = _thread_calls(ctypes.CDLL(controller.filepath))
+            library = ctypes.CDLL(controller.filepath)
+            calls = _thread_calls(library)
             if calls is not None:
                 self._libraries.append(calls)
+                if len(self._libraries) == 1 and getattr(controller, "threading_layer", "") == "pthreads":
+                    self.pool_runner, self._pool_size = _pool_runner(library)
 
     @property
     def _get(self):
@@ -72,12 +82,29 @@ class _BlasThreads:
             return self._saved[0] if self._active else int(get())
 
     def __enter__(self):
+        self.enter()
+        return self
+
+    def enter(self) -> bool:
+        """Enter a section; True when it is the only one (its chunks may then run on numpy's BLAS pool)."""
         with self._lock:
             if self._active == 0 and self._get is not None:
                 self._saved = [int(get()) for get, _ in self._libraries]
                 for _, set_threads in self._libraries:
                     set_threads(1)
             self._active += 1
+            return self._active == 1
+
+    def reserve_pool(self, threads: int) -> None:
+        """Inside the only section: make numpy's OpenBLAS pool hold `threads` - 1 workers for the chunks and
+        one spare. A chunk's product runs on a pool thread; were another thread to raise the BLAS thread count
+        meanwhile (threadpoolctl's limits given back, say), that product would wait for a free pool thread, and
+        with none spare it would wait for itself. Setting the count above the pool's size adds threads (they
+        sleep once idle); the count goes back to 1 for the section."""
+        if self._pool_size.value < threads + 1:
+            _, set_threads = self._libraries[0]
+            set_threads(threads + 1)
+            set_threads(1)
 
     def __exit__(self, *exc):
         with self._lock:
@@ -85,6 +112,21 @@ class _BlasThreads:
             if self._active == 0:
                 for (_, set_threads), saved in zip(self._libraries, self._saved):
                     set_threads(saved)
+
+
+def _pool_runner(library):
+    """OpenBLAS's `gotoblas_pthread(threads, function, args, stride)` (pthreads builds export it): runs a C
+    function on the calling thread and threads - 1 of OpenBLAS's own pool threads, and returns when all are
+    done; and its pool size. (None, None) where the library lacks either symbol (OpenMP builds)."""
+    runner = getattr(library, "gotoblas_pthread", None)
+    try:
+        pool_size = ctypes.c_int.in_dll(library, "blas_num_threads")
+    except ValueError:
+        return None, None
+    if runner is not None:
+        runner.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+        runner.restype = ctypes.c_int
+    return runner, pool_size
 
 
 def _ships_with_numpy(filepath: str, numpy_home: str) -> bool:
@@ -155,6 +197,22 @@ def _pool() -> ThreadPoolExecutor:
         return _helpers
 
 
+_USE_BLAS_POOL = os.environ.get("FEATUREHASH_BLAS_POOL", "1") != "0"
+_POOL_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def _run_on_blas_pool(worker, threads: int) -> None:
+    """worker() on the calling thread and threads - 1 of numpy's OpenBLAS pool threads (a ctypes callback:
+    each takes the GIL to start and gives it back inside the compiled passes and BLAS). After a numpy product
+    those threads spin ~0.1 s waiting for more BLAS work; helper threads of our own then shared the cores
+    with a spinning one (a batch right after a 2-thread GEMM took 1.4-1.5x its time alone, measured), while
+    the spinning thread takes this work at once. Only the one section running uses the pool: a second
+    caller would spin in OpenBLAS until the first's chunks are done."""
+    _blas.reserve_pool(threads)
+    callback = _POOL_CALLBACK(lambda _unused: worker())
+    _blas.pool_runner(threads, ctypes.cast(callback, ctypes.c_void_p), None, 0)
+
+
 def run_chunks(work, chunks: list, threads: int) -> list:
     """[work(chunk) for chunk in chunks] (results in chunk order), computed by `threads` threads; an
     exception is raised after every thread stopped (the first by chunk order)."""
@@ -180,13 +238,20 @@ def run_chunks(work, chunks: list, threads: int) -> list:
         finally:
             _local.shared = False
 
-    with _blas:
-        helpers = [_pool().submit(worker) for _ in range(min(threads, len(chunks)) - 1)]
-        worker()
-        for helper in helpers:
-            # A helper still queued behind another batch's would find no chunk left: drop it.
-            if not helper.cancel():
-                helper.result()
+    threads = min(threads, len(chunks))
+    alone = _blas.enter()
+    try:
+        if alone and _blas.pool_runner is not None and _USE_BLAS_POOL:
+            _run_on_blas_pool(worker, threads)
+        else:
+            helpers = [_pool().submit(worker) for _ in range(threads - 1)]
+            worker()
+            for helper in helpers:
+                # A helper still queued behind another batch's would find no chunk left: drop it.
+                if not helper.cancel():
+                    helper.result()
+    finally:
+        _blas.__exit__(None, None, None)
     for error in errors:
         if error is not None:
             raise error
