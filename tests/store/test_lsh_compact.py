@@ -25,20 +25,23 @@ from lsh_support import assert_layout_consistent
 from test_lsh_index import GCWS, near_copies, positive_rows
 
 redis_url = test_lsh_index.redis_url
+# This process's own: an xdist worker tearing the module down deletes only its keys, never those of the
+# other worker's tests of this module still running on the same Redis.
+PREFIX = f"featurehash-compact-test-{uuid.uuid4().hex[:8]}-"
 
 
 @pytest.fixture(scope="module")
 def client(redis_url):
     connection = redis.Redis.from_url(redis_url)
     yield connection
-    for key in connection.scan_iter(match="featurehash-compact-test-*", count=1000):
+    for key in connection.scan_iter(match=f"{PREFIX}*", count=1000):
         connection.unlink(key)
     connection.close()
 
 
 @pytest.fixture
 def indexes(client):
-    return LSHIndexes(client, f"featurehash-compact-test-{uuid.uuid4().hex[:8]}:")
+    return LSHIndexes(client, f"{PREFIX}{uuid.uuid4().hex[:8]}:")
 
 
 def test_b_bit_estimate_is_unbiased_with_the_stated_spread():

@@ -3,9 +3,7 @@
 Keys (K = `{key_prefix}quota:{<key id>}:`; the braces are a Redis Cluster hash tag, so a key's two keys
 share a slot and one script may touch both):
 
-    K rate     the GCRA's theoretical arrival time (TAT), microseconds of Redis's clock (expires a second after
-               the TAT has passed: a TAT in the past counts as none, and a key that lapsed early, by a server's
-               cached clock, would hand out a second burst)
+    K rate     the GCRA's theoretical arrival time (TAT), microseconds of Redis's clock (expires when idle)
     K leases   sorted set: the lease ids of the requests running now, scored by their expiry (ms)
 
 Rate: GCRA (the generic cell rate algorithm of ATM, ITU-T I.371; a token bucket kept as one number). With
@@ -59,7 +57,7 @@ if limit > 0 then
   redis.call('PEXPIRE', KEYS[2], lease)
 end
 if interval > 0 then
-  redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000) + 1000)
+  redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000) + 1)
 end
 return {0}
 """
@@ -76,11 +74,11 @@ local interval, burst, want = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARG
 local tat = math.max(tonumber(redis.call('GET', KEYS[1]) or '0') - tonumber(ARGV[4]) * interval, now)
 local granted = math.min(want, math.floor((burst - (tat - now)) / interval))
 if granted < 1 then
-  if tonumber(ARGV[4]) > 0 then redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000) + 1000) end
+  if tonumber(ARGV[4]) > 0 then redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000) + 1) end
   return {0, tat + interval - burst - now}
 end
 tat = tat + granted * interval
-redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000) + 1000)
+redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000) + 1)
 return {granted}
 """
 
