@@ -1,4 +1,5 @@
-"""The short path of small dense batches (`DenseFeatureMap.short_path`, `RFFMap._short_features`; issue 32).
+"""The short path of small dense batches (`DenseFeatureMap.short_path`, `ShortFourierPath._short_features` of
+rff, nrff, srf and quadrature; issue 32).
 
 It computes a small batch with the products and compiled kernels of the full path, so every feature is the
 same bits as the full path's (a twin map with the short path turned off), for every input type it takes; it
@@ -36,6 +37,7 @@ SPECS = {
     "nrff": ("nrff", {"gamma": 2.0}),
     "nrff_cos_sin": ("nrff", {"gamma": 2.0, "variant": "cos_sin"}),
     "srf": ("srf", {"degree": 3, "bias": 4.0}),
+    "quadrature": ("quadrature", {"gamma": 0.05, "grid": "subsampled"}),
 }
 
 
@@ -273,3 +275,17 @@ def test_float32_passes_give_an_element_its_own_bits_whatever_its_row():
             pair = np.empty((1, 2), np.float32)
             kernels.cos_sin_into_float32(P[i:i + 1, j:j + 1].copy(), weights[j:j + 1], pair, False)
             np.testing.assert_array_equal(pair[0], both[i, [j, values.size + j]])
+
+
+def test_a_quadrature_grid_over_anova_families_is_left_to_the_full_path():
+    """With anova the grid's W is CSR, not the dense product of the short path: it answers False, and the
+    features are the full path's."""
+    m = create_map({"method": "quadrature", "input_dim": 12, "n_components": 256, "seed": 3,
+                    "params": {"gamma": 0.05, "grid": "subsampled", "anova": {"window": 3}}})
+    full = create_map(m.spec.to_dict())
+    full.short_path = False
+    answers = counted(m)
+    X = np.random.default_rng(1).standard_normal((3, 12))
+    for dtype in (np.float32, np.float64):
+        assert np.array_equal(m.transform(X, dtype=dtype), full.transform(X, dtype=dtype))
+    assert answers and not any(answers)

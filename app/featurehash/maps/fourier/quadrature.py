@@ -114,6 +114,7 @@ from .. import kernels
 from . import _quadrature_fit as fit
 from ._quadrature_grid import QuadratureGrid
 from ._fourier_pass import FourierPass, block_rows, project_into
+from ._short_path import ShortFourierPath
 from ..base import DenseFeatureMap, largest_magnitude
 from ..errors import SpecError
 from ..spec import MapSpec
@@ -121,10 +122,11 @@ from ..spec import MapSpec
 from ._quadrature_params import QuadratureParams, anova_subsets, family_sizes
 
 
-class QuadratureMap(QuadratureGrid, DenseFeatureMap):
+class QuadratureMap(ShortFourierPath, QuadratureGrid, DenseFeatureMap):
     method = "quadrature"
     Params = QuadratureParams
     shares_rows = True
+    short_path = True
 
     @classmethod
     def complete_params(cls, params: QuadratureParams, *, input_dim: int, n_components: int,
@@ -149,6 +151,7 @@ class QuadratureMap(QuadratureGrid, DenseFeatureMap):
         self._weights: np.ndarray | None = None
         self._largest_frequency: dict[np.dtype, float] = {}
         self._passes: dict[np.dtype, FourierPass] = {}
+        self._short_paths: dict[np.dtype, tuple | None] = {}
 
     def _parameters_for(self, dtype: np.dtype) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray]:
         """(W, sqrt(max(a, 0))) in the working precision; the float64 weights are kept for `kernel`."""
@@ -233,6 +236,15 @@ class QuadratureMap(QuadratureGrid, DenseFeatureMap):
 
     def _features_into(self, X, out: np.ndarray) -> bool:
         return self._pass_for(out.dtype).run(self._projector(out.dtype), X, out)
+
+    def _largest_weight(self, dtype: np.dtype) -> float:
+        """max |w| over the grid's points in `dtype` (the short path's bound)."""
+        self._parameters_for(dtype)
+        return self._largest_frequency[dtype]
+
+    def _short_path_available(self, dtype: np.dtype) -> bool:
+        """A dense W (CSR with anova) and real features (no negative weights: the full path refuses those)."""
+        return not sp.issparse(self._parameters_for(dtype)[0]) and self.is_feature_map
 
     def _pass_for(self, dtype: np.dtype) -> FourierPass:
         """sqrt(a_i) [cos(w_i . x), sin(w_i . x)]."""

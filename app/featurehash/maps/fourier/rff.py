@@ -35,9 +35,10 @@ from ._fourier_kernels import unit_rows_into
 from ._fourier_pass import FourierPass, block_rows, project_into
 from ._kernel_scale import Bandwidth, FiniteRows, Lengthscales, matern_radius_factors, resolve_kernel_scale
 from ._orthogonal_frequencies import orthogonal_gaussian, padded_width, structured_gaussian
+from ._short_path import ShortFourierPath
 from ._structured_projection import StructuredProjection
 from ..base import DenseFeatureMap, largest_magnitude, require
-from ..inputs import largest_row_l1, unit_rows, zero_rows
+from ..inputs import unit_rows, zero_rows
 from ..spec import MapSpec
 
 
@@ -83,7 +84,7 @@ class RFFParams(GaussianFrequencyParams):
         return params
 
 
-class RFFMap(DenseFeatureMap):
+class RFFMap(ShortFourierPath, DenseFeatureMap):
     method = "rff"
     Params = RFFParams
     # The parameter that scales the frequencies (named when they overflow).
@@ -297,36 +298,6 @@ class RFFMap(DenseFeatureMap):
             self._projectors[dtype] = projector
         return projector
 
-    def _short_features(self, X, out: np.ndarray) -> bool:
-        """`DenseFeatureMap._short_features`: one compiled scan of X (`largest_row_l1`: NaN, infinities and
-        all-zero rows; with the frequencies' bound it proves that no product or feature can overflow, so
-        no np.errstate), the working copy, then the pass's product and compiled kernel as `_features_into`
-        calls them (the same bits), never numpy's cos and sin (an argument beyond the compiled reduction:
-        False, the full path)."""
-        if type(X) is not np.ndarray or X.shape[1] != self.input_dim or not X.flags.c_contiguous:
-            return False
-        dtype = out.dtype
-        path = self._short_paths.get(dtype)
-        if path is None:
-            if dtype not in _FLOAT_LIMITS:
-                return False
-            with np.errstate(over="ignore", invalid="ignore"):   # once per dtype: frequencies that overflow
-                path = (self._pass_for(dtype), self._projector(dtype),   # are a SpecError, as on the full path
-                        self._largest_weight(dtype), _FLOAT_LIMITS[dtype])
-            self._short_paths[dtype] = path
-        if X.dtype not in _FLOAT_LIMITS:
-            return False
-        fourier_pass, project, largest_weight, limit = path
-        l1 = self._short_l1(*largest_row_l1(X))
-        if not l1 * largest_weight + 2.0 * np.pi < limit:   # `_magnitude_bound`: nan (a bad row) or an overflow
-            return False
-        return fourier_pass.run(project, self._working_copy(X, dtype), out, reduce_any=False)
-
-    def _short_l1(self, largest_l1: float, zero_rows: int) -> float:
-        """The largest l1 norm of the rows the projection reads, from the raw rows' (inf if one is not finite)
-        and their count of all-zero rows."""
-        return largest_l1
-
     @property
     def shared_chunk_rows(self) -> int:
         return block_rows(self.input_dim, self._n_frequencies)
@@ -390,11 +361,6 @@ class UnitSphereInputs:
         """sqrt(d) (`_row_l1`), or nan where a row is not finite or is all zero (refused, or zero features:
         the full path)."""
         return float(np.sqrt(self.input_dim)) if largest_l1 < np.inf and zero_rows == 0 else np.nan
-
-
-# The short path's bound on projections and features: as `refuse_overflow`'s.
-_FLOAT_LIMITS = {np.dtype(np.float32): float(np.finfo(np.float32).max) / 16,
-                 np.dtype(np.float64): float(np.finfo(np.float64).max) / 16}
 
 
 def _dense_projector(frequencies_t: np.ndarray):
