@@ -21,7 +21,7 @@ from .lsh_compact import FINGERPRINT_BITS
 from .lsh_compact_kernels import (TAIL_FIXED, TAIL_ID_ONLY, TAIL_SPARSE, merged_by_number, query_plan, rows_of,
                                   tail_positions)
 from .lsh_queries import ItemNotFound, _CandidatePool
-from .redis_steps import RoundTrip
+from .redis_steps import Compute, RoundTrip
 
 
 class _PackedPool(_CandidatePool):
@@ -106,8 +106,12 @@ class _CompactQuerySteps:
         rows = np.array(active, np.int64)
         addresses = self.compact.probe_addresses(level_keys, rows, np.array(level, np.int64)[rows])
         known = pool.fetched.astype("<u4").tobytes() if pool.fetched.size else b""
-        (reply,) = yield RoundTrip([("EVAL", scripts.PROBE_FETCH, 1, self.layout.meta, addresses,
-                                     *self._probe_options[:2], known, *self._probe_options[2:])])
+        reply = None
+        if self.near_cache is not None:  # the replica answers as the script would (lsh_near_cache), if coherent
+            reply = yield Compute(self.near_cache.probe_fetch, (addresses, self.config.bands, known))
+        if reply is None:
+            (reply,) = yield RoundTrip([("EVAL", scripts.PROBE_FETCH, 1, self.layout.meta, addresses,
+                                         *self._probe_options[:2], known, *self._probe_options[2:])])
         numbers, lengths, tails, records, members = reply
         fingerprints = self.compact.unpack_records(records)[0] if self.codec is None else None
         wanted = np.frombuffer(numbers, "<u4").astype(np.int64)
