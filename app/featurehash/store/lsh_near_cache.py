@@ -234,22 +234,20 @@ class NearCache:
             return self._probe(addresses, per, known)
 
     def _probe(self, addresses: bytes, per: int, known: bytes) -> tuple:
-        buckets, overflow, stride = self.buckets, self.overflow, self.compact.address_stride
+        stride, overflow = self.compact.address_stride, self.overflow
+        keys = [addresses[at:at + stride] for at in range(0, len(addresses), stride)]
+        values = list(map(self.buckets.get, keys))
         out = []
-        for start in range(0, len(addresses), stride * per):
-            distinct = {}
-            for at in range(start, start + stride * per, stride):
-                value = buckets.get(addresses[at:at + stride])
-                if value == b"":
-                    value = overflow.get(addresses[at:at + stride])
-                if value:
-                    distinct[value] = None
+        for start in range(0, len(keys), per):  # each query's distinct bucket values, as the script returns them
+            distinct = dict.fromkeys(overflow.get(key) if value == b"" else value
+                                     for key, value in zip(keys[start:start + per], values[start:start + per]))
+            distinct.pop(None, None)
             out.append(b"".join(distinct))
         found = np.unique(np.frombuffer(b"".join(out), _U32))
         if known:
             found = np.setdiff1d(found, np.frombuffer(known, _U32), assume_unique=True)
         numbers = found.tolist()
-        tails = [self.tails.get(number, b"") for number in numbers]
+        tails = [tail or b"" for tail in map(self.tails.get, numbers)]
         lengths = np.fromiter(map(len, tails), _U32, len(tails))
         padded = b"".join(tail + b"\0" * (-len(tail) % 4) for tail in tails)
         records = b"".join(self._record(number) for number in numbers) if self.with_records else b""
