@@ -13,6 +13,7 @@
     index.query_items(["a"], top_k=10)       # neighbours of stored items (each left out of its own)
     index.duplicates(0.9).clusters           # near-duplicate clusters among the items (lsh_duplicates)
     index.remove(["a", "b"]); indexes.delete("docs")
+    index.enable_near_cache()                # opt-in: queries read a local replica (lsh_near_cache)
 
 `AsyncLSHIndexes` / `AsyncLSHIndex` do the same over redis.asyncio (the service uses them); both
 accept Redis Cluster clients (every key of an index shares one hash slot).
