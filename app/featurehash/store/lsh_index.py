@@ -196,7 +196,7 @@ class LSHIndex(_IndexSteps):
             self.near_cache = NearCache(self.redis, self.layout.prefix, self.layout.meta, self._meta, self.compact,
                                         with_records=self.codec is None, strict=strict)
         self.near_cache.strict = strict
-        self.near_cache.sync()
+        self.near_cache.refresh()
         return self
 
     def disable_near_cache(self) -> None:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-from redis.exceptions import ConnectionError, RedisError, TimeoutError
+from redis.exceptions import RedisError, TimeoutError
 
 from .lsh_compact import CompactLayout
 
@@ -68,7 +68,7 @@ class NearCache:
         self.loaded = False
         self.barrier = False  # a PING before the next query (after a write through the owning index)
         self.connection = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # one connection and one set of dicts; close() may run inside sync()
 
     # -- coherence ------------------------------------------------------------------------------------
 
@@ -117,12 +117,18 @@ class NearCache:
                 if not self.stale:
                     return self.meta is not None
                 keys, self.stale = list(self.stale), set()
-                self._fetch(keys)
+                for start in range(0, len(keys), LOAD_BATCH_KEYS):  # batches need not be atomic: the PING is the check
+                    self._fetch(keys[start:start + LOAD_BATCH_KEYS])
                 self._ping()
             return False
-        except (ConnectionError, TimeoutError, OSError):
+        except (RedisError, OSError):  # a lost connection, or a reply out of step: start again from nothing
             self.close()
             return False
+
+    def refresh(self) -> bool:
+        """sync() for callers outside a query (LSHIndex.enable_near_cache)."""
+        with self._lock:
+            return self.sync()
 
     def _ping(self) -> None:
         """One round trip after which every push queued before it has been read (and recorded). Needed after a
@@ -214,12 +220,13 @@ class NearCache:
         self.barrier = True
 
     def close(self) -> None:
-        connection, self.connection, self.loaded = self.connection, None, False
-        self._clear()
+        with self._lock:
+            connection, self.connection, self.loaded = self.connection, None, False
+            self._clear()
         if connection is not None:
             try:
                 connection.disconnect()
-            except RedisError:
+            except (RedisError, OSError):
                 pass
 
     # -- the probe, from the replica ---------------------------------------------------------------------
@@ -228,7 +235,7 @@ class NearCache:
         """What featurehash.store.lsh_compact_scripts.PROBE_FETCH answers for these arguments, from the replica
         (None if it is not coherent now: the caller sends the script). The candidates come in item-number
         order, not the script's first-seen order: the query's pool sorts them by number either way."""
-        with self._lock:  # one connection and one set of dicts: a query at a time (threads may share an index)
+        with self._lock:  # a query at a time (threads may share an index)
             if not self.sync():
                 return None
             return self._probe(addresses, per, known)
