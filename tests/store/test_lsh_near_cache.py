@@ -97,7 +97,7 @@ def test_replica_answers_as_redis(clients, prefix, vectors):
 
 
 def test_another_clients_writes_are_seen_once_their_invalidation_arrives(clients, prefix):
-    index, theirs, X, ids = build(clients, prefix, "float16")
+    index, theirs, X, _ = build(clients, prefix, "float16")
     index.enable_near_cache()
     cache = index.near_cache
     probe = X[200:201]
@@ -171,7 +171,7 @@ def test_a_lost_tracking_connection_reloads_the_replica(clients, prefix):
 
 
 def test_a_deleted_index_is_not_answered_from_the_replica(clients, prefix):
-    index, _, X, _ = build(clients, prefix, "float16")
+    index, *_ = build(clients, prefix, "float16")
     index.enable_near_cache()
     cache = index.near_cache
     LSHIndexes(clients[1], prefix).delete(index.name)
