@@ -17,7 +17,10 @@ Contenders, interleaved query by query (round-robin, the order alternating), one
   (M = 32, L2, efSearch = max(16, shortlist)) and IndexLSH (4 d bits, random rotation, exhaustive Hamming scan),
   each giving a shortlist that the same exact re-ranking orders; the shortlist is the smallest of 10, 20, ...
   320 whose recall@10 over the queries reaches featurehash's (same recall; it prints beside the recall).
-Also interleaved: one PING through the same redis-py client (the floor of any one-round-trip query here).
+Also interleaved: one PING through the same redis-py client (the floor of any one-round-trip query here), and
+(--near-cache) featurehash with its near cache (featurehash.store.lsh_near_cache: the index replicated in the
+client, kept coherent by invalidation pushes; no round trip) and in its strict mode (a PING on the replica's
+connection before each query).
 Per contender: wall p50/p99, client CPU per query (the calling thread's CPU time: every contender runs on it,
 faiss with one thread; idle OpenMP or OpenBLAS pool threads are not charged), recall@10 against the exact GMM
 top-10; for featurehash also Redis's CPU per query (INFO cpu over the run / queries), its script's own server
@@ -211,6 +214,13 @@ def run(args) -> None:
                 return [item_id for item_id, _ in result.results[0]]
 
             contenders = {"featurehash": ours, "datasketch": sketch.query}
+            near = {}
+            for name, strict in (("fh near-cache", False), ("fh near strict", True)) if args.near_cache else ():
+                started = time.perf_counter()
+                replica = LSHIndexes(store, "bench-query:").open(f"q-{vectors}").enable_near_cache(strict=strict)
+                near[name] = (replica, time.perf_counter() - started)
+                contenders[name] = lambda q, replica=replica: [item_id for item_id, _ in
+                                                               replica.query(q, top_k=TOP_K).results[0]]
             for q in range(20):  # warm-up: numba, caches
                 for query in contenders.values():
                     query(Q[q:q + 1])
@@ -260,7 +270,7 @@ def run(args) -> None:
                   "rounds, ms per query")
             for name, s in summary.items():
                 if name == FLOOR:
-                    print(f"  {name:12s} p50 {np.median(s['p50']):6.3f}  p99 {np.median(s['p99']):6.3f}  client CPU "
+                    print(f"  {name:14s} p50 {np.median(s['p50']):6.3f}  p99 {np.median(s['p99']):6.3f}  client CPU "
                           f"{np.median(s['cpu']):6.3f}  (one PING through the same client: a round trip's own cost; its "
                           f"{np.median(ping_us):.1f} us of Redis time are in featurehash's Redis CPU)")
                     continue
@@ -268,10 +278,16 @@ def run(args) -> None:
                          f"round trips {np.median(trips):.1f}" if name == "featurehash" else "")
                 candidates = (f", candidates {np.mean(cands):.0f}" if name == "featurehash" else
                               f", shortlist {shortlists[name]}" if name in shortlists else "")
-                print(f"  {name:12s} p50 {np.median(s['p50']):6.3f}  p99 {np.median(s['p99']):6.3f}  client CPU "
+                print(f"  {name:14s} p50 {np.median(s['p50']):6.3f}  p99 {np.median(s['p99']):6.3f}  client CPU "
                       f"{np.median(s['cpu']):6.3f}{extra}{candidates}  recall@10 {recall_at_10(s['found'], G, tenth):.4f}")
+            for name, (replica, load) in near.items():
+                s = summary[name]
+                print(f"  {name} vs datasketch (> 1: {name} faster): p50 {np.median(summary['datasketch']['p50']) / np.median(s['p50']):.2f}x, "
+                      f"p99 {np.median(summary['datasketch']['p99']) / np.median(s['p99']):.2f}x, client CPU "
+                      f"{np.median(summary['datasketch']['cpu']) / np.median(s['cpu']):.2f}x (replica loaded in {load:.1f} s)")
+                replica.disable_near_cache()
             ours_ = summary["featurehash"]
-            for name in [name for name in contenders if name not in ("featurehash", FLOOR)]:
+            for name in [name for name in contenders if name not in ("featurehash", FLOOR, *near)]:
                 s = summary[name]
                 print(f"  featurehash vs {name} (> 1: featurehash faster): p50 {np.median(s['p50']) / np.median(ours_['p50']):.2f}x, "
                       f"p99 {np.median(s['p99']) / np.median(ours_['p99']):.2f}x, client CPU "
@@ -296,6 +312,8 @@ def main() -> None:
                         help="gc.freeze() the built contenders before the timed rounds")
     parser.add_argument("--faiss", default="hnsw,lsh", help="faiss contenders (hnsw, lsh; empty: none)")
     parser.add_argument("--data", default="families", choices=sorted(DATA))
+    parser.add_argument("--near-cache", action=argparse.BooleanOptionalAction, default=True,
+                        help="also featurehash with its near cache (LSHIndex.enable_near_cache), plain and strict")
     run(parser.parse_args())
 
 

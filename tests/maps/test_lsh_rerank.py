@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from featurehash.maps.kernels import gmm, laplacian, shared_columns
 from featurehash.maps.lsh import band_digests, best_matches, code_fingerprints, exact_similarities
-from featurehash.maps.lsh_rerank import band_identities, packed_similarities, top_matches
+from featurehash.maps.lsh_rerank import _dense_rows, band_identities, packed_similarities, top_matches
 from featurehash.store.lsh_vectors import VectorCodec
 
 
@@ -101,3 +101,17 @@ def test_band_identities_are_the_band_digests_top_bits():
         expected = np.hstack([band_digests(fingerprints, bands, rows, None if level == 0 else prefix)
                               for level, prefix in enumerate(levels)]) >> np.uint64(32)
         np.testing.assert_array_equal(band_identities(fingerprints, bands, rows, levels), expected.astype(np.uint32))
+
+
+@pytest.mark.parametrize("d", [65536, 65535])  # an odd d leaves the last word's high half to the id
+def test_every_float16_value_decodes_exactly(d):
+    """The packed float16 rows decode to numpy's float16 -> float64 values for all 65,536 bit patterns (signed
+    zeros, subnormals, infinities, NaNs), times the row's float32 scale."""
+    bits = np.arange(65536, dtype=np.uint16)[:d]
+    blob = np.float32(0.75).tobytes() + bits.tobytes() + b"id"
+    words = np.frombuffer(blob + b"\0" * (-len(blob) % 4), "<u4")
+    decoded = _dense_rows(words, np.zeros(1, np.int64), d, True)[0]
+    with np.errstate(invalid="ignore"):
+        expected = bits.view(np.float16).astype(np.float64) * 0.75
+    assert np.array_equal(decoded, expected, equal_nan=True)
+    assert np.array_equal(np.signbit(decoded), np.signbit(expected))

@@ -146,7 +146,7 @@ def test_old_and_new_layouts_side_by_side(client, indexes):
     assert list(client.scan_iter(match=new.layout.scan_pattern())) == []
 
 
-@pytest.mark.parametrize("vectors", ["sparse", "float16"])
+@pytest.mark.parametrize("vectors", ["sparse", "float16", "float32"])
 def test_one_round_trip_and_packed_reranking_answer_as_layout_2(client, indexes, vectors):
     """Layout 3's query (one script call a level, re-ranked over the packed vectors by maps.lsh_rerank) gives
     layout 2's answers (records read after the probe, re-ranked through scipy.sparse and
@@ -180,3 +180,33 @@ def test_one_round_trip_and_packed_reranking_answer_as_layout_2(client, indexes,
     for before, after in zip(answers[0][:3], answers[1][:3]):
         assert after.results == before.results  # (id, float) pairs: ==, bit for bit
         assert after.candidates == before.candidates and after.rows_probed == before.rows_probed
+        assert not {item for row in after.results for item, _ in row} & set(ids[:10])  # removed: never returned
+
+
+def test_codes_only_ranking_and_empty_answers(client, indexes):
+    """Without stored vectors the pool ranks by the b-bit match fraction of the stored records: each result's
+    similarity is that of its own record (the pool's fingerprints stay in step with its numbers across forest
+    levels), best first; a vector that shares no bucket gets no results, at every level; a removed item is gone."""
+    index = indexes.create(create_map(GCWS), name="codes", bands=8, rows=4, forest_rows=[3, 2], expected_items=500)
+    X = positive_rows(21, 200)
+    X[:, 12:] = 0.0  # the items live on the first 12 columns
+    ids = [f"c{i}" for i in range(200)]
+    index.add(ids, X)
+    index.remove(ids[:5])
+    Q = near_copies(X[:30], 4, noise=0.4)
+    answer = index.query(Q, top_k=6, target_recall=0.999)
+    assert max(answer.rows_probed) < 4
+    numbers, _ = run_sync(client, index._numbers_steps([item_id.encode() for item_id in ids]))
+    records, _, _ = run_sync(client, index._records_steps(numbers))
+    _, low, _ = index._query_plan(Q)
+    for q, row in enumerate(answer.results):
+        assert row and not {item for item, _ in row} & set(ids[:5])
+        similarities = [s for _, s in row]
+        assert similarities == sorted(similarities, reverse=True)
+        stored = records[[int(item[1:]) for item, _ in row]]
+        assert similarities == b_bit_match_fractions(low[q], stored, 8).tolist()
+    stranger = np.zeros((2, 24))
+    stranger[:, 12:] = positive_rows(22, 2)[:, 12:]  # no column in common with any item
+    for options in ({}, {"target_recall": 0.999}):
+        empty = index.query(stranger, top_k=3, **options)
+        assert empty.results == [[], []] and empty.candidates == [0, 0]

@@ -97,17 +97,21 @@ def _pairwise(a, start, n):
     return value
 
 
+_HALF_SCALES = np.array([2.0 ** -24] + [2.0 ** (exponent - 25) for exponent in range(1, 32)])  # exact powers of 2
+
+
 @nb.njit(cache=True, nogil=True, inline="always")
 def _half(h):
-    """The float64 value of float16 bits (exact)."""
+    """The float64 value of float16 bits (exact): the significand (with its implicit 1 for normal numbers) times
+    a power of 2 from a table (a pow call per value cost more than the rest of the decoding)."""
     exponent = (h >> 10) & 0x1F
     mantissa = h & 0x3FF
-    if exponent == 0:
-        value = mantissa * 5.960464477539063e-08  # 2^-24
-    elif exponent == 31:
+    if exponent == 31:
         value = np.inf if mantissa == 0 else np.nan
+    elif exponent == 0:
+        value = mantissa * _HALF_SCALES[0]  # subnormal: mantissa 2^-24
     else:
-        value = (1024 + mantissa) * 2.0 ** (exponent - 25)
+        value = (1024 + mantissa) * _HALF_SCALES[exponent]
     return -value if h >> 15 else value
 
 
@@ -120,10 +124,12 @@ def _dense_rows(words, starts, d, half):
         at = starts[row]
         if half:
             scale = np.float64(floats[at])
-            for j in range(d):
-                word = np.int64(words[at + 1 + j // 2])  # int64: uint32 and int mixed would type as float
-                bits = (word >> 16) if j % 2 else (word & 0xFFFF)
-                out[row, j] = np.float64(_half(bits)) * scale
+            for pair in range(d // 2):  # a word holds two values, the first in its low half
+                word = np.int64(words[at + 1 + pair])  # int64: uint32 and int mixed would type as float
+                out[row, 2 * pair] = _half(word & 0xFFFF) * scale
+                out[row, 2 * pair + 1] = _half(word >> 16) * scale
+            if d % 2:
+                out[row, d - 1] = _half(np.int64(words[at + 1 + d // 2]) & 0xFFFF) * scale
         else:
             for j in range(d):
                 out[row, j] = floats[at + j]

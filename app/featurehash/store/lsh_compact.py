@@ -18,6 +18,7 @@ import numpy as np
 
 from ..maps.lsh import band_digests
 from ..maps.lsh_rerank import band_identities
+from .lsh_compact_kernels import probe_addresses
 
 FINGERPRINT_BITS = 8           # b-bit minwise hashing (featurehash.maps.lsh.b_bit_match_fractions)
 HASH_FILL = 48                 # mean entries of a partition hash at the expected item count (listpack: <= 128)
@@ -138,11 +139,10 @@ class CompactLayout:
         return (head[heads].tobytes(), per_head.tobytes(), addresses[:, 5:].tobytes(), counts.tobytes(),
                 members.tobytes())
 
-    def probe_addresses(self, identities: np.ndarray, level: int) -> bytes:
-        """Each row's L bucket addresses at a level, row after row (a query probes them)."""
-        columns = identities[:, level * self.bands:(level + 1) * self.bands].astype(np.uint64)
-        keys = (np.uint64(level) << np.uint64(32)) | columns.ravel()
-        return self._addresses(keys).tobytes()
+    def probe_addresses(self, identities: np.ndarray, rows: np.ndarray, levels: np.ndarray) -> bytes:
+        """The L bucket addresses of identities' `rows` (int64), row i at level levels[i], row after row (a query
+        probes them): the bytes _addresses gives, in one compiled call (lsh_compact_kernels)."""
+        return probe_addresses(identities, rows, levels, self.bands, self.bucket_bits, self.field_bytes).tobytes()
 
     def bucket_scan_pattern(self, level: int) -> bytes:
         """SCAN MATCH pattern of a level's partition hashes (the prefix's glob characters escaped; each of the 4

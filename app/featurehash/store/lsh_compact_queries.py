@@ -2,19 +2,26 @@
 query loop (the plan, the probe, the pool, the code similarity) for compact records; indexes of layouts 1
 and 2 go on to lsh_queries' own. A level of a query is one round trip (the PROBE_FETCH script returns the
 bucket members and the new candidates' vectors and ids together), and the exact re-ranking reads the
-packed vectors in place (featurehash.maps.lsh_rerank): no scipy.sparse matrix is built."""
+packed vectors in place (featurehash.maps.lsh_rerank): no scipy.sparse matrix is built. The client's own
+steps (the plan, the addresses, where each tail lies, the pool's rows) are compiled calls
+(featurehash.store.lsh_compact_kernels); ids are decoded for the results only."""
 
 from __future__ import annotations
+
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
 
+from ..maps import InputError
 from ..maps.lsh import b_bit_match_fractions
 from ..maps.lsh_rerank import packed_similarities
 from . import lsh_compact_scripts as scripts
 from .lsh_compact import FINGERPRINT_BITS
+from .lsh_compact_kernels import (TAIL_FIXED, TAIL_ID_ONLY, TAIL_SPARSE, merged_by_number, query_plan, rows_of,
+                                  tail_positions)
 from .lsh_queries import ItemNotFound, _CandidatePool
-from .redis_steps import RoundTrip
+from .redis_steps import Compute, RoundTrip
 
 
 class _PackedPool(_CandidatePool):
@@ -35,33 +42,34 @@ class _PackedPool(_CandidatePool):
     def add(self, numbers: np.ndarray, records) -> None:
         fingerprints, lengths, blob = records
         self.fetched = np.union1d(self.fetched, numbers) if self.fetched.size else np.sort(numbers)
-        live = np.flatnonzero(lengths)
-        if not live.size:
+        words = np.frombuffer(self.blob + blob, "<u4") if self.blob else np.frombuffer(blob, "<u4")
+        kind, fixed = self._tail_kind
+        positions = tail_positions(words, len(self.blob) // 4, lengths, numbers, kind, fixed)
+        if not positions[0].size:
             return
-        padded = (lengths + 3) // 4
-        starts = len(self.blob) // 4 + np.cumsum(padded) - padded
-        numbers, starts, ends = numbers[live], starts[live], 4 * starts[live] + lengths[live]
-        words = np.frombuffer(self.blob + blob, "<u4")
-        id_starts = 4 * starts + self._vector_bytes(words, starts)
         if self.numbers.size:  # a deeper level: merged with what the pool has
-            numbers, starts = np.concatenate([self.numbers, numbers]), np.concatenate([self.starts, starts])
-            ends, id_starts = np.concatenate([self.ends, ends]), np.concatenate([self.id_starts, id_starts])
-        order = np.argsort(numbers, kind="stable")
-        self.numbers, self.starts, self.ends = numbers[order], starts[order], ends[order]
-        self.id_starts = id_starts[order]
+            *merged, order = merged_by_number(self.numbers, self.starts, self.ends, self.id_starts, *positions)
+        else:
+            order = np.argsort(positions[0])
+            merged = [part[order] for part in positions]
+        self.numbers, self.starts, self.ends, self.id_starts = merged
         if fingerprints is not None:
+            live = np.flatnonzero(lengths)
             self.fingerprints = np.vstack([self.fingerprints, fingerprints[live]])[order]
         self.blob += blob
         self.words = words
 
-    def _vector_bytes(self, words: np.ndarray, starts: np.ndarray) -> np.ndarray | int:
-        """The bytes of the packed vectors at word `starts` (featurehash.store.lsh_vectors: a sparse vector is its
-        uint32 nnz, then nnz columns and nnz values); 0 without stored vectors."""
+    @property
+    def _tail_kind(self) -> tuple[int, int]:
+        """How the tails start (lsh_compact_kernels' TAIL_*) and the bytes of a fixed-width vector."""
         if self.codec is None:
-            return 0
+            return TAIL_ID_ONLY, 0
         if self.codec.kind == "sparse":
-            return 4 + 8 * words[starts].astype(np.int64)
-        return self.codec.packed_bytes(0)
+            return TAIL_SPARSE, 0
+        return TAIL_FIXED, self.codec.packed_bytes(0)
+
+    def rows_of(self, numbers: np.ndarray) -> np.ndarray:
+        return rows_of(self.numbers, numbers)
 
     def similarities(self, X, q: int, rows: np.ndarray) -> np.ndarray:
         query = X[q:q + 1] if sp.issparse(X) else X[q]
@@ -69,37 +77,58 @@ class _PackedPool(_CandidatePool):
         return packed_similarities(spec["method"], spec["params"], query, self.codec.kind, self.words,
                                    self.starts[rows], self.codec.input_dim)
 
-    def id_of(self, row: int) -> str:
-        return self.blob[self.id_starts[row]:self.ends[row]].decode()
+    def results(self, rows: np.ndarray, similarities: np.ndarray) -> list[tuple[str, float]]:
+        blob = self.blob
+        return [(blob[start:end].decode(), similarity) for start, end, similarity
+                in zip(self.id_starts[rows].tolist(), self.ends[rows].tolist(), similarities.tolist())]
 
 
 class _CompactQuerySteps:
     """Needs what _IndexSteps sets up (lsh_index.py) and _CompactSteps' _records_steps."""
 
     def _query_plan(self, X):
-        """The checked vectors, their b-bit fingerprints and their bucket identities (all levels)."""
+        """The checked vectors, their b-bit fingerprints and their bucket identities (all levels), the latter two
+        in one compiled call (lsh_compact_kernels.query_plan)."""
         if self.config.layout < 3:
             return super()._query_plan(X)
         X = self.feature_map.check(X, "vectors")
-        fingerprints = self._fingerprints(X)
-        low = (fingerprints & np.uint32(2**FINGERPRINT_BITS - 1)).astype(np.uint8)
-        return X, low, self.compact.identities(fingerprints)
+        codes = self.feature_map.hash(X)
+        if codes.shape[1] != self.config.n_codes:
+            raise InputError("vectors", f"the map gave {codes.shape[1]} codes, the index expects {self.config.n_codes}")
+        low, identities = query_plan(codes, self.config.bands, self.config.rows, self._level_rows, FINGERPRINT_BITS)
+        return X, low, identities
 
     def _probe_steps(self, level_keys, active: list[int], level: list[int], pool):
         """The bucket members of each active query and the tails (and, codes only, the records) of those not in
         the pool yet, in one script call: one round trip a level."""
         if self.config.layout < 3:
             return (yield from super()._probe_steps(level_keys, active, level, pool))
-        addresses = b"".join(self.compact.probe_addresses(level_keys[q:q + 1], level[q]) for q in active)
-        (reply,) = yield RoundTrip([("EVAL", scripts.PROBE_FETCH, 1, self.layout.meta, addresses,
-                                     self.compact.address_stride, self.config.bands,
-                                     np.ascontiguousarray(pool.fetched, "<u4").tobytes(), self.compact.width,
-                                     self.compact.chunk_items, "0" if self.codec is not None else "1")])
+        rows = np.array(active, np.int64)
+        addresses = self.compact.probe_addresses(level_keys, rows, np.array(level, np.int64)[rows])
+        known = pool.fetched.astype("<u4").tobytes() if pool.fetched.size else b""
+        reply = None
+        if self.near_cache is not None:  # the replica answers as the script would (lsh_near_cache), if coherent
+            reply = yield Compute(self.near_cache.probe_fetch, (addresses, self.config.bands, known))
+        if reply is None:
+            (reply,) = yield RoundTrip([("EVAL", scripts.PROBE_FETCH, 1, self.layout.meta, addresses,
+                                         *self._probe_options[:2], known, *self._probe_options[2:])])
         numbers, lengths, tails, records, members = reply
         fingerprints = self.compact.unpack_records(records)[0] if self.codec is None else None
         wanted = np.frombuffer(numbers, "<u4").astype(np.int64)
         return ([np.unique(np.frombuffer(blob, "<u4")).astype(np.int64) for blob in members],
                 (wanted, (fingerprints, np.frombuffer(lengths, "<u4").astype(np.int64), tails)))
+
+    @cached_property
+    def _level_rows(self) -> np.ndarray:
+        return np.asarray(self.config.levels, dtype=np.int64)
+
+    @cached_property
+    def _probe_options(self) -> tuple[bytes, ...]:
+        """PROBE_FETCH's constant arguments (address stride, bands; record width, chunk items, records wanted),
+        encoded once."""
+        return tuple(str(value).encode() for value in (
+            self.compact.address_stride, self.config.bands, self.compact.width, self.compact.chunk_items,
+            0 if self.codec is not None else 1))
 
     def _stored_plan_steps(self, ids: list[str]):
         """(vectors or None, b-bit fingerprints, stored bucket identities, item numbers) of stored items."""

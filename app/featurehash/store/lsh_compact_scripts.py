@@ -77,7 +77,9 @@ return out
 """
 
 # A query's probe and the candidates' data in one call (one round trip): the members of buckets, per query,
-# as PROBE returns them, then each member not in `known` once (first seen first): its tail (vector bytes + id,
+# as PROBE returns them but each distinct bucket value once (a family of near duplicates fills many of a
+# query's buckets with the same members: their Lua loop, ~0.2 us a member, ran once per bucket before), then
+# each member not in `known` once (first seen first): its tail (vector bytes + id,
 # zero-padded to whole 4-byte words so the caller reads the vectors as aligned words; '' where the number
 # holds no item) and, if asked, its record. ARGV: addresses, address stride, addresses per query, known
 # numbers (u32 LE), record width, chunk items, '1' for records. Returns {numbers (u32 LE), tail lengths
@@ -88,7 +90,7 @@ local width, chunk, with_records = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local sub, unpack_u32, pack_u32, call = string.sub, struct.unpack, struct.pack, redis.call
 local seen = {}
 for p = 1, #known, 4 do seen[sub(known, p, p + 3)] = true end
-local fresh, out, parts = {}, {}, {}
+local fresh, out, parts, values = {}, {}, {}, {}
 local function note(blob)
   for p = 1, #blob, 4 do
     local member = sub(blob, p, p + 3)
@@ -106,8 +108,8 @@ for i = 0, #addresses / stride - 1 do
     end
     value = table.concat(members)
   end
-  if value then parts[#parts + 1] = value; note(value) end
-  if (i + 1) % per == 0 then out[#out + 1] = table.concat(parts); parts = {} end
+  if value and not values[value] then values[value] = true; parts[#parts + 1] = value; note(value) end
+  if (i + 1) % per == 0 then out[#out + 1] = table.concat(parts); parts = {}; values = {} end
 end
 local lengths, tails, records = {}, {}, {}
 local pads = {'', '\\0\\0\\0', '\\0\\0', '\\0'}

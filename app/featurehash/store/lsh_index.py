@@ -13,6 +13,7 @@
     index.query_items(["a"], top_k=10)       # neighbours of stored items (each left out of its own)
     index.duplicates(0.9).clusters           # near-duplicate clusters among the items (lsh_duplicates)
     index.remove(["a", "b"]); indexes.delete("docs")
+    index.enable_near_cache()                # opt-in: queries read a local replica (lsh_near_cache)
 
 `AsyncLSHIndexes` / `AsyncLSHIndex` do the same over redis.asyncio (the service uses them); both
 accept Redis Cluster clients (every key of an index shares one hash slot).
@@ -70,6 +71,7 @@ from ..maps import FeatureMap, InputError
 from ..maps.lsh import band_digests, code_fingerprints
 from .durability import check_durability
 from .lsh_layout import IndexConfig, IndexLayout, unpack_records_and_vectors
+from .lsh_near_cache import NearCache
 from .lsh_accounting import StoredBytes
 from .lsh_compact import CompactLayout
 from .lsh_compact_queries import _CompactQuerySteps
@@ -118,6 +120,7 @@ class _IndexSteps(_CompactSteps, _CompactQuerySteps, _WriteSteps, _QuerySteps, _
         self.codec = VectorCodec.for_storage(config.vectors, feature_map.input_dim)
         self.items_when_opened = items
         self.created = False
+        self.near_cache: NearCache | None = None  # LSHIndex.enable_near_cache
         self._meta = config.to_json() if meta is None else meta
 
     @property
@@ -171,11 +174,40 @@ class LSHIndex(_IndexSteps):
 
     def add(self, ids: list[str], X) -> dict[str, int]:
         """Add or replace items (one id per row of X): {"added", "replaced", "items"}."""
-        return run_sync(self.redis, self._add_steps(ids, X))
+        try:
+            return run_sync(self.redis, self._add_steps(ids, X))
+        finally:
+            self._wrote()
 
     def remove(self, ids: list[str]) -> list[str]:
         """Remove items by id; returns the ids that were stored."""
-        return run_sync(self.redis, self._remove_steps(ids))
+        try:
+            return run_sync(self.redis, self._remove_steps(ids))
+        finally:
+            self._wrote()
+
+    def enable_near_cache(self, *, strict: bool = False) -> "LSHIndex":
+        """Keep a local replica of this (layout-3) index that queries read instead of Redis, kept coherent by
+        Redis's invalidation pushes (featurehash.store.lsh_near_cache: what it costs, and the bound on how soon
+        another client's write is seen; `strict`: a PING before each query closes it). Loads it now."""
+        if self.config.layout < 3:
+            raise ValueError(f"index {self.name!r} has layout {self.config.layout}; the near cache reads layout 3")
+        if self.near_cache is None:
+            self.near_cache = NearCache(self.redis, self.layout.prefix, self.layout.meta, self._meta, self.compact,
+                                        with_records=self.codec is None, strict=strict)
+        self.near_cache.strict = strict
+        self.near_cache.refresh()
+        return self
+
+    def disable_near_cache(self) -> None:
+        """Drop the replica and its connection; queries go to Redis again."""
+        cache, self.near_cache = self.near_cache, None
+        if cache is not None:
+            cache.close()
+
+    def _wrote(self) -> None:
+        if self.near_cache is not None:  # this process reads its own writes: a PING before the next query
+            self.near_cache.note_write()
 
     def query(self, X, *, top_k: int = 10, min_similarity: float = 0.0,
               target_recall: float | None = None) -> QueryResult:

@@ -78,8 +78,9 @@ class _CandidatePool:
         spec = self.config.map_spec
         return exact_similarities(spec["method"], spec["params"], query, candidates)
 
-    def id_of(self, row: int) -> str:
-        return self.ids[row]
+    def results(self, rows: np.ndarray, similarities: np.ndarray) -> list[tuple[str, float]]:
+        """(id, similarity) of the candidates at `rows`."""
+        return list(zip([self.ids[row] for row in rows.tolist()], similarities.tolist()))
 
     def rows_of(self, numbers: np.ndarray) -> np.ndarray:
         """Positions of the numbers that have a record."""
@@ -225,7 +226,7 @@ class _QuerySteps:
                 similarities = pool.similarities(X, q, rows)
             best = top_matches(similarities, pool.numbers[rows], top_k, min_similarity)
             kth = float(similarities[best[top_k - 1]]) if best.size >= top_k else min_similarity
-            ranked.append(([(pool.id_of(rows[i]), float(similarities[i])) for i in best], int(rows.size), kth))
+            ranked.append((pool.results(rows[best], similarities[best]), int(rows.size), kth))
         return ranked
 
 
