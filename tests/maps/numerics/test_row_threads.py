@@ -263,9 +263,16 @@ def test_a_lone_section_runs_its_chunks_on_numpys_blas_pool_with_the_bits_of_hel
         inside = np.empty_like(on_pool)
         m.features_into(X, inside, threads=2)
     assert used == [2] and np.array_equal(inside, on_pool)
-    pool_threads = set()
-    row_threads.run_chunks(lambda k: pool_threads.add(threading.get_native_id()), list(range(64)), threads=2)
-    assert threading.get_native_id() in pool_threads and len(used) == 2
+    # Two threads run the chunks: each waits (the GIL released) until the other has taken one too.
+    seen, both = set(), threading.Event()
+
+    def meet(_):
+        seen.add(threading.get_native_id())
+        if len(seen) >= 2 or not both.wait(10):   # after one wait in vain, no more (the assert fails)
+            both.set()
+
+    row_threads.run_chunks(meet, list(range(64)), threads=2)
+    assert len(used) == 2 and threading.get_native_id() in seen and len(seen) == 2
 
 
 RAISED_MEANWHILE = """
