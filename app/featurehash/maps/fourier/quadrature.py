@@ -231,14 +231,13 @@ class QuadratureMap(ShortFourierPath, QuadratureGrid, DenseFeatureMap):
 
     def _magnitude_bound(self, l1: np.ndarray, dtype: np.dtype) -> np.ndarray:
         """|w . x| <= ||x||_1 max|w|; then cos, sin and the weights keep the features finite."""
-        self._parameters_for(dtype)
-        return l1 * self._largest_frequency[dtype]
+        return l1 * self._largest_weight(dtype)
 
     def _features_into(self, X, out: np.ndarray) -> bool:
         return self._pass_for(out.dtype).run(self._projector(out.dtype), X, out)
 
     def _largest_weight(self, dtype: np.dtype) -> float:
-        """max |w| over the grid's points in `dtype` (the short path's bound)."""
+        """max |w| over the grid's points in `dtype` (the bound of `_magnitude_bound` and the short path)."""
         self._parameters_for(dtype)
         return self._largest_frequency[dtype]
 

@@ -107,6 +107,10 @@ class _BlasThreads:
             set_threads(1)
 
     def __exit__(self, *exc):
+        self.leave()
+
+    def leave(self) -> None:
+        """Leave a section; the last one out gives the thread counts back."""
         with self._lock:
             self._active -= 1
             if self._active == 0:
@@ -251,7 +255,7 @@ def run_chunks(work, chunks: list, threads: int) -> list:
                 if not helper.cancel():
                     helper.result()
     finally:
-        _blas.__exit__(None, None, None)
+        _blas.leave()
     for error in errors:
         if error is not None:
             raise error
