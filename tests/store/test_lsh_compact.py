@@ -21,22 +21,17 @@ from featurehash.maps.lsh import b_bit_match_fractions
 from featurehash.store import LSHIndexes
 from featurehash.store.lsh_compact import INLINE_MEMBERS, partition_bits
 from featurehash.store.redis_steps import run_sync
-from lsh_support import assert_layout_consistent
+from lsh_support import assert_layout_consistent, cleaned_client, process_prefix
 from test_lsh_index import GCWS, near_copies, positive_rows
 
 redis_url = test_lsh_index.redis_url
-# This process's own: an xdist worker tearing the module down deletes only its keys, never those of the
-# other worker's tests of this module still running on the same Redis.
-PREFIX = f"featurehash-compact-test-{uuid.uuid4().hex[:8]}-"
+PREFIX = process_prefix("compact")
 
 
 @pytest.fixture(scope="module")
 def client(redis_url):
-    connection = redis.Redis.from_url(redis_url)
-    yield connection
-    for key in connection.scan_iter(match=f"{PREFIX}*", count=1000):
-        connection.unlink(key)
-    connection.close()
+    with cleaned_client(redis_url, PREFIX) as connection:
+        yield connection
 
 
 @pytest.fixture

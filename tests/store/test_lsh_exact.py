@@ -19,7 +19,7 @@ import redis.cluster
 import scipy.sparse as sp
 
 import test_lsh_index
-from cluster_support import ClusterUnavailable, start_cluster, stop_cluster
+from cluster_support import cluster_or_skip
 from featurehash.maps.kernels import gmm, laplacian
 from featurehash.maps import InputError, create_map
 from featurehash.maps.lsh import collision_probability, exact_similarities
@@ -215,12 +215,8 @@ def test_every_key_of_an_index_hashes_to_one_cluster_slot(client, indexes):
 
 @pytest.fixture(scope="module")
 def cluster_nodes(tmp_path_factory):
-    try:
-        nodes = start_cluster(tmp_path_factory.mktemp("lsh-cluster"))
-    except ClusterUnavailable as reason:
-        pytest.skip(f"no local Redis Cluster: {reason}")
-    yield nodes
-    stop_cluster(nodes)
+    with cluster_or_skip(tmp_path_factory.mktemp("lsh-cluster")) as nodes:
+        yield nodes
 
 
 @pytest.mark.parametrize("index_layout", [3, 2])

@@ -16,28 +16,22 @@ import redis
 import redis.asyncio.cluster
 import redis.cluster
 import test_lsh_index
-from cluster_support import ClusterUnavailable, start_cluster, stop_cluster
+from cluster_support import cluster_or_skip
 from featurehash.maps import create_map
 from featurehash.store import AsyncLSHIndexes, LSHIndexes, lsh_compact_steps
 from featurehash.store.lsh_accounting import StoredBytesExceeded, tenant_usage_steps
 from featurehash.store.request_limits import CONCURRENCY, RATE, RequestLimits
-from lsh_support import assert_layout_consistent
+from lsh_support import assert_layout_consistent, cleaned_client, process_prefix
 from test_lsh_index import GCWS, positive_rows
 
 redis_url = test_lsh_index.redis_url
-# This process's own: an xdist worker tearing the module down deletes only its keys. A constant prefix let one
-# worker's teardown delete the rate key of the two-process test running on the other (CI: 169 admitted against
-# a bound of 161, a second burst).
-PREFIX = f"featurehash-quota-test-{uuid.uuid4().hex[:8]}-"
+PREFIX = process_prefix("quota")
 
 
 @pytest.fixture(scope="module")
 def client(redis_url):
-    connection = redis.Redis.from_url(redis_url)
-    yield connection
-    for key in connection.scan_iter(match=f"{PREFIX}*", count=1000):
-        connection.unlink(key)
-    connection.close()
+    with cleaned_client(redis_url, PREFIX) as connection:
+        yield connection
 
 
 @pytest.fixture
@@ -206,14 +200,10 @@ def test_a_write_past_the_limit_is_refused_before_anything_is_written(client, pr
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    try:
-        nodes = start_cluster(tmp_path_factory.mktemp("quota-cluster"))
-    except ClusterUnavailable as reason:
-        pytest.skip(f"no local Redis Cluster: {reason}")
-    connection = redis.cluster.RedisCluster(host="127.0.0.1", port=nodes[0].port)
-    yield connection
-    connection.close()
-    stop_cluster(nodes)
+    with cluster_or_skip(tmp_path_factory.mktemp("quota-cluster")) as nodes:
+        connection = redis.cluster.RedisCluster(host="127.0.0.1", port=nodes[0].port)
+        yield connection
+        connection.close()
 
 
 def _one_item(cluster, prefix: str) -> int:
