@@ -164,6 +164,32 @@ def test_ticket_accounting():
     assert admission.in_flight == 0
 
 
+def test_a_small_json_body_is_reserved_with_its_decoding_as_it_arrives():
+    """One reservation for a small declared JSON body: its bytes and its first piece's decoding together (it is
+    always admitted); later pieces add their decoding; everything goes back on release."""
+    import asyncio
+
+    admission = Admission(budget=1000, small_bytes=100, stream_allowance=200, retry_after_seconds=2)
+    pieces = [b"[[0.5,1.5],", b"[2.5,3.5]]"]
+    ticket = admission.ticket(sum(map(len, pieces)), json_body=True)
+    assert admission.in_flight == 0 and ticket.small
+
+    async def receive():
+        piece = pieces.pop(0)
+        return {"type": "http.request", "body": piece, "more_body": bool(pieces)}
+
+    receiving = ticket.receiving(receive)
+    asyncio.run(receiving())
+    assert admission.in_flight == ticket.held == 21 + json_decode_bytes(b"[[0.5,1.5],")
+    asyncio.run(receiving())
+    assert ticket.held == 21 + json_decode_bytes(b"[[0.5,1.5],") + json_decode_bytes(b"[2.5,3.5]]")
+    ticket.release()
+    assert admission.in_flight == 0
+    large = admission.ticket(150, json_body=True)  # not small: its bytes and answer room reserved at once
+    assert large.held == 150 + 200
+    large.release()
+
+
 def test_json_decode_cost_counts_numbers_and_objects():
     assert json_decode_bytes(b"[[0.5,1.5],[2.5,3.5]]") == JSON_BYTES_PER_NUMBER * 4
     assert json_decode_bytes(b'{"indices":[1],"values":[0.5]}') > 2 * JSON_BYTES_PER_NUMBER

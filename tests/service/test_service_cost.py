@@ -127,3 +127,29 @@ def test_a_spec_posted_again_is_not_fitted_again_even_after_a_restart(tight):
     with tight["server"].client() as http:
         remade = http.post("/v1/maps", json=spec)
         assert remade.status_code == 201 and remade.json()["id"] == first.json()["id"]
+
+
+@pytest.mark.parametrize("multiplier", [1.0, 2.0])
+def test_dense_rows_are_checked_as_the_cost_model_checks_them(multiplier):
+    """check_work keeps a map's dense-row prices (maps.cost.row_seconds) after its first request: the rows that
+    fit are the cost model's own, the first row over is refused with check_rows's message, every time."""
+    from featurehash.maps import InputError, create_map
+    from featurehash.maps.cost import check_rows
+    from featurehash.service.api.deps import ServiceState
+    from featurehash.service.config import Settings
+
+    budget = 0.01
+    state = ServiceState(Settings(request_work_seconds=budget), None, None, None, None)
+    spec = {"method": "rff", "input_dim": 64, "n_components": 1024, "seed": 1,
+            "params": {"gamma": 1 / 64}}
+    feature_map = create_map(spec)
+    fit = rows_within(feature_map.spec, budget / multiplier, 64)
+    assert fit > 1
+    for _ in range(2):  # priced, then from what was kept
+        state.check_work(feature_map, np.zeros((fit, 64)), multiplier=multiplier)
+        with pytest.raises(InputError) as refused:
+            state.check_work(feature_map, np.zeros((fit + 1, 64)), "x", multiplier=multiplier)
+        with pytest.raises(InputError) as expected:
+            check_rows(feature_map.spec, fit + 1, (fit + 1) * 64, budget, field="x", multiplier=multiplier)
+        assert (refused.value.field, str(refused.value)) == ("x", str(expected.value))
+    assert list(state._dense_prices) == [feature_map.spec.id]

@@ -20,7 +20,8 @@ from ._cost_formulas import FORMULAS
 from .errors import InputError, SpecError
 from .spec import MapSpec
 
-__all__ = ["WorkEstimate", "creation_cost", "transform_cost", "rows_within", "check_creation", "check_rows"]
+__all__ = ["WorkEstimate", "creation_cost", "transform_cost", "rows_within", "row_seconds", "check_creation",
+           "check_rows"]
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,15 @@ def transform_cost(spec: MapSpec, rows: int, nnz: int | None = None, *, sparse: 
     if rows <= 0:
         return 0.0
     nnz = rows * spec.input_dim if nnz is None else nnz
+    fixed, per_row = row_seconds(spec, nnz / rows, sparse=sparse, **options)
+    return fixed + rows * per_row
+
+
+def row_seconds(spec: MapSpec, nnz_per_row: float, *, sparse: bool = False, **options) -> tuple[float, float]:
+    """(fixed, per row): `transform_cost` of n such rows is fixed + n * per row, so a caller that sees the same
+    rows again (a service's single vectors) can keep the two numbers instead of pricing each request anew."""
     formula = FORMULAS[spec.method]
-    return formula.fixed + rows * formula.row(spec, nnz / rows, sparse, **options).seconds
+    return formula.fixed, formula.row(spec, nnz_per_row, sparse, **options).seconds
 
 
 def rows_within(spec: MapSpec, seconds: float, nnz_per_row: float, *, sparse: bool = False, **options) -> int:

@@ -15,9 +15,10 @@ Cost: one pass over the rows, O(characters) for `len` only (no copy of the text)
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -36,8 +37,7 @@ class TextLimits:
     max_request_tokens: int = 4_000_000
 
 
-@dataclass(frozen=True)
-class Rows:
+class Rows(NamedTuple):
     """Rows of a request under `field`: numbers (an array or CSR; `chars` None) or a list of text rows."""
 
     X: Any
@@ -49,10 +49,17 @@ class Rows:
         return self.chars is not None
 
 
+@functools.cache
 def text_fields(key: str) -> dict[str, str]:
     """The text field names beside `key` ("vectors" -> documents, ...; "x" -> x_documents, ...) -> their kind."""
     prefix = "" if key == "vectors" else f"{key}_"
     return {f"{prefix}{kind}": kind for kind in TEXT_KINDS}
+
+
+@functools.cache
+def _input_fields(key: str) -> tuple[str, ...]:
+    """Every field that may carry the rows of `key`: itself, sparse_<key>, then its text fields."""
+    return (key, f"sparse_{key}", *text_fields(key))
 
 
 def rows_from(body: dict[str, Any] | np.ndarray, key: str, input_dim: int, limits: TextLimits, *,
@@ -61,7 +68,7 @@ def rows_from(body: dict[str, Any] | np.ndarray, key: str, input_dim: int, limit
     if isinstance(body, np.ndarray):
         return Rows(body, key)
     texts = text_fields(key)
-    given = [name for name in (key, f"sparse_{key}", *texts) if name in body]
+    given = [name for name in _input_fields(key) if name in body]
     if given and all(body[name] is None for name in given):   # e.g. a form filling in every field with null
         if not required:
             raise InputError(given[0], f"null: leave out {', '.join(repr(name) for name in given)} or send one")

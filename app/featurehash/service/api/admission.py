@@ -9,7 +9,8 @@ when the response has been sent (or the request failed, or the client went away)
 request is answered at once with a 503 naming "load", with Retry-After, instead of waiting; one that
 could never fit (its own cost over the whole budget) gets a 413 naming "body". A request whose body
 is at most `small_bytes` (a few vectors: online scoring) is always admitted, so a worker busy with
-large batches never sheds it; its reservation still counts.
+large batches never sheds it; its reservation still counts (a small JSON body reserves its bytes with its
+first piece, together with that piece's decoding: one reservation a request).
 
 The compute and index routes read a body into one buffer of its declared size (`read_body`): starlette's
 `Request.body()` joins the received pieces into a second copy, briefly holding the body twice (a
@@ -82,7 +83,12 @@ class Admission:
     def ticket(self, declared: int | None, json_body: bool) -> "Ticket":
         """A request's reservation: its declared body reserved now (raises Refused past the budget)."""
         ticket = Ticket(self, json_body)
-        if declared is not None:
+        if declared is None:
+            return ticket
+        if json_body and declared <= self.small_bytes:  # always admitted: reserved with its decoding, as it arrives
+            ticket.body_bytes = ticket.pending = declared
+            ticket.declared = True
+        else:
             ticket.body_arrives(declared, declared=True)
         return ticket
 
@@ -90,11 +96,14 @@ class Admission:
 class Ticket:
     """What one request holds of the budget."""
 
+    __slots__ = ("admission", "json_body", "held", "body_bytes", "declared", "pending", "answer_room")
+
     def __init__(self, admission: Admission, json_body: bool):
         self.admission, self.json_body = admission, json_body
         self.held = 0
         self.body_bytes = 0      # declared, or received so far when undeclared
         self.declared = False
+        self.pending = 0         # a small declared JSON body's bytes, reserved with its first piece
         self.answer_room = 0     # reserved for a streamed answer
 
     @property
@@ -124,7 +133,7 @@ class Ticket:
             self.declared = declared
             body_cost = nbytes if declared else 2 * nbytes  # undeclared: starlette joins the pieces
         else:
-            body_cost = 0
+            body_cost, self.pending = self.pending, 0
         cost = body_cost + (json_decode_bytes(chunk) if self.json_body and chunk else 0)
         if not self.small and not self.answer_room:
             self.answer_room = self.admission.stream_allowance

@@ -6,6 +6,7 @@ vector, so they make the same checks themselves, in the same order, with the sam
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, field
 from urllib.parse import unquote_to_bytes
@@ -22,7 +23,7 @@ from ..auth import DEFAULT_TENANT, KeySource, Principal, Scope, is_tenant_name
 from ..config import Settings
 from ..map_cache import MapCache
 from ...maps import FeatureMap, InputError, create_map
-from ...maps.cost import check_rows, transform_cost
+from ...maps.cost import check_rows, row_seconds, transform_cost
 from ...protocol.examples import query_examples
 from ...protocol.options import query_parameter
 from ...protocol.text_inputs import TextLimits, check_input_kind, rows_from
@@ -31,6 +32,9 @@ from ...store.lsh_indexes import AsyncLSHIndexes
 from ...store.spec_watch import SpecWatch
 from .errors import Forbidden, MapNotFound, Unauthorized
 from .quotas import RequestQuotas
+
+
+MAX_KEPT_PRICES = 4096  # maps whose dense-row prices check_work keeps (then it starts again)
 
 
 def _done() -> threading.Event:
@@ -52,6 +56,7 @@ class ServiceState:
     # Set once the compiled kernels are loaded (at once unless settings.preload_kernels).
     kernels_loaded: threading.Event = field(default_factory=_done)
     _tenant_indexes: dict[str, AsyncLSHIndexes] = field(default_factory=dict, repr=False)
+    _dense_prices: dict[str, tuple[float, float]] = field(default_factory=dict, repr=False)
 
     def indexes_of(self, tenant: str) -> AsyncLSHIndexes:
         """The tenant's indexes: "default" keeps the service's key prefix (the keys indexes had before
@@ -75,7 +80,20 @@ class ServiceState:
         return create_map(spec, max_nbytes=self.settings.max_map_bytes, max_work_seconds=work_seconds,
                           **options).materialize()
 
-    @property
+    def _dense_row_seconds(self, feature_map: FeatureMap) -> tuple[float, float]:
+        """maps.cost.row_seconds of the map's dense rows, priced once per map (a map id names its spec)."""
+        key = feature_map.spec.id
+        found = self._dense_prices.get(key) if key is not None else None
+        if found is None:
+            spec = feature_map.spec
+            found = row_seconds(spec, spec.input_dim, **self.map_options(feature_map.method))
+            if key is not None:
+                if len(self._dense_prices) >= MAX_KEPT_PRICES:
+                    self._dense_prices.clear()
+                self._dense_prices[key] = found
+        return found
+
+    @functools.cached_property
     def text_limits(self) -> TextLimits:
         settings = self.settings
         return TextLimits(settings.max_document_chars, settings.max_request_chars, settings.max_request_tokens)
@@ -89,6 +107,10 @@ class ServiceState:
             return
         sparse = scipy.sparse.issparse(X)
         budget = self.settings.request_work_seconds - spent
+        if not sparse and X.shape[0]:  # dense rows: the map's two prices, kept (the same sum as check_rows's)
+            fixed, per_row = self._dense_row_seconds(feature_map)
+            if multiplier * (fixed + X.shape[0] * per_row) <= budget:
+                return
         check_rows(feature_map.spec, X.shape[0], X.nnz if sparse else X.size, budget,
                    sparse=sparse, field=field, multiplier=multiplier, **self.map_options(feature_map.method))
 
