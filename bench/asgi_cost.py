@@ -1,6 +1,6 @@
 """The app's own CPU time per request, without HTTP: the service and the floor driven as raw ASGI apps.
 
-    python bench/asgi_cost.py
+    python bench/asgi_cost.py [--layers]
 
 Each request is a scope, one body message and the answer's send calls, timed with process_time
 (this process's CPU, which other jobs on a shared machine inflate far less than wall time),
@@ -8,12 +8,18 @@ Each request is a scope, one body message and the answer's send calls, timed wit
 on an embedded Redis, so cached maps are served as in production (no store round trip), with
 its access log on (formatted and written, to /dev/null).
 What HTTP adds (uvicorn, h11, sockets) is the same for both apps and is not here.
+
+--layers: the service's own layers, one at a time, by what a single-vector rff transform costs without
+each (the access log off; metrics and access log off; admission control off; all three off), in the same
+interleaved blocks as the service whole and the floor doing the same numpy work.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
+import logging
 import io
 import os
 import tempfile
@@ -24,6 +30,7 @@ import numpy as np
 import orjson
 
 import service_floor
+from featurehash.service.api import middleware
 from featurehash.service.api.middleware import access_lines
 from featurehash.service.config import Settings
 from featurehash.service.app import create_app
@@ -143,5 +150,79 @@ def report(seconds: dict[str, float]) -> None:
           f"(+{(seconds['rff JSON'] - work) * 1e6:.0f} us)")
 
 
+def _recorder(app) -> middleware.RequestRecorder:
+    node = app.middleware_stack or app.build_middleware_stack()
+    while not isinstance(node, middleware.RequestRecorder):
+        node = node.app
+    return node
+
+
+@contextlib.contextmanager
+def _without(recorder: middleware.RequestRecorder, layers: tuple[str, ...]):
+    """The service with `layers` switched off: "log" (the access log), "metrics" (the per-request metrics and
+    the access log: RequestRecorder._record), "admission" (admission control)."""
+    record, admission, level = middleware.RequestRecorder._record, recorder.admission, middleware.access_logger.level
+    try:
+        if "log" in layers:
+            middleware.access_logger.setLevel(logging.CRITICAL + 1)
+        if "metrics" in layers:
+            recorder._record = lambda *args: None
+        if "admission" in layers:
+            recorder.admission = None
+        yield
+    finally:
+        middleware.access_logger.setLevel(level)
+        recorder.__dict__.pop("_record", None)
+        recorder.admission = admission
+        assert middleware.RequestRecorder._record is record
+
+
+LAYER_CASES = {"service": (), "no access log": ("log",), "no metrics, no log": ("metrics", "log"),
+               "no admission": ("admission",), "none of the three": ("metrics", "log", "admission")}
+
+
+async def _measure_layers(rounds: int, per_block: int) -> dict[str, float]:
+    async with running_app() as app:
+        floor = service_floor.create_app()
+        spec = {"method": "rff", "input_dim": 64, "n_components": 1024, "seed": 1, "params": {"gamma": 1 / 64}}
+        status, body = await call(app, "POST", "/v1/maps", orjson.dumps(spec), JSON)
+        path = f"/v1/maps/{orjson.loads(body)['id']}/transform"
+        x = np.random.default_rng(0).standard_normal((1, 64)).astype(np.float32)
+        as_json = orjson.dumps({"vectors": x}, option=orjson.OPT_SERIALIZE_NUMPY)
+        recorder = _recorder(app)
+        cases = {"floor + rff work": (floor, "/floor-rff", ())}
+        cases.update({name: (app, path, layers) for name, layers in LAYER_CASES.items()})
+        best = {name: float("inf") for name in cases}
+        for _ in range(rounds):
+            for name, (target, route, layers) in cases.items():
+                with _without(recorder, layers):
+                    status, answer = await call(target, "POST", route, as_json, JSON)
+                    if status != 200:
+                        raise RuntimeError(f"{name}: {status} {answer[:200]!r}")
+                    start = time.process_time()
+                    for _ in range(per_block):
+                        await call(target, "POST", route, as_json, JSON)
+                    best[name] = min(best[name], (time.process_time() - start) / per_block)
+        return best
+
+
+def report_layers(seconds: dict[str, float]) -> None:
+    work, whole = seconds["floor + rff work"], seconds["service"]
+    print("  the service's layers, rff JSON single vector, no HTTP (best of interleaved blocks, this process's CPU):")
+    for name, value in seconds.items():
+        print(f"    {name:24s} {value * 1e6:7.1f} us  {value / work:5.2f}x the floor doing the same work")
+    for name, layers in list(LAYER_CASES.items())[1:]:
+        print(f"    cost of {' + '.join(layers):26s} {(whole - seconds[name]) * 1e6:6.1f} us")
+    print(f"    the rest (decode, checks, cost model, routing, request id): "
+          f"{(seconds['none of the three'] - work) * 1e6:.1f} us over the floor")
+
+
 if __name__ == "__main__":
-    report(app_cpu_per_request())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", action="store_true", help="the service's own layers, one at a time")
+    parser.add_argument("--rounds", type=int, default=7)
+    arguments = parser.parse_args()
+    if arguments.layers:
+        report_layers(asyncio.run(_measure_layers(arguments.rounds, 1000)))
+    else:
+        report(app_cpu_per_request(arguments.rounds))
