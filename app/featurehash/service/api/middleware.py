@@ -36,20 +36,22 @@ def configure_access_log(level: str) -> None:
 
 class AccessLines:
     """Access-log lines written to stderr in one write per batch, at most `delay` seconds after the
-    first line of the batch (or at 64 KiB, or at exit): a line per request costs an append, not a
-    LogRecord, a lock and a write system call."""
+    first line of the batch (or at `max_lines`, or at exit): a request costs an append of its fields, not a
+    LogRecord, a lock and a write system call. The lines are formatted at the write, a batch in one loop (each
+    formatted between two requests' code cost about three times as much: the encoder cold every time)."""
 
-    def __init__(self, fd: int = 2, delay: float = 0.2, max_bytes: int = 65536):
-        self.fd, self.delay, self.max_bytes = fd, delay, max_bytes
-        self._lines: list[bytes] = []
-        self._size = 0
+    FIELDS = ("time", "method", "route", "status", "duration_ms", "request_id", "tenant", "key_id")
+
+    def __init__(self, fd: int = 2, delay: float = 0.2, max_lines: int = 256):
+        self.fd, self.delay, self.max_lines = fd, delay, max_lines
+        self._entries: list[tuple] = []
         self._scheduled = False
         atexit.register(self.flush)
 
-    def add(self, line: bytes) -> None:
-        self._lines.append(line)
-        self._size += len(line)
-        if self._size >= self.max_bytes:
+    def add(self, entry: tuple) -> None:
+        """One request's values of FIELDS (the duration in seconds, the request id as bytes)."""
+        self._entries.append(entry)
+        if len(self._entries) >= self.max_lines:
             self.flush()
         elif not self._scheduled:
             try:
@@ -60,12 +62,19 @@ class AccessLines:
 
     def flush(self) -> None:
         self._scheduled = False
-        if self._lines:
-            data, self._lines, self._size = b"".join(self._lines), [], 0
+        if self._entries:
+            entries, self._entries = self._entries, []
             try:
-                os.write(self.fd, data)
+                os.write(self.fd, b"".join(map(_line, entries)))
             except OSError:
                 pass
+
+
+def _line(entry: tuple) -> bytes:
+    when, method, route, status, seconds, request_id, tenant, key_id = entry
+    return orjson.dumps({"time": when, "method": method, "route": route, "status": status,
+                         "duration_ms": round(seconds * 1e3, 3), "request_id": request_id.decode(), "tenant": tenant,
+                         "key_id": key_id}, option=orjson.OPT_APPEND_NEWLINE)
 
 
 access_lines = AccessLines()
@@ -122,7 +131,7 @@ class RequestRecorder:
         finally:
             if LEASE in scope.get("state", _NO_STATE):  # no answer sent through here (a 500, a cut connection)
                 await release_lease(scope)
-            self._record(scope, status, time.perf_counter() - start, request_id.decode())
+            self._record(scope, status, time.perf_counter() - start, request_id)
 
     async def _admitted(self, scope, receive, send, declared: bytes | None, media_type: bytes | None) -> None:
         """The app, within admission control's budget (service/api/admission.py): refused at once past it."""
@@ -162,7 +171,7 @@ class RequestRecorder:
         return limited_receive
 
     @staticmethod
-    def _record(scope, status: int, seconds: float, request_id: str) -> None:
+    def _record(scope, status: int, seconds: float, request_id: bytes) -> None:
         route = scope.get("route")
         template = getattr(route, "path", None) or "unmatched"
         method = scope["method"]
@@ -175,10 +184,8 @@ class RequestRecorder:
         counter.inc()
         latency.observe(seconds)
         if access_logger.isEnabledFor(logging.WARNING if status >= 500 else logging.INFO):
-            access_lines.add(orjson.dumps({
-                "time": time.time(), "method": method, "route": template, "status": status,
-                "duration_ms": round(seconds * 1e3, 3), "request_id": request_id, "tenant": tenant,
-                "key_id": principal.key_id if principal is not None else None}, option=orjson.OPT_APPEND_NEWLINE))
+            access_lines.add((time.time(), method, template, status, seconds, request_id, tenant,
+                              principal.key_id if principal is not None else None))
 
 
 def _encoded_body(encoding: bytes):
