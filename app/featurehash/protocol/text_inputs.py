@@ -69,6 +69,8 @@ def rows_from(body: dict[str, Any] | np.ndarray, key: str, input_dim: int, limit
         return Rows(body, key)
     texts = text_fields(key)
     given = [name for name in _input_fields(key) if name in body]
+    if given == [key] and body[key] is not None:  # the usual body: rows of numbers, as below
+        return Rows(vectors_from(body, key, input_dim), key)
     if given and all(body[name] is None for name in given):   # e.g. a form filling in every field with null
         if not required:
             raise InputError(given[0], f"null: leave out {', '.join(repr(name) for name in given)} or send one")
