@@ -82,7 +82,7 @@ def test_replica_answers_as_redis(clients, prefix, vectors):
     index, _, X, ids = build(clients, prefix, vectors)
     plain = answers(index, X, ids)
     index.enable_near_cache()
-    assert index.near_cache.loaded and index.near_cache.buckets
+    assert index.near_cache.loaded and index.near_cache.table.entries
     sent = []
     send = index.redis.execute_command
     index.redis.execute_command = lambda *a, **k: sent.append(a[1]) or send(*a, **k)
@@ -176,7 +176,9 @@ def test_a_deleted_index_is_not_answered_from_the_replica(clients, prefix):
     cache = index.near_cache
     LSHIndexes(clients[1], prefix).delete(index.name)
     assert arrived(cache, lambda: cache.stale or cache.meta is None)
-    assert cache.probe_fetch(b"", index.config.bands, b"") is None  # the meta changed: the script answers
+    nothing = np.empty(0, np.int64)
+    assert cache.probe(np.empty((0, index.config.bands), np.uint32), nothing, nothing, nothing) is None  # the meta
+    # changed: the script answers
     index.disable_near_cache()
 
 

@@ -8,8 +8,10 @@ connection check-out and a deep copy (~46 of them a query), and it refuses Redis
 
 What it holds: every key of the index a query reads, as Redis has it: the bucket partition hashes (`P b...`,
 field -> packed numbers), the overflow sets (`P o...`), the tail hashes (`P t...`: vector bytes + id) and, for a
-codes-only index, the record chunks (`P r...`). `probe_fetch` answers what the PROBE_FETCH script would, from
-them: the rest of the query (pool, re-ranking, results) is the same code, so the answers are the same.
+codes-only index, the record chunks (`P r...`), in one compiled table (featurehash.store.lsh_near_table: arrays,
+no Python object per bucket or item). `probe` answers what the PROBE_FETCH script would, from them, in one
+compiled call (featurehash.store.lsh_near_probe): the rest of the query (pool, re-ranking, results) is the same
+code, so the answers are the same.
 
 Coherence: a connection of its own (RESP3) runs CLIENT TRACKING ON BCAST PREFIX <the index's prefix>: Redis
 pushes the names of the keys under the prefix that any client changes, one push per event-loop pass. Before
@@ -27,9 +29,9 @@ lost connection, a flush (a push without keys) or the index's meta key changing 
 drop the replica; it is loaded again (SCAN of the prefix) on the next query, and a query that cannot get a
 coherent state goes to Redis as usual.
 
-Costs: loading reads the whole index once (3-6 s on this loaded 2-core host at 50,000 items: 65,000 hashes,
-257,000 bucket entries), and the replica's dicts take ~70 MB there (Python objects: ~0.2 KB a bucket entry, a
-tail per item); every write to the index costs this client a refetch of the keys it touched (and a PING).
+Costs: loading reads the whole index once (LOAD_FIGURES), and the replica takes ~0.5 KB an item (the table's
+slots, ~20 B a bucket entry, and the arena: 4 B a bucket membership, the tails, the record chunks); every write
+to the index costs this client a refetch of the keys it touched (and a PING).
 Sync clients only (LSHIndex; an AsyncLSHIndex has none): the refetch is blocking I/O.
 """
 
@@ -41,10 +43,13 @@ import numpy as np
 from redis.exceptions import RedisError, TimeoutError
 
 from .lsh_compact import CompactLayout
+from .lsh_near_probe import probe
+from .lsh_near_table import BUCKET, CHUNK, OVERFLOW, OVERFLOWED, PARTITION, TAIL, WordTable, key_of
 
 MAX_REFETCH_ROUNDS = 8  # refetches in a row that met new invalidations before a query gives up (goes to Redis)
 LOAD_BATCH_KEYS = 1000  # keys read per MULTI/EXEC while loading
 _U32 = np.dtype("<u4")
+_NO_KEYS = np.empty(0, np.uint64)
 
 
 class NearCache:
@@ -56,19 +61,12 @@ class NearCache:
         self._connection_class, self._connection_kwargs = pool.connection_class, dict(pool.connection_kwargs)
         self.prefix, self.meta_key, self.meta = prefix, meta_key, meta
         self.compact, self.with_records, self.strict = compact, with_records, strict
-        # the keys' contents, as queries look them up: bucket address (level, partition, field) -> packed numbers
-        # ("" when it overflowed into a set), overflow set address -> packed numbers, item number -> tail, record
-        # chunk key -> chunk; and each bucket hash's fields (to drop them when it is refetched)
-        self.buckets: dict[bytes, bytes] = {}
-        self.overflow: dict[bytes, bytes] = {}
-        self.tails: dict[int, bytes] = {}
-        self.chunks: dict[bytes, bytes] = {}
-        self.bucket_fields: dict[bytes, list[bytes]] = {}
+        self.table = WordTable()  # the keys' contents, as queries look them up (lsh_near_table's kinds)
         self.stale: set[bytes] = set()
         self.loaded = False
         self.barrier = False  # a PING before the next query (after a write through the owning index)
         self.connection = None
-        self._lock = threading.RLock()  # one connection and one set of dicts; close() may run inside sync()
+        self._lock = threading.RLock()  # one connection and one table; close() may run inside sync()
 
     # -- coherence ------------------------------------------------------------------------------------
 
@@ -179,42 +177,18 @@ class NearCache:
         wanted = [(key, command) for key in keys if (command := self._command(key)) is not None]
         if not wanted:
             return
+        changes = _Changes(self.prefix, self.compact)
         for (key, command), value in zip(wanted, self._call([command for _, command in wanted])):
             if key == self.meta_key:
                 if value != self.meta:
                     self.meta = None  # deleted or created again: this replica answers no more queries
             else:
-                self._store(key, value)
-
-    def _store(self, key: bytes, value) -> None:
-        """Replaces what the replica holds of a key by its value as read (empty: the key is gone)."""
-        kind, rest = key[len(self.prefix):len(self.prefix) + 1], key[len(self.prefix) + 1:]
-        if kind == b"b":
-            for field in self.bucket_fields.pop(key, ()):
-                del self.buckets[rest + field]
-            if value:
-                self.bucket_fields[key] = list(value)
-                self.buckets.update((rest + field, members) for field, members in value.items())
-        elif kind == b"o":
-            members = sorted(int(member) for member in value) if value else []
-            if members:
-                self.overflow[rest] = np.array(members, _U32).tobytes()
-            else:
-                self.overflow.pop(rest, None)
-        elif kind == b"t":
-            first = int.from_bytes(rest, "big") * 64
-            for number in range(first, first + 64):
-                self.tails.pop(number, None)
-            for field, tail in (value or {}).items():
-                self.tails[first + int(field)] = tail
-        elif value:
-            self.chunks[key] = value
-        else:
-            self.chunks.pop(key, None)
+                changes.note(key, value)
+        changes.apply(self.table)
 
     def _clear(self) -> None:
-        for held in (self.buckets, self.overflow, self.tails, self.chunks, self.bucket_fields, self.stale):
-            held.clear()
+        self.table = WordTable()
+        self.stale.clear()
 
     def note_write(self) -> None:
         self.barrier = True
@@ -231,38 +205,78 @@ class NearCache:
 
     # -- the probe, from the replica ---------------------------------------------------------------------
 
-    def probe_fetch(self, addresses: bytes, per: int, known: bytes) -> tuple | None:
-        """What featurehash.store.lsh_compact_scripts.PROBE_FETCH answers for these arguments, from the replica
-        (None if it is not coherent now: the caller sends the script). The candidates come in item-number
-        order, not the script's first-seen order: the query's pool sorts them by number either way."""
-        with self._lock:  # a query at a time (threads may share an index)
+    def probe(self, identities: np.ndarray, rows: np.ndarray, levels: np.ndarray, known: np.ndarray) -> tuple | None:
+        """What featurehash.store.lsh_compact_scripts.PROBE_FETCH answers for these rows of `identities`
+        (int64 `rows`, each at its level), `known` (sorted) the candidates fetched before, from the replica (None
+        if it is not coherent now: the caller sends the script), decoded: (each row's bucket members, sorted and
+        distinct; the new candidates, sorted by number; their tails' byte lengths; the tails (uint32 words, each
+        padded to a word); codes only, their records (m, width) uint8, else None)."""
+        with self._lock:  # a query at a time (threads may share an index); the arrays are not changed meanwhile
             if not self.sync():
                 return None
-            return self._probe(addresses, per, known)
+            table, compact = self.table, self.compact
+            width = compact.width if self.with_records else 0
+            members, offsets, fresh, lengths, tails, records = probe(
+                table.keys, table.starts, table.sizes, table.arena, identities, rows, levels, compact.bands,
+                known, width, compact.chunk_items)
+        bounds = offsets.tolist()
+        found = [members[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
+        return found, fresh, lengths, tails, records if width else None
 
-    def _probe(self, addresses: bytes, per: int, known: bytes) -> tuple:
-        stride, overflow = self.compact.address_stride, self.overflow
-        keys = [addresses[at:at + stride] for at in range(0, len(addresses), stride)]
-        values = list(map(self.buckets.get, keys))
-        out = []
-        for start in range(0, len(keys), per):  # each query's distinct bucket values, as the script returns them
-            distinct = dict.fromkeys(overflow.get(key) if value == b"" else value
-                                     for key, value in zip(keys[start:start + per], values[start:start + per]))
-            distinct.pop(None, None)
-            out.append(b"".join(distinct))
-        found = np.unique(np.frombuffer(b"".join(out), _U32))
-        if known:
-            found = np.setdiff1d(found, np.frombuffer(known, _U32), assume_unique=True)
-        numbers = found.tolist()
-        tails = [tail or b"" for tail in map(self.tails.get, numbers)]
-        lengths = np.fromiter(map(len, tails), _U32, len(tails))
-        padded = b"".join(tail + b"\0" * (-len(tail) % 4) for tail in tails)
-        records = b"".join(self._record(number) for number in numbers) if self.with_records else b""
-        return found.astype(_U32).tobytes(), lengths.tobytes(), padded, records, out
 
-    def _record(self, number: int) -> bytes:
-        width, chunk_items = self.compact.width, self.compact.chunk_items
-        chunk = self.chunks.get(self.compact.chunk_key(number), b"")
-        offset = (number % chunk_items) * width
-        record = chunk[offset:offset + width]
-        return record if len(record) == width else b"\0" * width
+class _Changes:
+    """What one batch of keys read (in one MULTI/EXEC) changes in the table, applied at once: the old contents of
+    every key read are dropped, then what was read is put (a key read twice in the batch read the same)."""
+
+    def __init__(self, prefix: bytes, compact: CompactLayout):
+        self.prefix, self.compact = prefix, compact
+        self.partitions: list[int] = []  # PARTITION keys to drop, with their buckets
+        self.deleted: list[int] = []
+        self.keys: list[int] = []
+        self.lengths: list[int] = []
+        self.values: list[bytes] = []
+
+    def _put(self, key: int, value: bytes, length: int | None = None) -> None:
+        self.keys.append(key)
+        self.lengths.append(len(value) if length is None else length)
+        self.values.append(value)
+
+    def note(self, key: bytes, value) -> None:
+        """Replaces what the replica holds of a key by its value as read (empty: the key is gone)."""
+        kind, rest = key[len(self.prefix):len(self.prefix) + 1], key[len(self.prefix) + 1:]
+        if kind == b"b":
+            level, partition = rest[0], int.from_bytes(rest[1:5], "big")
+            here = level << 32 | partition
+            self.partitions.append(key_of(PARTITION, here))
+            if value:
+                shift = 32 - self.compact.bucket_bits
+                base = level << 32 | (partition << shift if shift < 32 else 0)
+                identities = []
+                for field, members in value.items():
+                    payload = base | int.from_bytes(field, "big")  # level << 32 | identity
+                    identities.append(payload & 0xFFFFFFFF)
+                    self._put(key_of(BUCKET, payload), members, OVERFLOWED if members == b"" else None)
+                self._put(key_of(PARTITION, here), np.array(identities, _U32).tobytes())
+        elif kind == b"o":
+            level, partition = rest[0], int.from_bytes(rest[1:5], "big")
+            shift = 32 - self.compact.bucket_bits
+            identity = (partition << shift if shift < 32 else 0) | int.from_bytes(rest[5:], "big")
+            here = key_of(OVERFLOW, level << 32 | identity)
+            self.deleted.append(here)
+            if value:
+                self._put(here, np.array(sorted(int(member) for member in value), _U32).tobytes())
+        elif kind == b"t":
+            first = int.from_bytes(rest, "big") * 64
+            self.deleted.extend(key_of(TAIL, number) for number in range(first, first + 64))
+            for field, tail in (value or {}).items():
+                self._put(key_of(TAIL, first + int(field)), tail)
+        else:
+            here = key_of(CHUNK, int.from_bytes(rest, "big"))
+            self.deleted.append(here)
+            if value:
+                self._put(here, value)
+
+    def apply(self, table: WordTable) -> None:
+        table.drop_partitions(np.array(self.partitions, np.uint64) if self.partitions else _NO_KEYS)
+        table.delete(np.array(self.deleted, np.uint64) if self.deleted else _NO_KEYS)
+        table.put(np.array(self.keys, np.uint64), np.array(self.lengths, np.int64), b"".join(self.values))
