@@ -137,7 +137,8 @@ def test_an_item_replaced_meanwhile_is_never_seen_half_written(clients, prefix):
     finally:
         stop.set()
         thread.join()
-    assert writes[0] >= 10 and set(seen) <= {expected[1], None}
+    assert set(seen) <= {expected[1], None}, (expected, set(seen))
+    assert writes[0] >= 10, writes[0]
 
 
 def test_strict_mode_and_own_writes_need_no_waiting(clients, prefix):

@@ -49,7 +49,7 @@ from .lsh_near_table import BUCKET, CHUNK, OVERFLOW, OVERFLOWED, PARTITION, TAIL
 MAX_REFETCH_ROUNDS = 8  # refetches in a row that met new invalidations before a query gives up (goes to Redis)
 LOAD_BATCH_KEYS = 1000  # keys read per MULTI/EXEC while loading
 _U32 = np.dtype("<u4")
-_NO_KEYS = np.empty(0, np.uint64)
+_NO_KEYS = np.empty(0, np.int64)
 
 
 class NearCache:
@@ -158,6 +158,7 @@ class NearCache:
                 break
         for start in range(0, len(keys), LOAD_BATCH_KEYS):
             self._fetch(keys[start:start + LOAD_BATCH_KEYS])
+        self.table.trim()
         self._ping()
 
     def _command(self, key: bytes) -> tuple | None:
@@ -217,7 +218,7 @@ class NearCache:
             table, compact = self.table, self.compact
             width = compact.width if self.with_records else 0
             members, offsets, fresh, lengths, tails, records = probe(
-                table.keys, table.starts, table.sizes, table.arena, identities, rows, levels, compact.bands,
+                table.slots, table.arena, identities, rows, levels, compact.bands,
                 known, width, compact.chunk_items)
         bounds = offsets.tolist()
         found = [members[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
@@ -226,42 +227,47 @@ class NearCache:
 
 class _Changes:
     """What one batch of keys read (in one MULTI/EXEC) changes in the table, applied at once: the old contents of
-    every key read are dropped, then what was read is put (a key read twice in the batch read the same)."""
+    every key read are dropped, then what was read is put (a key read twice in the batch read the same). The
+    bucket hashes' fields (most of what a load reads) are turned into table entries by numpy, a batch at once."""
 
     def __init__(self, prefix: bytes, compact: CompactLayout):
         self.prefix, self.compact = prefix, compact
         self.partitions: list[int] = []  # PARTITION keys to drop, with their buckets
         self.deleted: list[int] = []
-        self.keys: list[int] = []
+        self.keys: list[int] = []  # other entries to put: keys, byte lengths, values
         self.lengths: list[int] = []
         self.values: list[bytes] = []
+        self.heads: list[int] = []  # per bucket hash read: its PARTITION key, its fields' payload base, field count
+        self.bases: list[int] = []
+        self.counts: list[int] = []
+        self.fields: list[bytes] = []  # every field of those hashes, and its value
+        self.members: list[bytes] = []
 
-    def _put(self, key: int, value: bytes, length: int | None = None) -> None:
+    def _put(self, key: int, value: bytes) -> None:
         self.keys.append(key)
-        self.lengths.append(len(value) if length is None else length)
+        self.lengths.append(len(value))
         self.values.append(value)
+
+    def _identity_base(self, partition: int) -> int:
+        shift = 32 - self.compact.bucket_bits
+        return partition << shift if shift < 32 else 0
 
     def note(self, key: bytes, value) -> None:
         """Replaces what the replica holds of a key by its value as read (empty: the key is gone)."""
         kind, rest = key[len(self.prefix):len(self.prefix) + 1], key[len(self.prefix) + 1:]
         if kind == b"b":
             level, partition = rest[0], int.from_bytes(rest[1:5], "big")
-            here = level << 32 | partition
-            self.partitions.append(key_of(PARTITION, here))
+            here = key_of(PARTITION, level << 32 | partition)
+            self.partitions.append(here)
             if value:
-                shift = 32 - self.compact.bucket_bits
-                base = level << 32 | (partition << shift if shift < 32 else 0)
-                identities = []
-                for field, members in value.items():
-                    payload = base | int.from_bytes(field, "big")  # level << 32 | identity
-                    identities.append(payload & 0xFFFFFFFF)
-                    self._put(key_of(BUCKET, payload), members, OVERFLOWED if members == b"" else None)
-                self._put(key_of(PARTITION, here), np.array(identities, _U32).tobytes())
+                self.heads.append(here)
+                self.bases.append(level << 32 | self._identity_base(partition))
+                self.counts.append(len(value))
+                self.fields.extend(value)
+                self.members.extend(value.values())
         elif kind == b"o":
             level, partition = rest[0], int.from_bytes(rest[1:5], "big")
-            shift = 32 - self.compact.bucket_bits
-            identity = (partition << shift if shift < 32 else 0) | int.from_bytes(rest[5:], "big")
-            here = key_of(OVERFLOW, level << 32 | identity)
+            here = key_of(OVERFLOW, level << 32 | self._identity_base(partition) | int.from_bytes(rest[5:], "big"))
             self.deleted.append(here)
             if value:
                 self._put(here, np.array(sorted(int(member) for member in value), _U32).tobytes())
@@ -277,6 +283,18 @@ class _Changes:
                 self._put(here, value)
 
     def apply(self, table: WordTable) -> None:
-        table.drop_partitions(np.array(self.partitions, np.uint64) if self.partitions else _NO_KEYS)
-        table.delete(np.array(self.deleted, np.uint64) if self.deleted else _NO_KEYS)
-        table.put(np.array(self.keys, np.uint64), np.array(self.lengths, np.int64), b"".join(self.values))
+        table.drop_partitions(np.array(self.partitions, np.int64) if self.partitions else _NO_KEYS)
+        table.delete(np.array(self.deleted, np.int64) if self.deleted else _NO_KEYS)
+        if self.heads:
+            width = self.compact.field_bytes  # every field is the identity's low bits, big-endian, this wide
+            raw = np.frombuffer(b"".join(self.fields), np.uint8).reshape(-1, width).astype(np.int64)
+            payloads = np.repeat(np.array(self.bases, np.int64), self.counts)  # level << 32 | identity
+            for byte in range(width):
+                payloads |= raw[:, byte] << (8 * (width - 1 - byte))
+            lengths = np.fromiter(map(len, self.members), np.int64, len(self.members))
+            lengths[lengths == 0] = OVERFLOWED  # "": the members are in the overflow set
+            table.put((BUCKET << 48) | payloads, lengths, b"".join(self.members))
+            counts = np.array(self.counts, np.int64)
+            table.put(np.array(self.heads, np.int64), 4 * counts, (payloads & 0xFFFFFFFF).astype(_U32).tobytes())
+        if self.keys:
+            table.put(np.array(self.keys, np.int64), np.array(self.lengths, np.int64), b"".join(self.values))

@@ -14,9 +14,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .lsh_near_table import BUCKET, CHUNK, OVERFLOW, OVERFLOWED, TAIL, _find
-
-_KIND_SHIFT = np.uint64(48)
+from .lsh_near_table import BUCKET, CHUNK, OVERFLOW, OVERFLOWED, SIZE, START, TAIL, _find
 
 
 @nb.njit(cache=True, nogil=True)
@@ -32,33 +30,33 @@ def sorted_distinct(values):
 
 
 @nb.njit(cache=True, nogil=True)
-def probe(keys, starts, sizes, arena, identities, rows, levels, bands, known, record_width, chunk_items):
+def probe(slots, arena, identities, rows, levels, bands, known, record_width, chunk_items):
     """(members of each row's buckets, concatenated, and the offsets of each row's (n + 1); the new candidates
     (int64); their tails' byte lengths (int64); the tails (uint32 words); records (m, record_width) uint8,
     0 x 0 when record_width is 0). `known` is sorted."""
     n = rows.size
-    slots = np.empty(n * bands, np.int64)
+    found = np.empty(n * bands, np.int64)  # the slot of each bucket's members (-1: none)
     total = 0
     for i in range(n):
-        level = np.uint64(levels[i])
+        level = levels[i]
         for band in range(bands):
-            payload = (level << np.uint64(32)) | np.uint64(identities[rows[i], levels[i] * bands + band])
-            slot = _find(keys, (np.uint64(BUCKET) << _KIND_SHIFT) | payload)
-            if slot >= 0 and sizes[slot] == OVERFLOWED:
-                slot = _find(keys, (np.uint64(OVERFLOW) << _KIND_SHIFT) | payload)
-            slots[i * bands + band] = slot
+            payload = (level << 32) | np.int64(identities[rows[i], level * bands + band])
+            slot = _find(slots, (BUCKET << 48) | payload)
+            if slot >= 0 and slots[slot, SIZE] == OVERFLOWED:
+                slot = _find(slots, (OVERFLOW << 48) | payload)
+            found[i * bands + band] = slot
             if slot >= 0:
-                total += max(sizes[slot], 0) // 4
+                total += max(slots[slot, SIZE], 0) // 4
     members = np.empty(total, np.int64)
     offsets = np.zeros(n + 1, np.int64)
     at = 0
     for i in range(n):
         first = at
         for band in range(bands):
-            slot = slots[i * bands + band]
+            slot = found[i * bands + band]
             if slot >= 0:
-                start = starts[slot]
-                for j in range(max(sizes[slot], 0) // 4):
+                start = slots[slot, START]
+                for j in range(max(slots[slot, SIZE], 0) // 4):
                     members[at] = arena[start + j]
                     at += 1
         at = first + sorted_distinct(members[first:at]).size
@@ -81,17 +79,18 @@ def probe(keys, starts, sizes, arena, identities, rows, levels, bands, known, re
     tail_slots = np.empty(m, np.int64)
     words = 0
     for i in range(m):
-        slot = _find(keys, (np.uint64(TAIL) << _KIND_SHIFT) | np.uint64(fresh[i]))
+        slot = _find(slots, (TAIL << 48) | fresh[i])
         tail_slots[i] = slot
         if slot >= 0:
-            lengths[i] = sizes[slot]
-            words += (sizes[slot] + 3) // 4
+            lengths[i] = slots[slot, SIZE]
+            words += (lengths[i] + 3) // 4
     tails = np.empty(words, np.uint32)
     at = 0
     for i in range(m):
         if tail_slots[i] >= 0:
             count = (lengths[i] + 3) // 4
-            tails[at:at + count] = arena[starts[tail_slots[i]]:starts[tail_slots[i]] + count]  # padding is zeros
+            start = slots[tail_slots[i], START]
+            tails[at:at + count] = arena[start:start + count]  # the padding is zeros
             at += count
 
     records = np.zeros((m if record_width else 0, record_width), np.uint8)
@@ -100,9 +99,9 @@ def probe(keys, starts, sizes, arena, identities, rows, levels, bands, known, re
         for i in range(m):
             chunk = fresh[i] // chunk_items
             offset = (fresh[i] % chunk_items) * record_width
-            slot = _find(keys, (np.uint64(CHUNK) << _KIND_SHIFT) | np.uint64(chunk))
-            if slot >= 0 and offset + record_width <= sizes[slot]:
-                start = 4 * starts[slot] + offset
+            slot = _find(slots, (CHUNK << 48) | chunk)
+            if slot >= 0 and offset + record_width <= slots[slot, SIZE]:
+                start = 4 * slots[slot, START] + offset
                 for b in range(record_width):
                     records[i, b] = bytes_[start + b]
     return members, offsets, fresh, lengths, tails, records
