@@ -29,14 +29,18 @@ lost connection, a flush (a push without keys) or the index's meta key changing 
 drop the replica; it is loaded again (SCAN of the prefix) on the next query, and a query that cannot get a
 coherent state goes to Redis as usual.
 
-Costs: loading reads the whole index once (LOAD_FIGURES), and the replica takes ~0.5 KB an item (the table's
-slots, ~20 B a bucket entry, and the arena: 4 B a bucket membership, the tails, the record chunks); every write
-to the index costs this client a refetch of the keys it touched (and a PING).
+Costs: loading reads the whole index once: ~0.9 s on this loaded 2-core host at 50,000 float16 items (65,000
+keys: 257,000 bucket fields, 64,000 partition hashes, 50,000 tails; 1.4-1.7 s when the replica was Python dicts).
+The replica then takes ~0.6 KB an item: 29.5 MB there (tracemalloc; the dicts took 71 MB), the table's slots
+(24 B each, at most 3/4 full: 12.6 MB) and the arena (4 B a bucket membership, the tails, the partitions' field
+lists, codes only the record chunks: 15 MB, and 1/8 more). Every write to the index costs this client a refetch
+of the keys it touched (and a PING).
 Sync clients only (LSHIndex; an AsyncLSHIndex has none): the refetch is blocking I/O.
 """
 
 from __future__ import annotations
 
+import select
 import threading
 
 import numpy as np
@@ -66,6 +70,7 @@ class NearCache:
         self.loaded = False
         self.barrier = False  # a PING before the next query (after a write through the owning index)
         self.connection = None
+        self._socket_poll, self._drained = None, False  # _drain's fast path
         self._lock = threading.RLock()  # one connection and one table; close() may run inside sync()
 
     # -- coherence ------------------------------------------------------------------------------------
@@ -82,6 +87,9 @@ class NearCache:
         connection.send_command("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", self.prefix)
         connection.read_response()
         self.loaded = False
+        self._socket_poll = select.poll()  # this socket's (a reconnection makes another)
+        self._socket_poll.register(connection._sock, select.POLLIN)
+        self._drained = False
 
     def _invalidated(self, push) -> None:
         keys = push[1]
@@ -91,13 +99,20 @@ class NearCache:
             self.stale.update(keys)
 
     def _drain(self) -> None:
-        """Reads the pushes that have arrived (the handler records them), without waiting."""
-        connection = self.connection
+        """Reads the pushes that have arrived (the handler records them), without waiting. When the last read
+        was a drain that left nothing buffered in redis-py's parser (`_drained`), one poll of the socket says
+        whether anything arrived since (~0.5 us; redis-py's can_read, which also looks at the parser's buffer,
+        costs ~2-4 us, a few percent of a query); a closed socket polls as readable, and can_read reports it."""
+        if self._drained and not self._socket_poll.poll(0):
+            return
+        connection, self._drained = self.connection, False
         while connection.can_read(timeout=0):
             try:
                 connection.read_response(push_request=True, timeout=0, disconnect_on_error=False)
             except TimeoutError:
                 break
+        else:
+            self._drained = True  # can_read found nothing buffered and nothing on the socket
 
     def sync(self) -> bool:
         """Brings the replica to a coherent state (loading it if needed); False if that failed (go to Redis)."""
@@ -133,12 +148,14 @@ class NearCache:
         read too: a write that Redis ran in the same event-loop pass as the read, before it, is in the read's
         reply, but its BCAST invalidation (of the keys not read) is sent at the end of that pass, after the
         reply; the PING, sent once the reply is in, is answered in a later pass."""
+        self._drained = False  # what follows the PONG may be buffered
         self.connection.send_command("PING")
         self.connection.read_response()
 
     def _call(self, commands: list[tuple]) -> list:
         """Commands as one MULTI/EXEC on the tracking connection: their replies (a snapshot at one moment)."""
         connection = self.connection
+        self._drained = False
         connection.send_packed_command(connection.pack_commands([("MULTI",), *commands, ("EXEC",)]))
         for _ in range(len(commands) + 1):  # +OK, then +QUEUED a command
             connection.read_response()
