@@ -1,8 +1,9 @@
 """Querying a layout-3 index (featurehash.store.lsh_compact): the hooks of featurehash.store.lsh_queries'
 query loop (the plan, the probe, the pool, the code similarity) for compact records; indexes of layouts 1
 and 2 go on to lsh_queries' own. A level of a query is one round trip (the PROBE_FETCH script returns the
-bucket members and the new candidates' vectors and ids together), and the exact re-ranking reads the
-packed vectors in place (featurehash.maps.lsh_rerank): no scipy.sparse matrix is built. The client's own
+bucket members and the new candidates' vectors and ids together; with a near cache, featurehash.store.
+lsh_near_cache, one compiled call over the local replica returns the same, decoded), and the exact re-ranking
+reads the packed vectors in place (featurehash.maps.lsh_rerank): no scipy.sparse matrix is built. The client's own
 steps (the plan, the addresses, where each tail lies, the pool's rows) are compiled calls
 (featurehash.store.lsh_compact_kernels); ids are decoded for the results only."""
 
