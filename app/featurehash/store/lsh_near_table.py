@@ -1,4 +1,4 @@
-"""The near cache's replica (featurehash.store.lsh_near_cache) as one compiled table: uint64 keys -> byte
+"""The near cache's replica (featurehash.store.lsh_near_cache) as one compiled table: int64 keys -> byte
 strings kept in one uint32 arena, so a query's probe (its buckets, their members, the candidates' tails and
 records) is one compiled call that builds no Python object per bucket or candidate.
 
@@ -20,9 +20,10 @@ Keys are KIND << 48 | payload:
 
 The table is open addressing with linear probing and backward-shift deletion (no tombstones), at most
 MAX_LOAD full; a slot is (key, first word, bytes) side by side, so a lookup touches one cache line for the slot
-and one for the value (three arrays cost three misses a lookup, ~2x the probe's time at 50,000 items). Values are appended to the arena, each from a word boundary (zero-padded); a replaced or
-deleted value's words are garbage until the arena is reallocated, which copies the live values only. All
-integer work: the same answers on every CPU.
+and one for the value (as three arrays, three misses a lookup: the probe took 21 us instead of 14 at 50,000
+items). Values are appended to the arena, each from a word boundary (zero-padded); a replaced or deleted
+value's words are garbage until the arena is reallocated, which copies the live values only. All integer
+work: the same answers on every CPU.
 """
 
 from __future__ import annotations
