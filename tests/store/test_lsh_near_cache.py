@@ -20,6 +20,7 @@ import test_lsh_index
 from featurehash.maps import create_map
 from featurehash.store import LSHIndexes
 from featurehash.store import lsh_compact_scripts as scripts
+from featurehash.store.lsh_near_table import OVERFLOW, TAIL
 from test_lsh_index import GCWS, near_copies, positive_rows
 
 redis_url = test_lsh_index.redis_url
@@ -82,7 +83,7 @@ def test_replica_answers_as_redis(clients, prefix, vectors):
     index, _, X, ids = build(clients, prefix, vectors)
     plain = answers(index, X, ids)
     index.enable_near_cache()
-    assert index.near_cache.loaded and index.near_cache.buckets
+    assert index.near_cache.loaded and index.near_cache.table.entries
     sent = []
     send = index.redis.execute_command
     index.redis.execute_command = lambda *a, **k: sent.append(a[1]) or send(*a, **k)
@@ -137,7 +138,45 @@ def test_an_item_replaced_meanwhile_is_never_seen_half_written(clients, prefix):
     finally:
         stop.set()
         thread.join()
-    assert writes[0] >= 10 and set(seen) <= {expected[1], None}
+    assert set(seen) <= {expected[1], None}, (expected, set(seen))
+    assert writes[0] >= 10, writes[0]
+
+
+def contents(cache) -> dict[int, bytes]:
+    """The replica's table as {key: value bytes}."""
+    keys = cache.table.slots[:, 0]
+    return {int(key): cache.table.get(int(key)) for key in keys[keys >= 0]}
+
+
+def kinds(cache) -> np.ndarray:
+    keys = cache.table.slots[:, 0]
+    return np.bincount(keys[keys >= 0] >> 48, minlength=5)
+
+
+def test_overflowed_buckets_removals_and_refetches_keep_the_table_as_a_fresh_load(clients, prefix):
+    """20 copies of one vector share every bucket: past 16 members each moves to a set of its own (an OVERFLOW
+    entry), which shrinks as copies are removed and goes with the last; the removed items' tails go. The replica
+    answers as Redis after each change, and its table, changed in place by the refetches, holds what a fresh
+    load of the index does."""
+    index, theirs, X, _ = build(clients, prefix, "float32")
+    index.enable_near_cache(strict=True)  # each query reads every invalidation sent before it
+    cache = index.near_cache
+    redis_only = LSHIndexes(index.redis, prefix).open(index.name)
+    probe = X[120:121] * 9.0
+    copies = [f"copy{i}" for i in range(20)]
+    overflowed, tails = kinds(cache)[OVERFLOW], kinds(cache)[TAIL]
+    for change, copies_left in ((lambda: theirs.add(copies, np.repeat(probe, 20, axis=0)), 20),
+                                (lambda: theirs.remove(copies[:6]), 14), (lambda: theirs.remove(copies[6:]), 0)):
+        change()
+        result = index.query(probe, top_k=25)
+        assert result == redis_only.query(probe, top_k=25)
+        assert sum(item.startswith("copy") for item, _ in result.results[0]) == copies_left
+        assert (kinds(cache)[OVERFLOW] > overflowed) == (copies_left > 0)
+        assert kinds(cache)[TAIL] == tails + copies_left
+        fresh = LSHIndexes(index.redis, prefix).open(index.name).enable_near_cache()
+        assert contents(cache) == contents(fresh.near_cache)
+        fresh.disable_near_cache()
+    index.disable_near_cache()
 
 
 def test_strict_mode_and_own_writes_need_no_waiting(clients, prefix):
@@ -176,7 +215,9 @@ def test_a_deleted_index_is_not_answered_from_the_replica(clients, prefix):
     cache = index.near_cache
     LSHIndexes(clients[1], prefix).delete(index.name)
     assert arrived(cache, lambda: cache.stale or cache.meta is None)
-    assert cache.probe_fetch(b"", index.config.bands, b"") is None  # the meta changed: the script answers
+    nothing = np.empty(0, np.int64)
+    assert cache.probe(np.empty((0, index.config.bands), np.uint32), nothing, nothing, nothing) is None  # the meta
+    # changed: the script answers
     index.disable_near_cache()
 
 

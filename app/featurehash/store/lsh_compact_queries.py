@@ -1,8 +1,9 @@
 """Querying a layout-3 index (featurehash.store.lsh_compact): the hooks of featurehash.store.lsh_queries'
 query loop (the plan, the probe, the pool, the code similarity) for compact records; indexes of layouts 1
 and 2 go on to lsh_queries' own. A level of a query is one round trip (the PROBE_FETCH script returns the
-bucket members and the new candidates' vectors and ids together), and the exact re-ranking reads the
-packed vectors in place (featurehash.maps.lsh_rerank): no scipy.sparse matrix is built. The client's own
+bucket members and the new candidates' vectors and ids together; with a near cache, featurehash.store.
+lsh_near_cache, one compiled call over the local replica returns the same, decoded), and the exact re-ranking
+reads the packed vectors in place (featurehash.maps.lsh_rerank): no scipy.sparse matrix is built. The client's own
 steps (the plan, the addresses, where each tail lies, the pool's rows) are compiled calls
 (featurehash.store.lsh_compact_kernels); ids are decoded for the results only."""
 
@@ -20,31 +21,36 @@ from . import lsh_compact_scripts as scripts
 from .lsh_compact import FINGERPRINT_BITS
 from .lsh_compact_kernels import (TAIL_FIXED, TAIL_ID_ONLY, TAIL_SPARSE, merged_by_number, query_plan, rows_of,
                                   tail_positions)
+from .lsh_near_probe import sorted_distinct
 from .lsh_queries import ItemNotFound, _CandidatePool
 from .redis_steps import Compute, RoundTrip
 
 
+_NO_POSITIONS, _NO_WORDS = np.empty(0, np.int64), np.empty(0, "<u4")
+_NO_POSITIONS.flags.writeable = _NO_WORDS.flags.writeable = False
+
+
 class _PackedPool(_CandidatePool):
     """The candidates as the probe returned them, sorted by item number: their b-bit fingerprints (codes-only
-    indexes) and their tails (packed vector, then id) in one blob, each at a 4-byte word (`starts`, in
+    indexes) and their tails (packed vector, then id) in one uint32 array, each from a word (`starts`, in
     words), which the compiled re-ranking (featurehash.maps.lsh_rerank) reads in place; ids are decoded only
     for the results."""
 
     def __init__(self, config, codec):
         super().__init__(config, codec)
         self.fingerprints = np.empty((0, config.n_codes), np.uint8)
-        self.starts = np.empty(0, np.int64)
-        self.ends = np.empty(0, np.int64)  # byte end of each tail
-        self.id_starts = np.empty(0, np.int64)  # byte start of each id (after the packed vector)
-        self.blob = b""
-        self.words = np.empty(0, "<u4")
+        self.starts = _NO_POSITIONS  # shared empty arrays (read only): a query makes a pool, ~0.2 us an array
+        self.ends = _NO_POSITIONS  # byte end of each tail
+        self.id_starts = _NO_POSITIONS  # byte start of each id (after the packed vector)
+        self.words = _NO_WORDS
 
     def add(self, numbers: np.ndarray, records) -> None:
-        fingerprints, lengths, blob = records
+        fingerprints, lengths, tails = records  # tails: uint32 words, each tail padded to whole words
         self.fetched = np.union1d(self.fetched, numbers) if self.fetched.size else np.sort(numbers)
-        words = np.frombuffer(self.blob + blob, "<u4") if self.blob else np.frombuffer(blob, "<u4")
+        base = self.words.size
+        words = np.concatenate((self.words, tails)) if base else tails
         kind, fixed = self._tail_kind
-        positions = tail_positions(words, len(self.blob) // 4, lengths, numbers, kind, fixed)
+        positions = tail_positions(words, base, lengths, numbers, kind, fixed)
         if not positions[0].size:
             return
         if self.numbers.size:  # a deeper level: merged with what the pool has
@@ -56,7 +62,6 @@ class _PackedPool(_CandidatePool):
         if fingerprints is not None:
             live = np.flatnonzero(lengths)
             self.fingerprints = np.vstack([self.fingerprints, fingerprints[live]])[order]
-        self.blob += blob
         self.words = words
 
     @property
@@ -78,8 +83,9 @@ class _PackedPool(_CandidatePool):
                                    self.starts[rows], self.codec.input_dim)
 
     def results(self, rows: np.ndarray, similarities: np.ndarray) -> list[tuple[str, float]]:
-        blob = self.blob
-        return [(blob[start:end].decode(), similarity) for start, end, similarity
+        words = self.words  # a small pool copied (slicing bytes is faster), a large one viewed
+        blob = words.tobytes() if words.size <= 4096 else memoryview(words).cast("B")
+        return [(str(blob[start:end], "utf-8"), similarity) for start, end, similarity
                 in zip(self.id_starts[rows].tolist(), self.ends[rows].tolist(), similarities.tolist())]
 
 
@@ -100,23 +106,31 @@ class _CompactQuerySteps:
 
     def _probe_steps(self, level_keys, active: list[int], level: list[int], pool):
         """The bucket members of each active query and the tails (and, codes only, the records) of those not in
-        the pool yet, in one script call: one round trip a level."""
+        the pool yet, in one script call: one round trip a level; or from the near cache, if it is coherent."""
         if self.config.layout < 3:
             return (yield from super()._probe_steps(level_keys, active, level, pool))
         rows = np.array(active, np.int64)
-        addresses = self.compact.probe_addresses(level_keys, rows, np.array(level, np.int64)[rows])
-        known = pool.fetched.astype("<u4").tobytes() if pool.fetched.size else b""
+        levels = np.array(level, np.int64)[rows]
         reply = None
         if self.near_cache is not None:  # the replica answers as the script would (lsh_near_cache), if coherent
-            reply = yield Compute(self.near_cache.probe_fetch, (addresses, self.config.bands, known))
+            reply = yield Compute(self.near_cache.probe, (level_keys, rows, levels, pool.fetched))
         if reply is None:
-            (reply,) = yield RoundTrip([("EVAL", scripts.PROBE_FETCH, 1, self.layout.meta, addresses,
-                                         *self._probe_options[:2], known, *self._probe_options[2:])])
+            addresses = self.compact.probe_addresses(level_keys, rows, levels)
+            known = pool.fetched.astype("<u4").tobytes() if pool.fetched.size else b""
+            (raw,) = yield RoundTrip([("EVAL", scripts.PROBE_FETCH, 1, self.layout.meta, addresses,
+                                       *self._probe_options[:2], known, *self._probe_options[2:])])
+            reply = self._decoded_probe(raw)
+        members, wanted, lengths, tails, records = reply
+        fingerprints = None if records is None else records[:, :self.config.n_codes]
+        return members, (wanted, (fingerprints, lengths, tails))
+
+    def _decoded_probe(self, reply) -> tuple:
+        """PROBE_FETCH's reply as NearCache.probe gives it."""
         numbers, lengths, tails, records, members = reply
-        fingerprints = self.compact.unpack_records(records)[0] if self.codec is None else None
-        wanted = np.frombuffer(numbers, "<u4").astype(np.int64)
-        return ([np.unique(np.frombuffer(blob, "<u4")).astype(np.int64) for blob in members],
-                (wanted, (fingerprints, np.frombuffer(lengths, "<u4").astype(np.int64), tails)))
+        return ([sorted_distinct(np.frombuffer(blob, "<u4").astype(np.int64)) for blob in members],
+                np.frombuffer(numbers, "<u4").astype(np.int64), np.frombuffer(lengths, "<u4").astype(np.int64),
+                np.frombuffer(tails, "<u4"),
+                np.frombuffer(records, np.uint8).reshape(-1, self.compact.width) if self.codec is None else None)
 
     @cached_property
     def _level_rows(self) -> np.ndarray:

@@ -179,12 +179,16 @@ def check_query_ids(ids: Any, field: str = "ids") -> list[str]:
 
 
 def check_positive_int(value: Any, field: str) -> int:
+    if type(value) is int and value >= 1:  # the usual case, without the ABC check (~1 us; a query checks two)
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise InputError(field, "must be a positive integer")
     return int(value)
 
 
 def check_fraction(value: Any, field: str) -> float:
+    if type(value) is float and 0.0 <= value <= 1.0:
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value <= 1.0:
         raise InputError(field, "must be a number in [0, 1]")
     return float(value)

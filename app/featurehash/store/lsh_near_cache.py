@@ -8,8 +8,10 @@ connection check-out and a deep copy (~46 of them a query), and it refuses Redis
 
 What it holds: every key of the index a query reads, as Redis has it: the bucket partition hashes (`P b...`,
 field -> packed numbers), the overflow sets (`P o...`), the tail hashes (`P t...`: vector bytes + id) and, for a
-codes-only index, the record chunks (`P r...`). `probe_fetch` answers what the PROBE_FETCH script would, from
-them: the rest of the query (pool, re-ranking, results) is the same code, so the answers are the same.
+codes-only index, the record chunks (`P r...`), in one compiled table (featurehash.store.lsh_near_table: arrays,
+no Python object per bucket or item). `probe` answers what the PROBE_FETCH script would, from them, in one
+compiled call (featurehash.store.lsh_near_probe): the rest of the query (pool, re-ranking, results) is the same
+code, so the answers are the same.
 
 Coherence: a connection of its own (RESP3) runs CLIENT TRACKING ON BCAST PREFIX <the index's prefix>: Redis
 pushes the names of the keys under the prefix that any client changes, one push per event-loop pass. Before
@@ -27,24 +29,31 @@ lost connection, a flush (a push without keys) or the index's meta key changing 
 drop the replica; it is loaded again (SCAN of the prefix) on the next query, and a query that cannot get a
 coherent state goes to Redis as usual.
 
-Costs: loading reads the whole index once (3-6 s on this loaded 2-core host at 50,000 items: 65,000 hashes,
-257,000 bucket entries), and the replica's dicts take ~70 MB there (Python objects: ~0.2 KB a bucket entry, a
-tail per item); every write to the index costs this client a refetch of the keys it touched (and a PING).
+Costs: loading reads the whole index once: ~0.9 s on this loaded 2-core host at 50,000 float16 items (65,000
+keys: 257,000 bucket fields, 64,000 partition hashes, 50,000 tails; 1.4-1.7 s when the replica was Python dicts).
+The replica then takes ~0.6 KB an item: 29.5 MB there (tracemalloc; the dicts took 71 MB), the table's slots
+(24 B each, at most 3/4 full: 12.6 MB) and the arena (4 B a bucket membership, the tails, the partitions' field
+lists, codes only the record chunks: 15 MB, and 1/8 more). Every write to the index costs this client a refetch
+of the keys it touched (and a PING).
 Sync clients only (LSHIndex; an AsyncLSHIndex has none): the refetch is blocking I/O.
 """
 
 from __future__ import annotations
 
+import select
 import threading
 
 import numpy as np
 from redis.exceptions import RedisError, TimeoutError
 
 from .lsh_compact import CompactLayout
+from .lsh_near_probe import probe
+from .lsh_near_table import BUCKET, CHUNK, OVERFLOW, OVERFLOWED, PARTITION, TAIL, WordTable, key_of
 
 MAX_REFETCH_ROUNDS = 8  # refetches in a row that met new invalidations before a query gives up (goes to Redis)
 LOAD_BATCH_KEYS = 1000  # keys read per MULTI/EXEC while loading
 _U32 = np.dtype("<u4")
+_NO_KEYS = np.empty(0, np.int64)
 
 
 class NearCache:
@@ -56,19 +65,13 @@ class NearCache:
         self._connection_class, self._connection_kwargs = pool.connection_class, dict(pool.connection_kwargs)
         self.prefix, self.meta_key, self.meta = prefix, meta_key, meta
         self.compact, self.with_records, self.strict = compact, with_records, strict
-        # the keys' contents, as queries look them up: bucket address (level, partition, field) -> packed numbers
-        # ("" when it overflowed into a set), overflow set address -> packed numbers, item number -> tail, record
-        # chunk key -> chunk; and each bucket hash's fields (to drop them when it is refetched)
-        self.buckets: dict[bytes, bytes] = {}
-        self.overflow: dict[bytes, bytes] = {}
-        self.tails: dict[int, bytes] = {}
-        self.chunks: dict[bytes, bytes] = {}
-        self.bucket_fields: dict[bytes, list[bytes]] = {}
+        self.table = WordTable()  # the keys' contents, as queries look them up (lsh_near_table's kinds)
         self.stale: set[bytes] = set()
         self.loaded = False
         self.barrier = False  # a PING before the next query (after a write through the owning index)
         self.connection = None
-        self._lock = threading.RLock()  # one connection and one set of dicts; close() may run inside sync()
+        self._socket_poll, self._drained = None, False  # _drain's fast path
+        self._lock = threading.RLock()  # one connection and one table; close() may run inside sync()
 
     # -- coherence ------------------------------------------------------------------------------------
 
@@ -84,6 +87,9 @@ class NearCache:
         connection.send_command("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", self.prefix)
         connection.read_response()
         self.loaded = False
+        self._socket_poll = select.poll()  # this socket's (a reconnection makes another)
+        self._socket_poll.register(connection._sock, select.POLLIN)
+        self._drained = False
 
     def _invalidated(self, push) -> None:
         keys = push[1]
@@ -93,13 +99,20 @@ class NearCache:
             self.stale.update(keys)
 
     def _drain(self) -> None:
-        """Reads the pushes that have arrived (the handler records them), without waiting."""
-        connection = self.connection
+        """Reads the pushes that have arrived (the handler records them), without waiting. When the last read
+        was a drain that left nothing buffered in redis-py's parser (`_drained`), one poll of the socket says
+        whether anything arrived since (~0.5 us; redis-py's can_read, which also looks at the parser's buffer,
+        costs ~2-4 us, a few percent of a query); a closed socket polls as readable, and can_read reports it."""
+        if self._drained and not self._socket_poll.poll(0):
+            return
+        connection, self._drained = self.connection, False
         while connection.can_read(timeout=0):
             try:
                 connection.read_response(push_request=True, timeout=0, disconnect_on_error=False)
             except TimeoutError:
                 break
+        else:
+            self._drained = True  # can_read found nothing buffered and nothing on the socket
 
     def sync(self) -> bool:
         """Brings the replica to a coherent state (loading it if needed); False if that failed (go to Redis)."""
@@ -135,12 +148,14 @@ class NearCache:
         read too: a write that Redis ran in the same event-loop pass as the read, before it, is in the read's
         reply, but its BCAST invalidation (of the keys not read) is sent at the end of that pass, after the
         reply; the PING, sent once the reply is in, is answered in a later pass."""
+        self._drained = False  # what follows the PONG may be buffered
         self.connection.send_command("PING")
         self.connection.read_response()
 
     def _call(self, commands: list[tuple]) -> list:
         """Commands as one MULTI/EXEC on the tracking connection: their replies (a snapshot at one moment)."""
         connection = self.connection
+        self._drained = False
         connection.send_packed_command(connection.pack_commands([("MULTI",), *commands, ("EXEC",)]))
         for _ in range(len(commands) + 1):  # +OK, then +QUEUED a command
             connection.read_response()
@@ -160,6 +175,7 @@ class NearCache:
                 break
         for start in range(0, len(keys), LOAD_BATCH_KEYS):
             self._fetch(keys[start:start + LOAD_BATCH_KEYS])
+        self.table.trim()
         self._ping()
 
     def _command(self, key: bytes) -> tuple | None:
@@ -179,42 +195,18 @@ class NearCache:
         wanted = [(key, command) for key in keys if (command := self._command(key)) is not None]
         if not wanted:
             return
+        changes = _Changes(self.prefix, self.compact)
         for (key, command), value in zip(wanted, self._call([command for _, command in wanted])):
             if key == self.meta_key:
                 if value != self.meta:
                     self.meta = None  # deleted or created again: this replica answers no more queries
             else:
-                self._store(key, value)
-
-    def _store(self, key: bytes, value) -> None:
-        """Replaces what the replica holds of a key by its value as read (empty: the key is gone)."""
-        kind, rest = key[len(self.prefix):len(self.prefix) + 1], key[len(self.prefix) + 1:]
-        if kind == b"b":
-            for field in self.bucket_fields.pop(key, ()):
-                del self.buckets[rest + field]
-            if value:
-                self.bucket_fields[key] = list(value)
-                self.buckets.update((rest + field, members) for field, members in value.items())
-        elif kind == b"o":
-            members = sorted(int(member) for member in value) if value else []
-            if members:
-                self.overflow[rest] = np.array(members, _U32).tobytes()
-            else:
-                self.overflow.pop(rest, None)
-        elif kind == b"t":
-            first = int.from_bytes(rest, "big") * 64
-            for number in range(first, first + 64):
-                self.tails.pop(number, None)
-            for field, tail in (value or {}).items():
-                self.tails[first + int(field)] = tail
-        elif value:
-            self.chunks[key] = value
-        else:
-            self.chunks.pop(key, None)
+                changes.note(key, value)
+        changes.apply(self.table)
 
     def _clear(self) -> None:
-        for held in (self.buckets, self.overflow, self.tails, self.chunks, self.bucket_fields, self.stale):
-            held.clear()
+        self.table = WordTable()
+        self.stale.clear()
 
     def note_write(self) -> None:
         self.barrier = True
@@ -231,38 +223,95 @@ class NearCache:
 
     # -- the probe, from the replica ---------------------------------------------------------------------
 
-    def probe_fetch(self, addresses: bytes, per: int, known: bytes) -> tuple | None:
-        """What featurehash.store.lsh_compact_scripts.PROBE_FETCH answers for these arguments, from the replica
-        (None if it is not coherent now: the caller sends the script). The candidates come in item-number
-        order, not the script's first-seen order: the query's pool sorts them by number either way."""
-        with self._lock:  # a query at a time (threads may share an index)
+    def probe(self, identities: np.ndarray, rows: np.ndarray, levels: np.ndarray, known: np.ndarray) -> tuple | None:
+        """What featurehash.store.lsh_compact_scripts.PROBE_FETCH answers for these rows of `identities`
+        (int64 `rows`, each at its level), `known` (sorted) the candidates fetched before, from the replica (None
+        if it is not coherent now: the caller sends the script), decoded: (each row's bucket members, sorted and
+        distinct; the new candidates, sorted by number; their tails' byte lengths; the tails (uint32 words, each
+        padded to a word); codes only, their records (m, width) uint8, else None)."""
+        with self._lock:  # a query at a time (threads may share an index); the arrays are not changed meanwhile
             if not self.sync():
                 return None
-            return self._probe(addresses, per, known)
+            table, compact = self.table, self.compact
+            width = compact.width if self.with_records else 0
+            members, offsets, fresh, lengths, tails, records = probe(
+                table.slots, table.arena, identities, rows, levels, compact.bands,
+                known, width, compact.chunk_items)
+        bounds = offsets.tolist()
+        found = [members[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
+        return found, fresh, lengths, tails, records if width else None
 
-    def _probe(self, addresses: bytes, per: int, known: bytes) -> tuple:
-        stride, overflow = self.compact.address_stride, self.overflow
-        keys = [addresses[at:at + stride] for at in range(0, len(addresses), stride)]
-        values = list(map(self.buckets.get, keys))
-        out = []
-        for start in range(0, len(keys), per):  # each query's distinct bucket values, as the script returns them
-            distinct = dict.fromkeys(overflow.get(key) if value == b"" else value
-                                     for key, value in zip(keys[start:start + per], values[start:start + per]))
-            distinct.pop(None, None)
-            out.append(b"".join(distinct))
-        found = np.unique(np.frombuffer(b"".join(out), _U32))
-        if known:
-            found = np.setdiff1d(found, np.frombuffer(known, _U32), assume_unique=True)
-        numbers = found.tolist()
-        tails = [tail or b"" for tail in map(self.tails.get, numbers)]
-        lengths = np.fromiter(map(len, tails), _U32, len(tails))
-        padded = b"".join(tail + b"\0" * (-len(tail) % 4) for tail in tails)
-        records = b"".join(self._record(number) for number in numbers) if self.with_records else b""
-        return found.astype(_U32).tobytes(), lengths.tobytes(), padded, records, out
 
-    def _record(self, number: int) -> bytes:
-        width, chunk_items = self.compact.width, self.compact.chunk_items
-        chunk = self.chunks.get(self.compact.chunk_key(number), b"")
-        offset = (number % chunk_items) * width
-        record = chunk[offset:offset + width]
-        return record if len(record) == width else b"\0" * width
+class _Changes:
+    """What one batch of keys read (in one MULTI/EXEC) changes in the table, applied at once: the old contents of
+    every key read are dropped, then what was read is put (a key read twice in the batch read the same). The
+    bucket hashes' fields (most of what a load reads) are turned into table entries by numpy, a batch at once."""
+
+    def __init__(self, prefix: bytes, compact: CompactLayout):
+        self.prefix, self.compact = prefix, compact
+        self.partitions: list[int] = []  # PARTITION keys to drop, with their buckets
+        self.deleted: list[int] = []
+        self.keys: list[int] = []  # other entries to put: keys, byte lengths, values
+        self.lengths: list[int] = []
+        self.values: list[bytes] = []
+        self.heads: list[int] = []  # per bucket hash read: its PARTITION key, its fields' payload base, field count
+        self.bases: list[int] = []
+        self.counts: list[int] = []
+        self.fields: list[bytes] = []  # every field of those hashes, and its value
+        self.members: list[bytes] = []
+
+    def _put(self, key: int, value: bytes) -> None:
+        self.keys.append(key)
+        self.lengths.append(len(value))
+        self.values.append(value)
+
+    def _identity_base(self, partition: int) -> int:
+        shift = 32 - self.compact.bucket_bits
+        return partition << shift if shift < 32 else 0
+
+    def note(self, key: bytes, value) -> None:
+        """Replaces what the replica holds of a key by its value as read (empty: the key is gone)."""
+        kind, rest = key[len(self.prefix):len(self.prefix) + 1], key[len(self.prefix) + 1:]
+        if kind == b"b":
+            level, partition = rest[0], int.from_bytes(rest[1:5], "big")
+            here = key_of(PARTITION, level << 32 | partition)
+            self.partitions.append(here)
+            if value:
+                self.heads.append(here)
+                self.bases.append(level << 32 | self._identity_base(partition))
+                self.counts.append(len(value))
+                self.fields.extend(value)
+                self.members.extend(value.values())
+        elif kind == b"o":
+            level, partition = rest[0], int.from_bytes(rest[1:5], "big")
+            here = key_of(OVERFLOW, level << 32 | self._identity_base(partition) | int.from_bytes(rest[5:], "big"))
+            self.deleted.append(here)
+            if value:
+                self._put(here, np.array(sorted(int(member) for member in value), _U32).tobytes())
+        elif kind == b"t":
+            first = int.from_bytes(rest, "big") * 64
+            self.deleted.extend(key_of(TAIL, number) for number in range(first, first + 64))
+            for field, tail in (value or {}).items():
+                self._put(key_of(TAIL, first + int(field)), tail)
+        else:
+            here = key_of(CHUNK, int.from_bytes(rest, "big"))
+            self.deleted.append(here)
+            if value:
+                self._put(here, value)
+
+    def apply(self, table: WordTable) -> None:
+        table.drop_partitions(np.array(self.partitions, np.int64) if self.partitions else _NO_KEYS)
+        table.delete(np.array(self.deleted, np.int64) if self.deleted else _NO_KEYS)
+        if self.heads:
+            width = self.compact.field_bytes  # every field is the identity's low bits, big-endian, this wide
+            raw = np.frombuffer(b"".join(self.fields), np.uint8).reshape(-1, width).astype(np.int64)
+            payloads = np.repeat(np.array(self.bases, np.int64), self.counts)  # level << 32 | identity
+            for byte in range(width):
+                payloads |= raw[:, byte] << (8 * (width - 1 - byte))
+            lengths = np.fromiter(map(len, self.members), np.int64, len(self.members))
+            lengths[lengths == 0] = OVERFLOWED  # "": the members are in the overflow set
+            table.put((BUCKET << 48) | payloads, lengths, b"".join(self.members))
+            counts = np.array(self.counts, np.int64)
+            table.put(np.array(self.heads, np.int64), 4 * counts, (payloads & 0xFFFFFFFF).astype(_U32).tobytes())
+        if self.keys:
+            table.put(np.array(self.keys, np.int64), np.array(self.lengths, np.int64), b"".join(self.values))

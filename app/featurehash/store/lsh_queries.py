@@ -4,6 +4,7 @@ forest, the candidates they name, and their ranking by exact similarity."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -110,7 +111,7 @@ class _QuerySteps:
         below `target_recall`, probe the shortest-needed forest level and re-rank the union."""
         options = _query_options(top_k, min_similarity, target_recall)
         X, fingerprints, level_keys = yield Compute(self._query_plan, (X,),
-                                                    inline=_small_input(X, self.config.n_codes))
+                                                    inline=partial(_small_input, X, self.config.n_codes))
         return (yield from self._search_steps(X, fingerprints, level_keys, *options))
 
     def _query_items_steps(self, ids, top_k: int, min_similarity: float, target_recall: float | None = None):
