@@ -134,7 +134,9 @@ def test_an_item_replaced_meanwhile_is_never_seen_half_written(clients, prefix):
     thread = threading.Thread(target=writer)
     thread.start()
     try:
-        seen = [dict(index.query(here, top_k=3).results[0]).get("flip") for _ in range(150)]
+        seen, deadline = [], time.monotonic() + 60
+        while (len(seen) < 150 or writes[0] < 10) and time.monotonic() < deadline:  # queries while it writes
+            seen.append(dict(index.query(here, top_k=3).results[0]).get("flip"))
     finally:
         stop.set()
         thread.join()
