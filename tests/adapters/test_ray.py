@@ -36,10 +36,10 @@ pytestmark = pytest.mark.xdist_group("ray")
 @pytest.fixture(scope="module")
 def ray_data():
     # small: no dashboard, no log forwarding, a 256 MB object store (the tests move a few MB); idle workers
-    # are kept for the module (up to 6) rather than killed after 1 s, so that later pipelines reuse them
+    # are kept for the module (up to 4) rather than killed after 1 s, so that later pipelines reuse them
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
              object_store_memory=256 * 1024 ** 2,
-             _system_config={"num_workers_soft_limit": 6, "idle_worker_killing_time_threshold_ms": 600_000})
+             _system_config={"num_workers_soft_limit": 4, "idle_worker_killing_time_threshold_ms": 600_000})
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False
     yield ray.data
