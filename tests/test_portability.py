@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -81,9 +82,9 @@ def _run(name: str, env_update: dict[str, str], directory: Path) -> tuple[str, d
 @pytest.fixture(scope="module")
 def fingerprints(tmp_path_factory) -> dict[str, dict]:
     directory = tmp_path_factory.mktemp("portability")
-    # One variant at a time: two at once (each with 2 BLAS and numba threads on 2 cores) took 66 s and 68 s of
-    # CPU here, one after another 37 s and 23 s (waiting BLAS threads spin; the suite's other worker is busy anyway).
-    return dict(_run(name, env_update, directory) for name, env_update in VARIANTS.items())
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = list(pool.map(lambda item: _run(item[0], item[1], directory), VARIANTS.items()))
+    return dict(runs)
 
 
 def _environment(fingerprint: dict) -> dict:
