@@ -10,10 +10,10 @@ start and fuses with the task stages next to it:
 
     ds.map_batches(FeatureHashBatches(spec, "x"), batch_format="pyarrow")
 
-it carries the shipped spec, never the map's parameter arrays (`feature_map` is this process's map, looked
-up or built from the spec), and each task process builds the map once, on its first batch. The spec may be a spec dict, a MapSpec, or `engines.worker.resolve(spec)[1]` (the id and
-canonical JSON, what the driver ships). Batches of any of Ray's formats are read and written back in
-the same format:
+it carries the shipped spec, never the map (`feature_map` is this process's map, looked up or built from
+the spec), and each task process builds the map once, on its first batch. The spec may be a spec dict, a
+MapSpec, or `engines.worker.resolve(spec)[1]` (the id and canonical JSON, what the driver ships).
+Batches of any of Ray's formats are read and written back in the same format:
 - "numpy" (dict of arrays): a 2-D float array (Ray's tensor column), or an object array of rows;
   dense results come back as a 2-D array, sparse features as an object array of {type, size, indices,
   values} dicts;
@@ -48,8 +48,8 @@ class FeatureHashBatches:
                  what: str = "features", dtype=None, threshold: float | None = None, bands: int | None = None,
                  target_recall: float = 0.95):
         plan = plan_output(spec, what, threshold, bands, target_recall)
-        # the map itself is not kept: an instance shipped to tasks then pickles to the spec's JSON, not to
-        # the map's parameters (d x D floats for RFF)
+        # the map is not kept: a map that has computed holds compiled closures, which do not pickle, and an
+        # instance shipped to tasks needs only the spec
         self.shipped, self.banding = plan.shipped, plan.banding
         self.column, self.output_column, self.what = column, output_column or what, what
         self.dtype = output_dtype(dtype)
