@@ -15,8 +15,8 @@ def single_threaded_blas():
         yield
 
 
-# The modules that keep one worker longest (measured alone on 2 cores: Spark ~80 s, the fuzz ~70 s in six tests,
-# the portability variants ~37 s, Ray ~33 s), run first and in this order: under -n 2 with --dist loadgroup and
+# The modules that keep one worker longest (measured alone on 2 cores: Spark ~80 s, the fuzz ~60 s in six tests,
+# Ray ~33 s, the portability variants ~25 s), run first and in this order: under -n 2 with --dist loadgroup and
 # --no-loadscope-reorder (pyproject's addopts) xdist hands out work in collection order, so the two engine
 # groups start at once on different workers and the short tests fill in behind them, instead of one long
 # module starting last while the other worker has nothing left.
