@@ -3,7 +3,14 @@ process on the same rows: codes and band keys bit for bit, dense features to the
 (tests/feature_promises.py) in each of Ray's batch formats (numpy, pandas, pyarrow), the join's pairs
 (one Dataset, and two with Y=) and the cluster labels identical, for dense tensor columns, {indices,
 values} sparse rows and text. Each join runs once and is checked for everything it gives (its pairs and
-the clusters built from them): a Ray Data join costs seconds of scheduling even on 100 rows."""
+the clusters built from them).
+
+Where the time goes (measured on 2 cores): not in the work (milliseconds per stage on these rows) but in
+starting Ray worker processes, ~3-5 s of CPU each (ray.data, pyarrow, polars, featurehash imported). Ray
+keeps only num_cpus idle workers and kills the rest after a second, so every pipeline, and each of a
+join's ~15 operators, started some again (a join: ~12 s; the same join with the workers kept: ~1 s). The
+module's cluster keeps its idle workers, and the batch stages run as instances on tasks (which reuse
+them), with one stage per pipeline on an actor (a new process each) to hold the class's actor form too."""
 
 from __future__ import annotations
 
@@ -28,9 +35,11 @@ pytestmark = pytest.mark.xdist_group("ray")
 
 @pytest.fixture(scope="module")
 def ray_data():
-    # small: no dashboard, no log forwarding, a 256 MB object store (the tests move a few MB)
+    # small: no dashboard, no log forwarding, a 256 MB object store (the tests move a few MB); idle workers
+    # are kept for the module (up to 4) rather than killed after 1 s, so that later pipelines reuse them
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-             object_store_memory=256 * 1024 ** 2)
+             object_store_memory=256 * 1024 ** 2,
+             _system_config={"num_workers_soft_limit": 4, "idle_worker_killing_time_threshold_ms": 600_000})
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False
     yield ray.data
@@ -45,12 +54,15 @@ def _items(rows, first_id: int = 0) -> list[dict]:
     return [{"id": r, "x": row} for r, row in enumerate(rows, first_id)]
 
 
-def _stage(ds, batch_format: str, spec, output: str, **options):
-    """One map_batches stage of the callable class, on an actor (half a CPU: the stages share two)."""
-    return ds.map_batches(fhr.FeatureHashBatches, fn_constructor_kwargs={"spec": spec, "column": "x",
-                                                                        "output_column": output, **options},
-                          batch_format=batch_format, batch_size=64, num_cpus=0.5,
-                          compute=ray.data.ActorPoolStrategy(size=1))
+def _stage(ds, batch_format: str, spec, output: str, on: str = "tasks", **options):
+    """One map_batches stage: an instance on tasks (half a CPU each), or the class on an actor pool of one
+    (half a CPU: the stages share two). A task stage before an actor stage runs fused into the actor."""
+    if on == "actor":
+        return ds.map_batches(fhr.FeatureHashBatches, fn_constructor_kwargs={
+            "spec": spec, "column": "x", "output_column": output, **options}, batch_format=batch_format,
+            batch_size=64, num_cpus=0.5, compute=ray.data.ActorPoolStrategy(size=1))
+    return ds.map_batches(fhr.FeatureHashBatches(spec, "x", output, **options), batch_format=batch_format,
+                          batch_size=64, num_cpus=0.5)
 
 
 def _collect(ds):
@@ -58,11 +70,12 @@ def _collect(ds):
 
 
 def test_dense_batches_in_every_format_equal_in_process(ray_data):
-    """Codes (numpy), band keys (pandas), float32 (pyarrow) and float64 (numpy) features of a tensor column."""
+    """Codes (numpy), band keys (pandas, on an actor), float32 (pyarrow) and float64 (numpy) features of a
+    tensor column."""
     rows, gcws, threshold, feature_spec = CASES["dense"]
     ds = ray_data.from_items(_items(rows), override_num_blocks=2)
     ds = _stage(ds, "numpy", gcws, "codes", what="codes")
-    ds = _stage(ds, "pandas", gcws, "keys", what="band_keys", threshold=threshold)
+    ds = _stage(ds, "pandas", gcws, "keys", "actor", what="band_keys", threshold=threshold)
     ds = _stage(ds, "pyarrow", feature_spec, "z32")
     got = _collect(_stage(ds, "numpy", feature_spec, "z64", dtype=np.float64))
     codes = create_map(gcws).hash(rows)
@@ -77,11 +90,11 @@ def test_dense_batches_in_every_format_equal_in_process(ray_data):
 
 
 def test_sparse_rows_and_text_equal_in_process(ray_data):
-    """{indices, values} rows: codes (pyarrow), float64 features (pandas); documents: codes (numpy) and the
-    hashing map's sparse features (pyarrow)."""
+    """{indices, values} rows: codes (pyarrow, on an actor), float64 features (pandas); documents: codes
+    (numpy) and the hashing map's sparse features (pyarrow)."""
     rows, gcws, _, feature_spec = CASES["sparse"]
     got = _collect(_stage(_stage(ray_data.from_items(_items(rows), override_num_blocks=2), "pyarrow", gcws, "codes",
-                                 what="codes"), "pandas", feature_spec, "z64", dtype=np.float64))
+                                 "actor", what="codes"), "pandas", feature_spec, "z64", dtype=np.float64))
     np.testing.assert_array_equal(np.stack(got["codes"]), create_map(gcws).hash(rows))
     expected = create_map(feature_spec).transform(rows, dtype=np.float64)
     np.testing.assert_allclose(np.stack(got["z64"]), expected, rtol=0,
@@ -138,3 +151,18 @@ def test_bad_input_is_refused_on_the_driver():
     with pytest.raises(InputError) as info:
         fhr.FeatureHashBatches(gcws, "x", what="keys")
     assert info.value.field == "what"
+
+
+def test_an_instance_ships_after_a_batch_on_the_driver():
+    """What a task stage pickles to its tasks: the spec, never the map. A map that has computed holds
+    compiled closures that do not pickle, and an instance that kept one could not be shipped once it had
+    run a batch on the driver (e.g. tried on a sample). The unpickled instance gives the same batch."""
+    import pickle
+
+    rows, _, _, feature_spec = CASES["dense"]
+    batches = fhr.FeatureHashBatches(feature_spec, "x", dtype=np.float64)
+    on_the_driver = batches({"x": rows[:5]})["features"]
+    shipped = pickle.dumps(batches)
+    assert len(shipped) < 4096
+    np.testing.assert_array_equal(pickle.loads(shipped)({"x": rows[:5]})["features"], on_the_driver)
+    np.testing.assert_array_equal(on_the_driver, create_map(feature_spec).transform(rows[:5], dtype=np.float64))

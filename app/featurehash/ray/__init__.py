@@ -5,6 +5,7 @@ Data plan.
     import featurehash.ray as fhr
     ds = ds.map_batches(fhr.FeatureHashBatches, fn_constructor_kwargs={"spec": spec, "column": "x"},
                         batch_format="pyarrow", compute=ray.data.ActorPoolStrategy(size=2))   # "features" appended
+    ds = ds.map_batches(fhr.FeatureHashBatches(spec, "x"), batch_format="pyarrow")   # the same on Ray tasks
     pairs = fhr.similarity_join(ds, spec, 0.7, column="x")            # Dataset (i, j, similarity)
     pairs = fhr.similarity_join(ds, spec, 0.7, Y=other, column="x")   # pairs between two Datasets
     clusters = fhr.duplicate_clusters(ds, spec, 0.7, column="x")      # .labels: Dataset (id, label)

@@ -5,9 +5,15 @@
 
 Ray builds one instance per actor: the constructor builds the map (from the spec's canonical JSON,
 through the per-process cache of `featurehash.engines.worker`), so each actor builds it once and every
-batch reuses it. The spec may be a spec dict, a MapSpec, or `engines.worker.resolve(spec)[1]` (the id and
-canonical JSON, what the driver ships). Batches of any of Ray's formats are read and written back in
-the same format:
+batch reuses it. An instance also runs on Ray tasks (Ray Data's default compute), where it needs no actor
+start and fuses with the task stages next to it:
+
+    ds.map_batches(FeatureHashBatches(spec, "x"), batch_format="pyarrow")
+
+it carries the shipped spec, never the map (`feature_map` is this process's map, looked up or built from
+the spec), and each task process builds the map once, on its first batch. The spec may be a spec dict, a
+MapSpec, or `engines.worker.resolve(spec)[1]` (the id and canonical JSON, what the driver ships).
+Batches of any of Ray's formats are read and written back in the same format:
 - "numpy" (dict of arrays): a 2-D float array (Ray's tensor column), or an object array of rows;
   dense results come back as a 2-D array, sparse features as an object array of {type, size, indices,
   values} dicts;
@@ -42,9 +48,16 @@ class FeatureHashBatches:
                  what: str = "features", dtype=None, threshold: float | None = None, bands: int | None = None,
                  target_recall: float = 0.95):
         plan = plan_output(spec, what, threshold, bands, target_recall)
-        self.feature_map, self.shipped, self.banding = plan.feature_map, plan.shipped, plan.banding
+        # the map is not kept: a map that has computed holds compiled closures, which do not pickle, and an
+        # instance shipped to tasks needs only the spec
+        self.shipped, self.banding = plan.shipped, plan.banding
         self.column, self.output_column, self.what = column, output_column or what, what
         self.dtype = output_dtype(dtype)
+
+    @property
+    def feature_map(self):
+        """This process's map of the spec: the driver's, or built once per worker process."""
+        return worker_map(self.shipped)
 
     def __call__(self, batch):
         if isinstance(batch, pa.Table):
@@ -58,7 +71,7 @@ class FeatureHashBatches:
         return out
 
     def _compute(self, column) -> pa.Array:
-        feature_map = worker_map(self.shipped)
+        feature_map = self.feature_map
         rows = rows_of(_tensor_rows(column), feature_map, self.column) if len(column) else []
         return output_column(feature_map, rows, self.what, self.dtype, self.banding)
 
