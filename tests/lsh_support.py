@@ -49,7 +49,7 @@ def stored_layout(client, index) -> tuple[dict[int, tuple[np.ndarray, str]], dic
     of the index in Redis."""
     prefix = index.layout.prefix
     records, buckets = {}, {}
-    for key in client.scan_iter(match=index.layout.scan_pattern(), count=1000):
+    for key in set(client.scan_iter(match=index.layout.scan_pattern(), count=1000)):  # SCAN repeats keys
         kind = key[len(prefix):len(prefix) + 1]
         if kind == b"i":
             fingerprints, ids = index._unpack([client.get(key)])
@@ -96,7 +96,7 @@ def compact_layout(client, index):
     maps name, and every bucket ((level, partition) bytes, field) -> its numbers (overflow sets read)."""
     compact, prefix = index.compact, index.layout.prefix
     numbers, tails, chunks, buckets, overflow_keys = {}, {}, {}, {}, set()
-    for key in client.scan_iter(match=index.layout.scan_pattern(), count=1000):
+    for key in set(client.scan_iter(match=index.layout.scan_pattern(), count=1000)):  # SCAN repeats keys
         kind, rest = key[len(prefix):len(prefix) + 1], key[len(prefix) + 1:]
         if kind == b"u":
             for item_id, number in client.hgetall(key).items():

@@ -72,7 +72,7 @@ def test_buckets_past_sixteen_members_move_to_a_set_and_back(client, indexes):
     index.add(ids, np.repeat(one, 40, axis=0))
     assert index.add(ids[:5], np.repeat(one, 5, axis=0))["replaced"] == 5  # unchanged: only records rewritten
     prefix = index.layout.prefix
-    sets = [key for key in client.scan_iter(match=index.layout.scan_pattern()) if key[len(prefix):][:1] == b"o"]
+    sets = {key for key in client.scan_iter(match=index.layout.scan_pattern()) if key[len(prefix):][:1] == b"o"}
     assert len(sets) == 8 and all(client.scard(key) == 40 for key in sets)
     assert_layout_consistent(client, index)
     assert [item for item, _ in index.query(one, top_k=50).results[0]] == ids   # ties in number order

@@ -173,6 +173,7 @@ class NearCache:
             cursor = int(cursor)
             if cursor == 0:
                 break
+        keys = list(dict.fromkeys(keys))  # SCAN may return a key twice (a rehash during the scan)
         for start in range(0, len(keys), LOAD_BATCH_KEYS):
             self._fetch(keys[start:start + LOAD_BATCH_KEYS])
         self.table.trim()
