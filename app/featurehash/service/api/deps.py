@@ -82,15 +82,13 @@ class ServiceState:
 
     def _dense_row_seconds(self, feature_map: FeatureMap) -> tuple[float, float]:
         """maps.cost.row_seconds of the map's dense rows, priced once per map (a map id names its spec)."""
-        key = feature_map.spec.id
-        found = self._dense_prices.get(key) if key is not None else None
+        spec = feature_map.spec
+        found = self._dense_prices.get(spec.id)
         if found is None:
-            spec = feature_map.spec
             found = row_seconds(spec, spec.input_dim, **self.map_options(feature_map.method))
-            if key is not None:
-                if len(self._dense_prices) >= MAX_KEPT_PRICES:
-                    self._dense_prices.clear()
-                self._dense_prices[key] = found
+            if len(self._dense_prices) >= MAX_KEPT_PRICES:
+                self._dense_prices.clear()
+            self._dense_prices[spec.id] = found
         return found
 
     @functools.cached_property
