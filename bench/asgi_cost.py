@@ -104,35 +104,47 @@ def npy_bytes(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-async def _measure(rounds: int, per_block: int) -> dict[str, float]:
-    async with running_app() as app:
-        floor = service_floor.create_app()
-        ids = {}
-        for name, spec in (("rff", {"method": "rff", "input_dim": 64, "n_components": 1024, "seed": 1,
-                                    "params": {"gamma": 1 / 64}}),
-                           ("gcws", {"method": "gcws", "input_dim": 64, "n_components": 256, "seed": 1})):
-            status, body = await call(app, "POST", "/v1/maps", orjson.dumps(spec), JSON)
-            ids[name] = orjson.loads(body)["id"]
-        x = np.random.default_rng(0).standard_normal((1, 64)).astype(np.float32)
-        as_json = orjson.dumps({"vectors": x}, option=orjson.OPT_SERIALIZE_NUMPY)
-        cases = {"floor": (floor, "POST", "/floor", as_json, JSON),
-                 "floor + rff work": (floor, "POST", "/floor-rff", as_json, JSON),
-                 "rff JSON": (app, "POST", f"/v1/maps/{ids['rff']}/transform", as_json, JSON),
-                 "rff npy": (app, "POST", f"/v1/maps/{ids['rff']}/transform", npy_bytes(x), NPY),
-                 "gcws hash JSON": (app, "POST", f"/v1/maps/{ids['gcws']}/hash", as_json, JSON),
-                 "GET /healthz": (app, "GET", "/healthz", b"", [])}
+GCWS_SPEC = {"method": "gcws", "input_dim": 64, "n_components": 256, "seed": 1}
+ONE_VECTOR = np.random.default_rng(0).standard_normal((1, 64)).astype(np.float32)
+ONE_VECTOR_JSON = orjson.dumps({"vectors": ONE_VECTOR}, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+async def _created(app, spec: dict) -> str:
+    """The id of the map `spec` created through the service's own route."""
+    status, body = await call(app, "POST", "/v1/maps", orjson.dumps(spec), JSON)
+    return orjson.loads(body)["id"]
+
+
+async def _best_cpu(cases: dict[str, tuple], rounds: int, per_block: int,
+                    switched=lambda name: contextlib.nullcontext()) -> dict[str, float]:
+    """Seconds of this process's CPU per request of each case (an app, then `call`'s arguments), the best of
+    `rounds` blocks of `per_block` requests, the cases' blocks interleaved; each block within `switched(name)`
+    and after one request that must answer 200."""
+    best = {name: float("inf") for name in cases}
+    for _ in range(rounds):
         for name, (target, *request) in cases.items():
-            status, body = await call(target, *request)
-            if status != 200:
-                raise RuntimeError(f"{name}: {status} {body[:200]!r}")
-        best = {name: float("inf") for name in cases}
-        for _ in range(rounds):
-            for name, (target, *request) in cases.items():
+            with switched(name):
+                status, body = await call(target, *request)
+                if status != 200:
+                    raise RuntimeError(f"{name}: {status} {body[:200]!r}")
                 start = time.process_time()
                 for _ in range(per_block):
                     await call(target, *request)
                 best[name] = min(best[name], (time.process_time() - start) / per_block)
-        return best
+    return best
+
+
+async def _measure(rounds: int, per_block: int) -> dict[str, float]:
+    async with running_app() as app:
+        floor = service_floor.create_app()
+        rff, gcws = await _created(app, service_floor.RFF_SPEC), await _created(app, GCWS_SPEC)
+        cases = {"floor": (floor, "POST", "/floor", ONE_VECTOR_JSON, JSON),
+                 "floor + rff work": (floor, "POST", "/floor-rff", ONE_VECTOR_JSON, JSON),
+                 "rff JSON": (app, "POST", f"/v1/maps/{rff}/transform", ONE_VECTOR_JSON, JSON),
+                 "rff npy": (app, "POST", f"/v1/maps/{rff}/transform", npy_bytes(ONE_VECTOR), NPY),
+                 "gcws hash JSON": (app, "POST", f"/v1/maps/{gcws}/hash", ONE_VECTOR_JSON, JSON),
+                 "GET /healthz": (app, "GET", "/healthz", b"", [])}
+        return await _best_cpu(cases, rounds, per_block)
 
 
 def app_cpu_per_request(rounds: int = 7, per_block: int = 1000) -> dict[str, float]:
@@ -183,27 +195,12 @@ LAYER_CASES = {"service": (), "no access log": ("log",), "no metrics, no log": (
 
 async def _measure_layers(rounds: int, per_block: int) -> dict[str, float]:
     async with running_app() as app:
-        floor = service_floor.create_app()
-        spec = {"method": "rff", "input_dim": 64, "n_components": 1024, "seed": 1, "params": {"gamma": 1 / 64}}
-        status, body = await call(app, "POST", "/v1/maps", orjson.dumps(spec), JSON)
-        path = f"/v1/maps/{orjson.loads(body)['id']}/transform"
-        x = np.random.default_rng(0).standard_normal((1, 64)).astype(np.float32)
-        as_json = orjson.dumps({"vectors": x}, option=orjson.OPT_SERIALIZE_NUMPY)
+        path = f"/v1/maps/{await _created(app, service_floor.RFF_SPEC)}/transform"
+        cases = {"floor + rff work": (service_floor.create_app(), "POST", "/floor-rff", ONE_VECTOR_JSON, JSON)}
+        cases.update({name: (app, "POST", path, ONE_VECTOR_JSON, JSON) for name in LAYER_CASES})
         recorder = _recorder(app)
-        cases = {"floor + rff work": (floor, "/floor-rff", ())}
-        cases.update({name: (app, path, layers) for name, layers in LAYER_CASES.items()})
-        best = {name: float("inf") for name in cases}
-        for _ in range(rounds):
-            for name, (target, route, layers) in cases.items():
-                with _without(recorder, layers):
-                    status, answer = await call(target, "POST", route, as_json, JSON)
-                    if status != 200:
-                        raise RuntimeError(f"{name}: {status} {answer[:200]!r}")
-                    start = time.process_time()
-                    for _ in range(per_block):
-                        await call(target, "POST", route, as_json, JSON)
-                    best[name] = min(best[name], (time.process_time() - start) / per_block)
-        return best
+        return await _best_cpu(cases, rounds, per_block,
+                               switched=lambda name: _without(recorder, LAYER_CASES.get(name, ())))
 
 
 def report_layers(seconds: dict[str, float]) -> None:
