@@ -83,9 +83,10 @@ def test_probe_gathers_what_the_script_would(width):
     put(table, model, {key_of(TAIL, n): tail for n, tail in tails.items()})
     chunks = {0: bytes(range(4 * width)), 10: bytes(range(100, 100 + width - 1))}  # chunk 10 (40-43): short
     put(table, model, {key_of(CHUNK, c): chunk for c, chunk in chunks.items() if width})
-    found, offsets, fresh, lengths, words, records = probe(
+    found, offsets, fresh, lengths, words, records, capped = probe(
         table.slots, table.arena, identities, np.array([0, 1], np.int64), np.array([0, 1], np.int64), bands,
-        np.array([2, 7], np.int64), width, chunk_items)
+        np.array([2, 7], np.int64), width, chunk_items, -1)
+    assert not capped
     rows = [found[offsets[i]:offsets[i + 1]].tolist() for i in range(2)]
     assert rows == [[1, 3, 7, 9, 40], [2, 9]]
     assert fresh.tolist() == [1, 3, 9, 40]

@@ -312,7 +312,9 @@ class IndexQueryResponse(BaseModel):
     results: list[list[Neighbour]] = Field(description="per query vector, best first")
     candidates: list[int] = Field(description="per query vector, the distinct items re-ranked")
     estimated_recall: list[float] = Field(description="per query vector, the S-curve's probability that an item as "
-                                          "similar as the k-th result became a candidate, at the level probed")
+                                          "similar as the k-th result (the last one when fewer than top_k were "
+                                          "found; min_similarity when none was) became a candidate, at the level "
+                                          "probed")
     rows_probed: list[int] = Field(description="per query vector, the band prefix length of the level probed last")
 
 

@@ -26,6 +26,15 @@ from .lsh_queries import ItemNotFound, _CandidatePool
 from .redis_steps import Compute, RoundTrip
 
 
+# The bounds of one Redis call of a query (lsh_compact_scripts.PROBE_FETCH, TAILS, SSCAN): bucket members walked,
+# the overflow set size past which its members are read by SSCAN pages instead, and tails fetched. Each is a few
+# milliseconds of Redis time (~0.3 us a member walked, ~1 us a tail), so that no query holds Redis for long.
+PROBE_BUDGET = 40_000
+PROBE_BIG_BUCKET = 20_000
+TAIL_BUDGET = 10_000
+SSCAN_PAGE = 5_000
+_PROBE_BOUNDS = tuple(str(bound).encode() for bound in (PROBE_BUDGET, PROBE_BIG_BUCKET, TAIL_BUDGET))
+
 _NO_POSITIONS, _NO_WORDS = np.empty(0, np.int64), np.empty(0, "<u4")
 _NO_POSITIONS.flags.writeable = _NO_WORDS.flags.writeable = False
 
@@ -104,25 +113,88 @@ class _CompactQuerySteps:
         low, identities = query_plan(codes, self.config.bands, self.config.rows, self._level_rows, FINGERPRINT_BITS)
         return X, low, identities
 
-    def _probe_steps(self, level_keys, active: list[int], level: list[int], pool):
+    def _probe_steps(self, level_keys, active: list[int], level: list[int], pool, max_candidates: int | None = None):
         """The bucket members of each active query and the tails (and, codes only, the records) of those not in
-        the pool yet, in one script call: one round trip a level; or from the near cache, if it is coherent."""
+        the pool yet: one script call a level when the probe is small, else bounded calls (_bounded_probe_steps);
+        or from the near cache, if it is coherent and no row reaches `max_candidates`."""
         if self.config.layout < 3:
-            return (yield from super()._probe_steps(level_keys, active, level, pool))
+            return (yield from super()._probe_steps(level_keys, active, level, pool, max_candidates))
         rows = np.array(active, np.int64)
         levels = np.array(level, np.int64)[rows]
         reply = None
         if self.near_cache is not None:  # the replica answers as the script would (lsh_near_cache), if coherent
-            reply = yield Compute(self.near_cache.probe, (level_keys, rows, levels, pool.fetched))
+            reply = yield Compute(self.near_cache.probe, (level_keys, rows, levels, pool.fetched, max_candidates))
         if reply is None:
-            addresses = self.compact.probe_addresses(level_keys, rows, levels)
-            known = pool.fetched.astype("<u4").tobytes() if pool.fetched.size else b""
-            (raw,) = yield RoundTrip([("EVAL", scripts.PROBE_FETCH, 1, self.layout.meta, addresses,
-                                       *self._probe_options[:2], known, *self._probe_options[2:])])
-            reply = self._decoded_probe(raw)
+            reply = yield from self._bounded_probe_steps(level_keys, rows, levels, pool, max_candidates)
         members, wanted, lengths, tails, records = reply
         fingerprints = None if records is None else records[:, :self.config.n_codes]
         return members, (wanted, (fingerprints, lengths, tails))
+
+    def _bounded_probe_steps(self, level_keys, rows: np.ndarray, levels: np.ndarray, pool, max_candidates):
+        """PROBE_FETCH from the first address, and again from where it stopped until every address is probed;
+        the overflow sets it left to the caller read by SSCAN pages; then the tails of the new candidates by TAILS
+        calls of TAIL_BUDGET numbers. Every call's work in Redis is bounded (lsh_compact_scripts), whatever the
+        buckets hold; a small probe is the first call alone (one round trip, tails included)."""
+        addresses = self.compact.probe_addresses(level_keys, rows, levels)
+        known = pool.fetched.astype("<u4").tobytes() if pool.fetched.size else b""
+        cap = -1 if max_candidates is None else max_candidates
+        bands, total = self.config.bands, rows.size * self.config.bands
+        parts: list[list[bytes]] = [[] for _ in range(rows.size)]
+        deferred: list[tuple[int, int]] = []
+        start, walked = 0, 0
+        while True:
+            (raw,) = yield RoundTrip([("EVAL", scripts.PROBE_FETCH, 1, self.layout.meta, addresses,
+                                       *self._probe_options[:2], known if start == 0 else b"",
+                                       *self._probe_options[2:], start, walked, cap, *_PROBE_BOUNDS)])
+            blobs, stop, walked, left, whole = raw[4:]
+            if whole:  # the whole probe in one call, tails included
+                return self._decoded_probe(raw[:5])
+            for offset, blob in enumerate(blobs):
+                parts[start // bands + offset].append(blob)
+            pairs = np.frombuffer(left, "<u4").reshape(-1, 2)
+            deferred.extend(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist()))
+            if stop >= total:
+                break
+            start = stop
+        for address, take in deferred:
+            parts[address // bands].append((yield from self._scanned_members_steps(addresses, address, take)))
+        members = [sorted_distinct(np.frombuffer(b"".join(row), "<u4").astype(np.int64)) for row in parts]
+        everyone = sorted_distinct(np.concatenate(members)) if members else np.empty(0, np.int64)
+        wanted = np.setdiff1d(everyone, pool.fetched, assume_unique=True)
+        lengths, tails, records = yield from self._tails_steps(wanted)
+        return members, wanted, lengths, tails, records
+
+    def _scanned_members_steps(self, addresses: bytes, address: int, take: int):
+        """The first `take` distinct members SSCAN gives of the overflow set at `address` (u32 LE bytes), a page of
+        SSCAN_PAGE (a bounded step in Redis) a round trip."""
+        stride = self.compact.address_stride
+        entry = addresses[address * stride:(address + 1) * stride]
+        key = self.layout.prefix + b"o" + entry[:5] + entry[5:]
+        found: dict[int, None] = {}
+        cursor = 0
+        while True:
+            ((cursor, page),) = yield RoundTrip([("SSCAN", key, cursor, "COUNT", SSCAN_PAGE)])
+            for member in page:
+                found[int(member)] = None
+                if len(found) >= take:
+                    break
+            cursor = int(cursor)
+            if cursor == 0 or len(found) >= take:
+                return np.fromiter(found, np.int64, len(found)).astype("<u4").tobytes()
+
+    def _tails_steps(self, wanted: np.ndarray):
+        """(tail lengths, padded tail words, records or None) of `wanted` by TAILS calls of TAIL_BUDGET numbers."""
+        lengths, tails, records = [], [], []
+        for begin in range(0, wanted.size, TAIL_BUDGET):
+            blob = wanted[begin:begin + TAIL_BUDGET].astype("<u4").tobytes()
+            (reply,) = yield RoundTrip([("EVAL", scripts.TAILS, 1, self.layout.meta, blob,
+                                         *self._probe_options[2:])])
+            lengths.append(reply[0]), tails.append(reply[1]), records.append(reply[2])
+        decoded = (np.frombuffer(b"".join(lengths), "<u4").astype(np.int64),
+                   np.frombuffer(b"".join(tails), "<u4"))
+        if self.codec is not None:
+            return (*decoded, None)
+        return (*decoded, np.frombuffer(b"".join(records), np.uint8).reshape(-1, self.compact.width))
 
     def _decoded_probe(self, reply) -> tuple:
         """PROBE_FETCH's reply as NearCache.probe gives it."""

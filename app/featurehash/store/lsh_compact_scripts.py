@@ -55,78 +55,118 @@ end
 return {table.concat(records), tails}
 """
 
-# The members of buckets, per query. ARGV: addresses (level u8, partition u32 BE, field), address
-# stride, addresses per query. Returns one blob of u32 LE numbers per query (repeats possible).
-PROBE = _PRELUDE + """
-local addresses, stride, per = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local out, parts = {}, {}
-for i = 0, #addresses / stride - 1 do
-  local head = string.sub(addresses, i * stride + 1, i * stride + 5)
-  local field = string.sub(addresses, i * stride + 6, (i + 1) * stride)
-  local value = redis.call('HGET', prefix .. 'b' .. head, field)
-  if value == '' then
-    for _, member in ipairs(redis.call('SMEMBERS', prefix .. 'o' .. head .. field)) do
-      parts[#parts + 1] = struct.pack('<I4', tonumber(member))
+# The tails (vector bytes + id, zero-padded to whole 4-byte words) of numbers and, if asked, their records: the
+# second half of PROBE_FETCH, for candidates a bounded probe left to later calls. ARGV: numbers (u32 LE), record
+# width, chunk items, '1' for records. Returns {tail lengths (u32 LE, unpadded), padded tails, records}.
+_TAILS_OF = """
+local pads = {'', '\\0\\0\\0', '\\0\\0', '\\0'}
+local function tails_of(members, width, chunk, with_records)
+  local lengths, tails, records = {}, {}, {}
+  for i, member in ipairs(members) do  -- an HGET each: grouping by tail hash cost more in Lua than it saved
+    local number = struct.unpack('<I4', member)
+    local tkey, tfield = tail_slot(number)
+    local tail = redis.call('HGET', tkey, tfield) or ''
+    lengths[i] = struct.pack('<I4', #tail)
+    tails[2 * i - 1], tails[2 * i] = tail, pads[#tail % 4 + 1]  -- padded to whole words, copied once by concat
+    if with_records then
+      local key, offset = chunk_slot(number, chunk, width)
+      local record = redis.call('GETRANGE', key, offset, offset + width - 1)
+      if #record < width then record = string.rep('\\0', width) end
+      records[i] = record
     end
-  elseif value then
-    parts[#parts + 1] = value
   end
-  if (i + 1) % per == 0 then out[#out + 1] = table.concat(parts); parts = {} end
+  return table.concat(lengths), table.concat(tails), table.concat(records)
 end
-return out
 """
 
-# A query's probe and the candidates' data in one call (one round trip): the members of buckets, per query,
-# as PROBE returns them but each distinct bucket value once (a family of near duplicates fills many of a
-# query's buckets with the same members: their Lua loop, ~0.2 us a member, ran once per bucket before), then
-# each member not in `known` once (first seen first): its tail (vector bytes + id,
-# zero-padded to whole 4-byte words so the caller reads the vectors as aligned words; '' where the number
-# holds no item) and, if asked, its record. ARGV: addresses, address stride, addresses per query, known
-# numbers (u32 LE), record width, chunk items, '1' for records. Returns {numbers (u32 LE), tail lengths
-# (u32 LE, unpadded), padded tails, records ('' unless asked), {one member blob per query}}.
-PROBE_FETCH = _PRELUDE + """
+TAILS = _PRELUDE + _TAILS_OF + """
+local numbers, members = ARGV[1], {}
+for p = 1, #numbers, 4 do members[#members + 1] = string.sub(numbers, p, p + 3) end
+local lengths, tails, records = tails_of(members, tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1')
+return {lengths, tails, records}
+"""
+
+# A query's probe and, when it fits one call, the candidates' data (one round trip): the members of buckets, per
+# query row, each distinct bucket value of a row once (a family of near duplicates fills many of a row's buckets
+# with the same members), then each member not in `known` once (first seen first) with its tail and, if asked,
+# its record (as TAILS). Its work is bounded, so that no call holds Redis for long whatever the buckets hold:
+# - a row takes its buckets in band order until it has walked `cap` members (cap < 0: no cap); a bucket larger
+#   than what is left of the cap gives only that many (the first ones SSCAN returns, read by the caller);
+# - a call walks at most `budget` members (always at least one bucket) and stops at an address boundary,
+#   returning where (the caller sends the next call from there, with the row's walked count);
+# - an overflow set of more than `big` members (or one cut by the cap) is not read here: its address and how
+#   many members to take go back to the caller, who reads it with SSCAN pages of bounded size;
+# - the tails are fetched only when this one call did the whole probe and found at most `tail_budget` new
+#   members; otherwise the caller fetches them with TAILS, in calls of at most that many.
+# ARGV: 1 addresses, 2 address stride, 3 addresses per row, 4 known numbers (u32 LE), 5 record width, 6 chunk
+# items, 7 '1' for records, 8 first address (0-based), 9 members walked by that address's row before it, 10 cap,
+# 11 budget, 12 big, 13 tail budget. Returns {numbers (u32 LE), tail lengths (u32 LE, unpadded), padded tails,
+# records ('' unless asked), {one member blob per row from the first address's row to the last probed row},
+# next address, members walked by its row before it, deferred buckets (address u32 LE, members to take u32 LE),
+# 1 if this call did the whole probe and fetched the tails (else the first four are '')}.
+PROBE_FETCH = _PRELUDE + _TAILS_OF + """
 local addresses, stride, per, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local width, chunk, with_records = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7] == '1'
-local sub, unpack_u32, pack_u32, call = string.sub, struct.unpack, struct.pack, redis.call
+local first, walked, cap = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+local budget, big, tail_budget = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
+local sub, pack_u32, call = string.sub, struct.pack, redis.call
+local total = #addresses / stride
+local track = first == 0  -- the new members are gathered only by a call that may fetch their tails
 local seen = {}
-for p = 1, #known, 4 do seen[sub(known, p, p + 3)] = true end
-local fresh, out, parts, values = {}, {}, {}, {}
+if track then for p = 1, #known, 4 do seen[sub(known, p, p + 3)] = true end end
+local fresh, out, parts, values, deferred = {}, {}, {}, {}, {}
 local function note(blob)
   for p = 1, #blob, 4 do
     local member = sub(blob, p, p + 3)
     if not seen[member] then seen[member] = true; fresh[#fresh + 1] = member end
   end
 end
-for i = 0, #addresses / stride - 1 do
-  local head = sub(addresses, i * stride + 1, i * stride + 5)
-  local field = sub(addresses, i * stride + 6, (i + 1) * stride)
-  local value = call('HGET', prefix .. 'b' .. head, field)
-  if value == '' then
-    local members = {}
-    for _, member in ipairs(call('SMEMBERS', prefix .. 'o' .. head .. field)) do
-      members[#members + 1] = pack_u32('<I4', tonumber(member))
+local work, i = 0, first
+while i < total do
+  if i % per == 0 and i > first then walked = 0 end
+  local left = cap < 0 and math.huge or cap - walked
+  if left > 0 then
+    local head = sub(addresses, i * stride + 1, i * stride + 5)
+    local field = sub(addresses, i * stride + 6, (i + 1) * stride)
+    local value = call('HGET', prefix .. 'b' .. head, field)
+    if value == '' then
+      local set = prefix .. 'o' .. head .. field
+      local size = call('SCARD', set)
+      local take = math.min(size, left)
+      if take > big or take < size then
+        deferred[#deferred + 1] = pack_u32('<I4<I4', i, take); track = false
+        walked = walked + take
+      elseif work > 0 and work + size > budget then
+        break
+      else
+        local members = {}
+        for _, member in ipairs(call('SMEMBERS', set)) do members[#members + 1] = pack_u32('<I4', tonumber(member)) end
+        value = table.concat(members)
+        work, walked = work + size, walked + size
+      end
+    elseif value then
+      if #value / 4 > left then value = sub(value, 1, 4 * left) end
+      work, walked = work + #value / 4, walked + #value / 4
     end
-    value = table.concat(members)
+    if value and value ~= '' and not values[value] then
+      values[value] = true; parts[#parts + 1] = value
+      if track then note(value) end
+    end
   end
-  if value and not values[value] then values[value] = true; parts[#parts + 1] = value; note(value) end
-  if (i + 1) % per == 0 then out[#out + 1] = table.concat(parts); parts = {}; values = {} end
+  work = work + 1
+  i = i + 1
+  if i % per == 0 then out[#out + 1] = table.concat(parts); parts = {}; values = {} end
+  if work >= budget then break end
 end
-local lengths, tails, records = {}, {}, {}
-local pads = {'', '\\0\\0\\0', '\\0\\0', '\\0'}
-for i, member in ipairs(fresh) do  -- an HGET each: grouping by tail hash cost more in Lua than it saved
-  local number = unpack_u32('<I4', member)
-  local tkey, tfield = tail_slot(number)
-  local tail = call('HGET', tkey, tfield) or ''
-  lengths[i] = pack_u32('<I4', #tail)
-  tails[2 * i - 1], tails[2 * i] = tail, pads[#tail % 4 + 1]  -- padded to whole words, copied once by concat
-  if with_records then
-    local key, offset = chunk_slot(number, chunk, width)
-    local record = call('GETRANGE', key, offset, offset + width - 1)
-    if #record < width then record = string.rep('\\0', width) end
-    records[i] = record
-  end
+if i % per ~= 0 then out[#out + 1] = table.concat(parts) end
+local lengths, tails, records, whole = '', '', '', 0
+if track and i == total and #fresh <= tail_budget then
+  lengths, tails, records = tails_of(fresh, width, chunk, with_records)
+  whole = 1
+else
+  fresh = {}
 end
-return {table.concat(fresh), table.concat(lengths), table.concat(tails), table.concat(records), out}
+return {table.concat(fresh), lengths, tails, records, out, i, walked, table.concat(deferred), whole}
 """
 
 # Item numbers for n new items: removed ones first (P free), then INCRBY P next. KEYS: meta, next,

@@ -209,17 +209,20 @@ class LSHIndex(_IndexSteps):
         if self.near_cache is not None:  # this process reads its own writes: a PING before the next query
             self.near_cache.note_write()
 
-    def query(self, X, *, top_k: int = 10, min_similarity: float = 0.0,
-              target_recall: float | None = None) -> QueryResult:
+    def query(self, X, *, top_k: int = 10, min_similarity: float = 0.0, target_recall: float | None = None,
+              max_candidates: int | None = None) -> QueryResult:
         """The top_k neighbours of each row of X; with target_recall, the search widens over the
-        forest levels until the S-curve promises it at the k-th result's similarity."""
-        return run_sync(self.redis, self._query_steps(X, top_k, min_similarity, target_recall))
+        forest levels until the S-curve promises it at the k-th result's similarity. `max_candidates`: a row
+        takes its buckets in band order until they held that many members (layout 3; None: every bucket). Each
+        Redis call of the query does bounded work (featurehash.store.lsh_compact_scripts.PROBE_FETCH)."""
+        return run_sync(self.redis, self._query_steps(X, top_k, min_similarity, target_recall, max_candidates))
 
     def query_items(self, ids: list[str], *, top_k: int = 10, min_similarity: float = 0.0,
-                    target_recall: float | None = None) -> QueryResult:
+                    target_recall: float | None = None, max_candidates: int | None = None) -> QueryResult:
         """query() for stored items named by id, from their stored fingerprints (and vectors, for
         exact ranking); each item is left out of its own results. ItemNotFound names an unknown id."""
-        return run_sync(self.redis, self._query_items_steps(ids, top_k, min_similarity, target_recall))
+        return run_sync(self.redis, self._query_items_steps(ids, top_k, min_similarity, target_recall,
+                                                            max_candidates))
 
     def duplicates(self, threshold: float | None = None, *, mode: str = "components",
                    max_pairs: int = DEFAULT_MAX_PAIRS, min_cluster_size: int = 2) -> Duplicates:
@@ -244,14 +247,15 @@ class AsyncLSHIndex(_IndexSteps):
     async def remove(self, ids: list[str]) -> list[str]:
         return await run_async(self.redis, self._remove_steps(ids), self.offload)
 
-    async def query(self, X, *, top_k: int = 10, min_similarity: float = 0.0,
-                    target_recall: float | None = None) -> QueryResult:
-        return await run_async(self.redis, self._query_steps(X, top_k, min_similarity, target_recall), self.offload)
+    async def query(self, X, *, top_k: int = 10, min_similarity: float = 0.0, target_recall: float | None = None,
+                    max_candidates: int | None = None) -> QueryResult:
+        return await run_async(self.redis, self._query_steps(X, top_k, min_similarity, target_recall, max_candidates),
+                               self.offload)
 
     async def query_items(self, ids: list[str], *, top_k: int = 10, min_similarity: float = 0.0,
-                          target_recall: float | None = None) -> QueryResult:
-        return await run_async(self.redis, self._query_items_steps(ids, top_k, min_similarity, target_recall),
-                               self.offload)
+                          target_recall: float | None = None, max_candidates: int | None = None) -> QueryResult:
+        return await run_async(self.redis, self._query_items_steps(ids, top_k, min_similarity, target_recall,
+                                                                   max_candidates), self.offload)
 
     async def duplicates(self, threshold: float | None = None, *, mode: str = "components",
                          max_pairs: int = DEFAULT_MAX_PAIRS, min_cluster_size: int = 2) -> Duplicates:

@@ -224,10 +224,12 @@ class NearCache:
 
     # -- the probe, from the replica ---------------------------------------------------------------------
 
-    def probe(self, identities: np.ndarray, rows: np.ndarray, levels: np.ndarray, known: np.ndarray) -> tuple | None:
+    def probe(self, identities: np.ndarray, rows: np.ndarray, levels: np.ndarray, known: np.ndarray,
+              max_candidates: int | None = None) -> tuple | None:
         """What featurehash.store.lsh_compact_scripts.PROBE_FETCH answers for these rows of `identities`
         (int64 `rows`, each at its level), `known` (sorted) the candidates fetched before, from the replica (None
-        if it is not coherent now: the caller sends the script), decoded: (each row's bucket members, sorted and
+        if it is not coherent now, or a row's buckets hold more than `max_candidates` members: the caller sends
+        the script), decoded: (each row's bucket members, sorted and
         distinct; the new candidates, sorted by number; their tails' byte lengths; the tails (uint32 words, each
         padded to a word); codes only, their records (m, width) uint8, else None)."""
         with self._lock:  # a query at a time (threads may share an index); the arrays are not changed meanwhile
@@ -235,9 +237,11 @@ class NearCache:
                 return None
             table, compact = self.table, self.compact
             width = compact.width if self.with_records else 0
-            members, offsets, fresh, lengths, tails, records = probe(
+            members, offsets, fresh, lengths, tails, records, capped = probe(
                 table.slots, table.arena, identities, rows, levels, compact.bands,
-                known, width, compact.chunk_items)
+                known, width, compact.chunk_items, -1 if max_candidates is None else max_candidates)
+        if capped:
+            return None
         bounds = offsets.tolist()
         found = [members[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
         return found, fresh, lengths, tails, records if width else None

@@ -30,14 +30,17 @@ def sorted_distinct(values):
 
 
 @nb.njit(cache=True, nogil=True)
-def probe(slots, arena, identities, rows, levels, bands, known, record_width, chunk_items):
+def probe(slots, arena, identities, rows, levels, bands, known, record_width, chunk_items, cap):
     """(members of each row's buckets, concatenated, and the offsets of each row's (n + 1); the new candidates
     (int64); their tails' byte lengths (int64); the tails (uint32 words); records (m, record_width) uint8,
-    0 x 0 when record_width is 0). `known` is sorted."""
+    0 x 0 when record_width is 0; False), or empty arrays and True when a row's buckets hold more than `cap`
+    (>= 0) members: the script cuts such a row, by SSCAN's order, which the replica does not have. `known` is
+    sorted."""
     n = rows.size
     found = np.empty(n * bands, np.int64)  # the slot of each bucket's members (-1: none)
     total = 0
     for i in range(n):
+        row_start = total
         level = levels[i]
         for band in range(bands):
             payload = (level << 32) | np.int64(identities[rows[i], level * bands + band])
@@ -47,6 +50,10 @@ def probe(slots, arena, identities, rows, levels, bands, known, record_width, ch
             found[i * bands + band] = slot
             if slot >= 0:
                 total += max(slots[slot, SIZE], 0) // 4
+        if cap >= 0 and total - row_start > cap:
+            nothing = np.empty(0, np.int64)
+            return (nothing, np.zeros(1, np.int64), nothing, nothing, np.empty(0, np.uint32),
+                    np.zeros((0, record_width), np.uint8), True)
     members = np.empty(total, np.int64)
     offsets = np.zeros(n + 1, np.int64)
     at = 0
@@ -104,4 +111,4 @@ def probe(slots, arena, identities, rows, levels, bands, known, record_width, ch
                 start = 4 * slots[slot, START] + offset
                 for b in range(record_width):
                     records[i, b] = bytes_[start + b]
-    return members, offsets, fresh, lengths, tails, records
+    return members, offsets, fresh, lengths, tails, records, False

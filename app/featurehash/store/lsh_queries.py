@@ -20,6 +20,7 @@ from .lsh_vectors import VectorCodec
 from .redis_steps import Compute, RoundTrip
 
 READ_BATCH_KEYS = 10_000        # keys per MGET
+SUNION_ROWS = 16                # query rows a pipeline (layouts 1 and 2)
 
 
 class ItemNotFound(LookupError):
@@ -32,8 +33,8 @@ class ItemNotFound(LookupError):
 class QueryResult:
     results: list[list[tuple[str, float]]]  # per query vector: (id, similarity), best first
     candidates: list[int]                   # per query vector: distinct items re-ranked
-    # per query vector: the S-curve's probability that an item as similar as the k-th result
-    # (or as min_similarity, when fewer were found) became a candidate, at the level probed
+    # per query vector: the S-curve's probability that an item as similar as the k-th result (as the last
+    # result when fewer were found; as min_similarity when none was) became a candidate, at the level probed
     estimated_recall: list[float] = field(default_factory=list)
     rows_probed: list[int] = field(default_factory=list)  # per query vector: the band prefix length used
 
@@ -91,10 +92,12 @@ class _CandidatePool:
         return rows[self.numbers[rows] == numbers]
 
 
-def _query_options(top_k, min_similarity, target_recall) -> tuple[int, float, float | None]:
+def _query_options(top_k, min_similarity, target_recall, max_candidates) -> tuple[int, float, float | None, int | None]:
     top_k = check_positive_int(top_k, "top_k")
     min_similarity = check_fraction(min_similarity, "min_similarity")
-    return top_k, min_similarity, None if target_recall is None else check_fraction(target_recall, "target_recall")
+    target_recall = None if target_recall is None else check_fraction(target_recall, "target_recall")
+    return top_k, min_similarity, target_recall, \
+        None if max_candidates is None else check_positive_int(max_candidates, "max_candidates")
 
 
 class _QuerySteps:
@@ -106,19 +109,22 @@ class _QuerySteps:
         fingerprints = self._fingerprints(X)
         return X, fingerprints, [self._level_keys(fingerprints, level) for level in range(len(self.config.levels))]
 
-    def _query_steps(self, X, top_k: int, min_similarity: float, target_recall: float | None = None):
+    def _query_steps(self, X, top_k: int, min_similarity: float, target_recall: float | None = None,
+                     max_candidates: int | None = None):
         """Probe level 0 (the bands); re-rank; while the S-curve at the k-th result's similarity is
-        below `target_recall`, probe the shortest-needed forest level and re-rank the union."""
-        options = _query_options(top_k, min_similarity, target_recall)
+        below `target_recall`, probe the shortest-needed forest level and re-rank the union. A row takes its
+        buckets in band order until they held `max_candidates` members (layout 3; None: all)."""
+        options = _query_options(top_k, min_similarity, target_recall, max_candidates)
         X, fingerprints, level_keys = yield Compute(self._query_plan, (X,),
                                                     inline=partial(_small_input, X, self.config.n_codes))
         return (yield from self._search_steps(X, fingerprints, level_keys, *options))
 
-    def _query_items_steps(self, ids, top_k: int, min_similarity: float, target_recall: float | None = None):
+    def _query_items_steps(self, ids, top_k: int, min_similarity: float, target_recall: float | None = None,
+                           max_candidates: int | None = None):
         """The neighbours of stored items: their records give the fingerprints (the bucket keys are
         recomputed from them) and, with stored vectors, the vectors for exact ranking. Each item is
         left out of its own results (and of its candidate count)."""
-        options = _query_options(top_k, min_similarity, target_recall)
+        options = _query_options(top_k, min_similarity, target_recall, max_candidates)
         ids = check_query_ids(ids)
         X, fingerprints, level_keys, numbers = yield from self._stored_plan_steps(ids)
         return (yield from self._search_steps(X, fingerprints, level_keys, *options, exclude=numbers))
@@ -152,7 +158,8 @@ class _QuerySteps:
                 raise ItemNotFound(item_id)
         return X, fingerprints, [self._level_keys(fingerprints, level) for level in range(len(self.config.levels))]
 
-    def _search_steps(self, X, fingerprints, level_keys, top_k, min_similarity, target_recall, exclude=None):
+    def _search_steps(self, X, fingerprints, level_keys, top_k, min_similarity, target_recall, max_candidates,
+                      exclude=None):
         """The search itself, for rows whose fingerprints and bucket keys are known; `exclude`: per
         row an item number left out of its candidates (the stored item itself)."""
         n = fingerprints.shape[0]
@@ -162,7 +169,7 @@ class _QuerySteps:
         outcome: list[tuple] = [None] * n
         active = list(range(n))
         while active:
-            members, fetched = yield from self._probe_steps(level_keys, active, level, pool)
+            members, fetched = yield from self._probe_steps(level_keys, active, level, pool, max_candidates)
             for q, numbers in zip(active, members):
                 found[q] = np.union1d(found[q], numbers) if found[q].size else numbers  # numbers: sorted, distinct
                 if exclude is not None:
@@ -180,21 +187,27 @@ class _QuerySteps:
             for q, (best, count, kth) in zip(active, ranked):
                 rows = self.config.levels[level[q]]
                 recall = float(collision_probability(kth, self.config.bands, rows))
-                outcome[q] = (best, count, recall, rows)
+                # fewer than top_k found: the promise is about items as similar as the weakest one found
+                weakest = best[-1][1] if 0 < len(best) < top_k else kth
+                outcome[q] = (best, count, float(collision_probability(weakest, self.config.bands, rows)), rows)
                 if target_recall is not None and recall < target_recall and level[q] + 1 < len(self.config.levels):
                     level[q] = self._next_level(kth, target_recall, level[q])
                     widen.append(q)
             active = widen
         return QueryResult(*(list(column) for column in zip(*outcome))) if n else QueryResult([], [], [], [])
 
-    def _probe_steps(self, level_keys, active: list[int], level: list[int], pool):
+    def _probe_steps(self, level_keys, active: list[int], level: list[int], pool, max_candidates=None):
         """(item numbers in each active query's buckets (sorted, distinct), None or (numbers fetched, their
-        records) when the probe also read the records of the candidates `pool` lacks: layout 3, one round trip)."""
+        records) when the probe also read the records of the candidates `pool` lacks: layout 3, one round trip).
+        Layouts 1 and 2 take every bucket whole (no max_candidates): migrate such an index to bound it."""
         return (yield from self._bucket_members_steps(level_keys, active, level)), None
 
     def _bucket_members_steps(self, level_keys, active: list[int], level: list[int]):
-        """The item numbers in the buckets of each active query at its level (sorted)."""
-        unions = yield RoundTrip([("SUNION", *level_keys[level[q]][q]) for q in active])
+        """The item numbers in the buckets of each active query at its level (sorted): SUNION_ROWS rows a round
+        trip, so that Redis serves other clients between them."""
+        unions = []
+        for begin in range(0, len(active), SUNION_ROWS):
+            unions += yield RoundTrip([("SUNION", *level_keys[level[q]][q]) for q in active[begin:begin + SUNION_ROWS]])
         return [np.sort(np.fromiter((int(m) for m in members), np.int64, len(members))) for members in unions]
 
     def _fetch_steps(self, wanted: np.ndarray):
