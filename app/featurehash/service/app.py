@@ -128,7 +128,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="featurehash", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   generate_unique_id_function=operation_id, description=DESCRIPTION,
                   **_telemetry_options(settings))
-    install_error_handlers(app, settings.retry_after_seconds)
+    install_error_handlers(app, settings.retry_after_seconds, settings.redis_timeout_seconds)
     for module in (routes_compute, routes_maps, routes_indexes, routes_health):  # the hot routes match first
         _add_routes(app, module.router)
     _add_routes(app, routes_indexes.tenants_router)

@@ -113,31 +113,34 @@ class _CompactQuerySteps:
         low, identities = query_plan(codes, self.config.bands, self.config.rows, self._level_rows, FINGERPRINT_BITS)
         return X, low, identities
 
-    def _probe_steps(self, level_keys, active: list[int], level: list[int], pool, max_candidates: int | None = None):
+    def _probe_steps(self, level_keys, active: list[int], level: list[int], pool, bounds):
         """The bucket members of each active query and the tails (and, codes only, the records) of those not in
         the pool yet: one script call a level when the probe is small, else bounded calls (_bounded_probe_steps);
-        or from the near cache, if it is coherent and no row reaches `max_candidates`."""
+        or from the near cache, if it is coherent and no row's buckets hold more than bounds.per_row members."""
         if self.config.layout < 3:
-            return (yield from super()._probe_steps(level_keys, active, level, pool, max_candidates))
+            return (yield from super()._probe_steps(level_keys, active, level, pool, bounds))
         rows = np.array(active, np.int64)
         levels = np.array(level, np.int64)[rows]
         reply = None
         if self.near_cache is not None:  # the replica answers as the script would (lsh_near_cache), if coherent
-            reply = yield Compute(self.near_cache.probe, (level_keys, rows, levels, pool.fetched, max_candidates))
+            reply = yield Compute(self.near_cache.probe, (level_keys, rows, levels, pool.fetched, bounds.per_row))
+            if reply is not None:
+                pool.walked += sum(row.size for row in reply[0])
+                bounds.check(pool.walked)
         if reply is None:
-            reply = yield from self._bounded_probe_steps(level_keys, rows, levels, pool, max_candidates)
+            reply = yield from self._bounded_probe_steps(level_keys, rows, levels, pool, bounds)
         members, wanted, lengths, tails, records = reply
         fingerprints = None if records is None else records[:, :self.config.n_codes]
         return members, (wanted, (fingerprints, lengths, tails))
 
-    def _bounded_probe_steps(self, level_keys, rows: np.ndarray, levels: np.ndarray, pool, max_candidates):
+    def _bounded_probe_steps(self, level_keys, rows: np.ndarray, levels: np.ndarray, pool, bounds):
         """PROBE_FETCH from the first address, and again from where it stopped until every address is probed;
         the overflow sets it left to the caller read by SSCAN pages; then the tails of the new candidates by TAILS
         calls of TAIL_BUDGET numbers. Every call's work in Redis is bounded (lsh_compact_scripts), whatever the
         buckets hold; a small probe is the first call alone (one round trip, tails included)."""
         addresses = self.compact.probe_addresses(level_keys, rows, levels)
         known = pool.fetched.astype("<u4").tobytes() if pool.fetched.size else b""
-        cap = -1 if max_candidates is None else max_candidates
+        cap = -1 if bounds.per_row is None else bounds.per_row
         bands, total = self.config.bands, rows.size * self.config.bands
         parts: list[list[bytes]] = [[] for _ in range(rows.size)]
         deferred: list[tuple[int, int]] = []
@@ -147,6 +150,8 @@ class _CompactQuerySteps:
                                        *self._probe_options[:2], known if start == 0 else b"",
                                        *self._probe_options[2:], start, walked, cap, *_PROBE_BOUNDS)])
             blobs, stop, walked, left, whole = raw[4:]
+            pool.walked += sum(len(blob) for blob in blobs) // 4 + sum(np.frombuffer(left, "<u4")[1::2].tolist())
+            bounds.check(pool.walked)
             if whole:  # the whole probe in one call, tails included
                 return self._decoded_probe(raw[:5])
             for offset, blob in enumerate(blobs):

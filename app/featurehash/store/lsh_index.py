@@ -77,7 +77,7 @@ from .lsh_compact import CompactLayout
 from .lsh_compact_queries import _CompactQuerySteps
 from .lsh_compact_steps import _CompactSteps
 from .lsh_duplicates import DEFAULT_MAX_PAIRS, DuplicateCluster, Duplicates, _DuplicateSteps
-from .lsh_queries import ItemNotFound, QueryResult, _QuerySteps
+from .lsh_queries import CandidateBounds, ItemNotFound, QueryResult, _QuerySteps
 from .lsh_vectors import VectorCodec
 from .lsh_writes import _WriteSteps
 from .redis_steps import RoundTrip, check_client, run_async, run_sync
@@ -210,19 +210,22 @@ class LSHIndex(_IndexSteps):
             self.near_cache.note_write()
 
     def query(self, X, *, top_k: int = 10, min_similarity: float = 0.0, target_recall: float | None = None,
-              max_candidates: int | None = None) -> QueryResult:
+              max_candidates: int | None = None, max_total_candidates: int | None = None) -> QueryResult:
         """The top_k neighbours of each row of X; with target_recall, the search widens over the
         forest levels until the S-curve promises it at the k-th result's similarity. `max_candidates`: a row
-        takes its buckets in band order until they held that many members (layout 3; None: every bucket). Each
-        Redis call of the query does bounded work (featurehash.store.lsh_compact_scripts.PROBE_FETCH)."""
-        return run_sync(self.redis, self._query_steps(X, top_k, min_similarity, target_recall, max_candidates))
+        takes its buckets in band order until they held that many members (layout 3; None: every bucket);
+        `max_total_candidates`: past that many in all, InputError naming it (featurehash.store.lsh_queries.
+        CandidateBounds). Each Redis call of a query does bounded work, whatever the buckets hold."""
+        bounds = CandidateBounds(max_candidates, max_total_candidates)
+        return run_sync(self.redis, self._query_steps(X, top_k, min_similarity, target_recall, bounds))
 
     def query_items(self, ids: list[str], *, top_k: int = 10, min_similarity: float = 0.0,
-                    target_recall: float | None = None, max_candidates: int | None = None) -> QueryResult:
+                    target_recall: float | None = None, max_candidates: int | None = None,
+                    max_total_candidates: int | None = None) -> QueryResult:
         """query() for stored items named by id, from their stored fingerprints (and vectors, for
         exact ranking); each item is left out of its own results. ItemNotFound names an unknown id."""
-        return run_sync(self.redis, self._query_items_steps(ids, top_k, min_similarity, target_recall,
-                                                            max_candidates))
+        bounds = CandidateBounds(max_candidates, max_total_candidates)
+        return run_sync(self.redis, self._query_items_steps(ids, top_k, min_similarity, target_recall, bounds))
 
     def duplicates(self, threshold: float | None = None, *, mode: str = "components",
                    max_pairs: int = DEFAULT_MAX_PAIRS, min_cluster_size: int = 2) -> Duplicates:
@@ -248,14 +251,17 @@ class AsyncLSHIndex(_IndexSteps):
         return await run_async(self.redis, self._remove_steps(ids), self.offload)
 
     async def query(self, X, *, top_k: int = 10, min_similarity: float = 0.0, target_recall: float | None = None,
-                    max_candidates: int | None = None) -> QueryResult:
-        return await run_async(self.redis, self._query_steps(X, top_k, min_similarity, target_recall, max_candidates),
+                    max_candidates: int | None = None, max_total_candidates: int | None = None) -> QueryResult:
+        bounds = CandidateBounds(max_candidates, max_total_candidates)
+        return await run_async(self.redis, self._query_steps(X, top_k, min_similarity, target_recall, bounds),
                                self.offload)
 
     async def query_items(self, ids: list[str], *, top_k: int = 10, min_similarity: float = 0.0,
-                          target_recall: float | None = None, max_candidates: int | None = None) -> QueryResult:
-        return await run_async(self.redis, self._query_items_steps(ids, top_k, min_similarity, target_recall,
-                                                                   max_candidates), self.offload)
+                          target_recall: float | None = None, max_candidates: int | None = None,
+                          max_total_candidates: int | None = None) -> QueryResult:
+        bounds = CandidateBounds(max_candidates, max_total_candidates)
+        return await run_async(self.redis, self._query_items_steps(ids, top_k, min_similarity, target_recall, bounds),
+                               self.offload)
 
     async def duplicates(self, threshold: float | None = None, *, mode: str = "components",
                          max_pairs: int = DEFAULT_MAX_PAIRS, min_cluster_size: int = 2) -> Duplicates:

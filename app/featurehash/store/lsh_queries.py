@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ..maps import InputError
 from ..maps.kernels import shared_columns
 from ..maps.lsh import collision_probability, exact_similarities, match_fractions
 from ..maps.lsh_rerank import top_matches
@@ -20,6 +21,18 @@ from .lsh_vectors import VectorCodec
 from .redis_steps import Compute, RoundTrip
 
 READ_BATCH_KEYS = 10_000        # keys per MGET
+# CPU seconds (this process and Redis together) of a query's candidate, ~50% above what 200 rows of 10,000
+# near-identical gcws items (float16 vectors, d = 64) measured: walking it in a bucket, fetching its tail once,
+# re-ranking it per row (~1 us in all); dense stored vectors add their values' reading and kernel.
+SECONDS_PER_CANDIDATE = 1.5e-6
+SECONDS_PER_CANDIDATE_VALUE = 10e-9  # per stored dense value ("float32", "float16")
+
+
+def candidates_within(vectors: str, input_dim: int, seconds: float) -> int:
+    """The most candidates (summed over a query's rows) whose walking, fetching and re-ranking fit `seconds`."""
+    dense = vectors in ("float32", "float16")
+    per_candidate = SECONDS_PER_CANDIDATE + (input_dim * SECONDS_PER_CANDIDATE_VALUE if dense else 0.0)
+    return max(1, int(seconds / per_candidate))
 SUNION_ROWS = 16                # query rows a pipeline (layouts 1 and 2)
 
 
@@ -45,6 +58,7 @@ class _CandidatePool:
     def __init__(self, config: IndexConfig, codec: VectorCodec | None):
         self.config, self.codec = config, codec
         self.fetched = np.empty(0, np.int64)  # every number asked for (records gone included)
+        self.walked = 0  # bucket members the query's probes returned (CandidateBounds.total)
         self.numbers = np.empty(0, np.int64)  # those with a record
         self.fingerprints = np.empty((0, config.n_codes), np.uint32)
         self.ids: list[str] = []
@@ -92,12 +106,32 @@ class _CandidatePool:
         return rows[self.numbers[rows] == numbers]
 
 
-def _query_options(top_k, min_similarity, target_recall, max_candidates) -> tuple[int, float, float | None, int | None]:
+@dataclass(frozen=True)
+class CandidateBounds:
+    """The bucket members a query may walk: each row's buckets are taken in band order until they held `per_row`
+    (layout 3), and the whole query (every row and level) may find `total` candidates, past which it stops with an
+    InputError naming max_total_candidates. None: no bound. Either way every Redis call a query makes does bounded
+    work (layout 3: featurehash.store.lsh_compact_scripts.PROBE_FETCH)."""
+
+    per_row: int | None = None
+    total: int | None = None
+
+    def __post_init__(self):
+        for name, value in (("max_candidates", self.per_row), ("max_total_candidates", self.total)):
+            if value is not None:
+                check_positive_int(value, name)
+
+    def check(self, walked: int) -> None:
+        if self.total is not None and walked > self.total:
+            raise InputError("max_total_candidates", f"the query's buckets hold more than {self.total} candidates "
+                             "in all; query fewer rows at a time")
+
+
+def _query_options(top_k, min_similarity, target_recall, bounds) -> tuple[int, float, float | None, CandidateBounds]:
     top_k = check_positive_int(top_k, "top_k")
     min_similarity = check_fraction(min_similarity, "min_similarity")
     target_recall = None if target_recall is None else check_fraction(target_recall, "target_recall")
-    return top_k, min_similarity, target_recall, \
-        None if max_candidates is None else check_positive_int(max_candidates, "max_candidates")
+    return top_k, min_similarity, target_recall, bounds
 
 
 class _QuerySteps:
@@ -110,21 +144,20 @@ class _QuerySteps:
         return X, fingerprints, [self._level_keys(fingerprints, level) for level in range(len(self.config.levels))]
 
     def _query_steps(self, X, top_k: int, min_similarity: float, target_recall: float | None = None,
-                     max_candidates: int | None = None):
+                     bounds: CandidateBounds = CandidateBounds()):
         """Probe level 0 (the bands); re-rank; while the S-curve at the k-th result's similarity is
-        below `target_recall`, probe the shortest-needed forest level and re-rank the union. A row takes its
-        buckets in band order until they held `max_candidates` members (layout 3; None: all)."""
-        options = _query_options(top_k, min_similarity, target_recall, max_candidates)
+        below `target_recall`, probe the shortest-needed forest level and re-rank the union, within `bounds`."""
+        options = _query_options(top_k, min_similarity, target_recall, bounds)
         X, fingerprints, level_keys = yield Compute(self._query_plan, (X,),
                                                     inline=partial(_small_input, X, self.config.n_codes))
         return (yield from self._search_steps(X, fingerprints, level_keys, *options))
 
     def _query_items_steps(self, ids, top_k: int, min_similarity: float, target_recall: float | None = None,
-                           max_candidates: int | None = None):
+                           bounds: CandidateBounds = CandidateBounds()):
         """The neighbours of stored items: their records give the fingerprints (the bucket keys are
         recomputed from them) and, with stored vectors, the vectors for exact ranking. Each item is
         left out of its own results (and of its candidate count)."""
-        options = _query_options(top_k, min_similarity, target_recall, max_candidates)
+        options = _query_options(top_k, min_similarity, target_recall, bounds)
         ids = check_query_ids(ids)
         X, fingerprints, level_keys, numbers = yield from self._stored_plan_steps(ids)
         return (yield from self._search_steps(X, fingerprints, level_keys, *options, exclude=numbers))
@@ -158,7 +191,7 @@ class _QuerySteps:
                 raise ItemNotFound(item_id)
         return X, fingerprints, [self._level_keys(fingerprints, level) for level in range(len(self.config.levels))]
 
-    def _search_steps(self, X, fingerprints, level_keys, top_k, min_similarity, target_recall, max_candidates,
+    def _search_steps(self, X, fingerprints, level_keys, top_k, min_similarity, target_recall, bounds,
                       exclude=None):
         """The search itself, for rows whose fingerprints and bucket keys are known; `exclude`: per
         row an item number left out of its candidates (the stored item itself)."""
@@ -169,7 +202,7 @@ class _QuerySteps:
         outcome: list[tuple] = [None] * n
         active = list(range(n))
         while active:
-            members, fetched = yield from self._probe_steps(level_keys, active, level, pool, max_candidates)
+            members, fetched = yield from self._probe_steps(level_keys, active, level, pool, bounds)
             for q, numbers in zip(active, members):
                 found[q] = np.union1d(found[q], numbers) if found[q].size else numbers  # numbers: sorted, distinct
                 if exclude is not None:
@@ -196,18 +229,21 @@ class _QuerySteps:
             active = widen
         return QueryResult(*(list(column) for column in zip(*outcome))) if n else QueryResult([], [], [], [])
 
-    def _probe_steps(self, level_keys, active: list[int], level: list[int], pool, max_candidates=None):
+    def _probe_steps(self, level_keys, active: list[int], level: list[int], pool, bounds: CandidateBounds):
         """(item numbers in each active query's buckets (sorted, distinct), None or (numbers fetched, their
         records) when the probe also read the records of the candidates `pool` lacks: layout 3, one round trip).
-        Layouts 1 and 2 take every bucket whole (no max_candidates): migrate such an index to bound it."""
-        return (yield from self._bucket_members_steps(level_keys, active, level)), None
+        Layouts 1 and 2 take every bucket whole (bounds.per_row does not apply: migrate such an index)."""
+        return (yield from self._bucket_members_steps(level_keys, active, level, pool, bounds)), None
 
-    def _bucket_members_steps(self, level_keys, active: list[int], level: list[int]):
+    def _bucket_members_steps(self, level_keys, active: list[int], level: list[int], pool, bounds: CandidateBounds):
         """The item numbers in the buckets of each active query at its level (sorted): SUNION_ROWS rows a round
         trip, so that Redis serves other clients between them."""
         unions = []
         for begin in range(0, len(active), SUNION_ROWS):
-            unions += yield RoundTrip([("SUNION", *level_keys[level[q]][q]) for q in active[begin:begin + SUNION_ROWS]])
+            page = yield RoundTrip([("SUNION", *level_keys[level[q]][q]) for q in active[begin:begin + SUNION_ROWS]])
+            pool.walked += sum(len(members) for members in page)
+            bounds.check(pool.walked)
+            unions += page
         return [np.sort(np.fromiter((int(m) for m in members), np.int64, len(members))) for members in unions]
 
     def _fetch_steps(self, wanted: np.ndarray):

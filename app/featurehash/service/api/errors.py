@@ -11,6 +11,7 @@ import logging
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from redis.exceptions import BusyLoadingError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -77,7 +78,30 @@ def error_response(status: int, field: str, message: str, headers: dict[str, str
     return json_response({"detail": f"{field}: {message}", "field": field}, status_code=status, headers=headers)
 
 
-def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
+# The operations that write (by their endpoint's name): creating a map or an index is idempotent (the same spec,
+# the same configuration), and so are adds and removals by item id and deletions.
+WRITE_ROUTES = frozenset({"create_map", "delete_map", "create_index", "delete_index", "add_items", "delete_item",
+                          "delete_items"})
+
+
+def store_trouble(exc: Exception, route_name: str | None, timeout_seconds: float) -> str:
+    """What a 503 can say when Redis did not answer as it should: what is known of a write, and that repeating the
+    request is safe (creating maps and indexes, adding and removing items by id are idempotent)."""
+    text = str(exc)
+    if isinstance(exc, RedisTimeoutError):
+        what = f"Redis did not answer within {timeout_seconds:g} s"
+    elif isinstance(exc, BusyLoadingError) or text.startswith("LOADING"):
+        what = "Redis is loading its data after a restart"
+    elif text.startswith("BUSY"):
+        what = "Redis is busy running another client's script"
+    else:
+        return f"Redis is unreachable ({type(exc).__name__}); retry shortly"
+    if route_name not in WRITE_ROUTES:
+        return f"{what}; retry shortly"
+    return f"{what}; the write may have been applied; repeating the same request is safe"
+
+
+def install_error_handlers(app: FastAPI, retry_after_seconds: int, redis_timeout_seconds: float = 2.0) -> None:
     @app.exception_handler(FeatureHashError)
     async def feature_hash_error(request: Request, exc: FeatureHashError):
         return error_response(422, exc.field, exc.message)
@@ -185,7 +209,7 @@ def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
         return error_response(408, "body", "the connection closed before the whole body arrived")
 
     async def store_unavailable(request: Request, exc: Exception):
-        return error_response(503, "store", f"Redis is unreachable ({type(exc).__name__}); retry shortly",
+        return error_response(503, "store", store_trouble(exc, _route_name(request), redis_timeout_seconds),
                               headers={"Retry-After": str(retry_after_seconds)})
 
     app.add_exception_handler(RedisConnectionError, store_unavailable)
@@ -201,8 +225,15 @@ def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
         refusal = refusal_of(exc)
         if refusal is not None:
             return await write_refused(request, refusal)
+        if str(exc).startswith(("BUSY", "LOADING")):  # a transient state: another client's script, a restart
+            return await store_unavailable(request, exc)
         logger.error("Redis answered an error", exc_info=exc)  # a bug or a foreign key under the prefix
         return error_response(500, "store", f"Redis answered an error ({type(exc).__name__})")
+
+def _route_name(request: Request) -> str | None:
+    route = request.scope.get("route")
+    return getattr(route, "name", None)
+
 
 def _names(index_ids: list[str]) -> str:
     shown = ", ".join(repr(index_id) for index_id in index_ids[:5])
