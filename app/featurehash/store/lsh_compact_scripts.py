@@ -123,7 +123,7 @@ local function note(blob)
 end
 local work, i = 0, first
 while i < total do
-  if i % per == 0 and i > first then walked = 0 end
+  if i % per == 0 then walked = 0 end
   local left = cap < 0 and math.huge or cap - walked
   if left > 0 then
     local head = sub(addresses, i * stride + 1, i * stride + 5)
