@@ -131,12 +131,14 @@ def test_the_near_cache_answers_a_capped_row_as_redis_does(client, near_identica
 
 
 def test_estimated_recall_of_fewer_than_top_k_exact_copies(client):
-    """Two stored copies of the query and nothing else near: the promise is about items as similar as the
-    copies (1.0), not about similarity 0 (which read as a failed search)."""
-    X = positive_rows(21, 40)
+    """Two stored copies of the query and nothing else near (the others share no column with it): the promise is
+    about items as similar as the copies (1.0), not about min_similarity 0 (0.0, which read as a failed search)."""
+    X = positive_rows(21, 8)
+    X[:1, 12:] = 0
+    X[1:, :12] = 0
     index = LSHIndexes(client, "bounded:").create(create_map(GCWS), name="copies", bands=8, rows=4, vectors="float16")
-    index.add(["a", "b"] + [f"x{i}" for i in range(38)], np.vstack([X[:1], X[:1], positive_rows(22, 38)]))
-    result = index.query(X[:1], top_k=10, min_similarity=0.9, target_recall=0.9)
+    index.add(["a", "b"] + [f"x{i}" for i in range(7)], np.vstack([X[:1], X]))
+    result = index.query(X[:1], top_k=10, target_recall=0.9)
     assert [item for item, _ in result.results[0]] == ["a", "b"]
     assert result.estimated_recall == [1.0]
     nothing = index.query(positive_rows(23, 1), top_k=10, min_similarity=0.99)  # an item >= 0.99 would be found
