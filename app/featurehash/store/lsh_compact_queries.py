@@ -9,6 +9,8 @@ steps (the plan, the addresses, where each tail lies, the pool's rows) are compi
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -37,6 +39,15 @@ _PROBE_BOUNDS = tuple(str(bound).encode() for bound in (PROBE_BUDGET, PROBE_BIG_
 
 _NO_POSITIONS, _NO_WORDS = np.empty(0, np.int64), np.empty(0, "<u4")
 _NO_POSITIONS.flags.writeable = _NO_WORDS.flags.writeable = False
+
+
+@dataclass
+class _Scan:
+    """An overflow set read by SSCAN so far: its distinct members in the order SSCAN gave them, where to go on."""
+
+    members: dict[int, None] = field(default_factory=dict)
+    cursor: int = 0
+    done: bool = False
 
 
 class _PackedPool(_CandidatePool):
@@ -161,31 +172,29 @@ class _CompactQuerySteps:
             if stop >= total:
                 break
             start = stop
+        scans: dict[bytes, _Scan] = {}  # rows of near-identical items defer the same sets: each is read once
         for address, take in deferred:
-            parts[address // bands].append((yield from self._scanned_members_steps(addresses, address, take)))
+            parts[address // bands].append((yield from self._scanned_members_steps(addresses, address, take, scans)))
         members = [sorted_distinct(np.frombuffer(b"".join(row), "<u4").astype(np.int64)) for row in parts]
         everyone = sorted_distinct(np.concatenate(members)) if members else np.empty(0, np.int64)
         wanted = np.setdiff1d(everyone, pool.fetched, assume_unique=True)
         lengths, tails, records = yield from self._tails_steps(wanted)
         return members, wanted, lengths, tails, records
 
-    def _scanned_members_steps(self, addresses: bytes, address: int, take: int):
+    def _scanned_members_steps(self, addresses: bytes, address: int, take: int, scans: dict):
         """The first `take` distinct members SSCAN gives of the overflow set at `address` (u32 LE bytes), a page of
-        SSCAN_PAGE (a bounded step in Redis) a round trip."""
+        SSCAN_PAGE (a bounded step in Redis) a round trip; `scans` keeps what each set gave so far."""
         stride = self.compact.address_stride
         entry = addresses[address * stride:(address + 1) * stride]
-        key = self.layout.prefix + b"o" + entry[:5] + entry[5:]
-        found: dict[int, None] = {}
-        cursor = 0
-        while True:
-            ((cursor, page),) = yield RoundTrip([("SSCAN", key, cursor, "COUNT", SSCAN_PAGE)])
-            for member in page:
-                found[int(member)] = None
-                if len(found) >= take:
-                    break
-            cursor = int(cursor)
-            if cursor == 0 or len(found) >= take:
-                return np.fromiter(found, np.int64, len(found)).astype("<u4").tobytes()
+        key = self.layout.prefix + b"o" + entry
+        scan = scans.setdefault(key, _Scan())
+        while len(scan.members) < take and not scan.done:
+            ((cursor, page),) = yield RoundTrip([("SSCAN", key, scan.cursor, "COUNT", SSCAN_PAGE)])
+            scan.members.update(dict.fromkeys(int(member) for member in page))
+            scan.cursor = int(cursor)
+            scan.done = scan.cursor == 0
+        found = list(itertools.islice(scan.members, take))
+        return np.array(found, np.int64).astype("<u4").tobytes()
 
     def _tails_steps(self, wanted: np.ndarray):
         """(tail lengths, padded tail words, records or None) of `wanted` by TAILS calls of TAIL_BUDGET numbers."""
