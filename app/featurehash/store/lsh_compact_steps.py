@@ -21,9 +21,10 @@ from .lsh_compact import members_of, pack_strings
 from .lsh_inline import INLINE_ROWS, _small_input
 from .lsh_layout import check_item_ids, distinct_ids
 from .lsh_accounting import StoredBytesExceeded, tenant_usage_steps
-from .redis_steps import MAX_TRANSACTION_ATTEMPTS, Compute, RoundTrip, Scan, TransactionConflict, is_cluster, persisted
+from .redis_steps import (MAX_TRANSACTION_ATTEMPTS, Compute, RoundTrip, Scan, TransactionConflict, is_cluster,
+                          persisted, set_members_steps)
 
-COMPACT_BATCH_OPERATIONS = 60_000  # bucket operations per script call: ~50 ms of Redis at a time
+COMPACT_BATCH_OPERATIONS = 20_000  # bucket operations per script call: ~15-30 ms of Redis at a time
 _META_CHANGED, _ITEM_CHANGED, _OVER_LIMIT = -1, -2, -3
 
 
@@ -213,6 +214,6 @@ class _CompactSteps:
                 elif len(value) >= 8:
                     shared.append(members_of(value))
         if overflowed:
-            sets = yield RoundTrip([("SMEMBERS", key) for key in overflowed])
+            sets = yield from set_members_steps(overflowed)
             shared += [np.array(sorted(int(m) for m in members), np.int64) for members in sets]
         return shared, cursor

@@ -44,6 +44,7 @@ from .redis_steps import RoundTrip, Scan, check_client, is_cluster, persisted, r
 DEFAULT_THRESHOLD = 0.8
 DEFAULT_RECALL_AT_THRESHOLD = 0.9
 SCAN_COUNT = 1000
+UNLINK_KEYS = 200  # keys per UNLINK while deleting an index
 DEFAULT_EXPECTED_ITEMS = 100_000
 MAX_EXPECTED_ITEMS = 2**32 - 1
 MAX_FOREST_LEVELS = 8  # each level adds L buckets per item
@@ -279,8 +280,8 @@ class _RegistrySteps:
         while True:
             cursor, keys = yield Scan(layout.scan_pattern(), cursor, SCAN_COUNT, layout.meta)
             keys = [key for key in keys if key != keep]
-            if keys:
-                removed += (yield RoundTrip([("UNLINK", *keys)]))[0]
+            for start in range(0, len(keys), UNLINK_KEYS):  # a command at a time: Redis frees small keys in place
+                removed += (yield RoundTrip([("UNLINK", *keys[start:start + UNLINK_KEYS])]))[0]
             if int(cursor) == 0:
                 return removed
 

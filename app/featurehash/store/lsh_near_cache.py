@@ -52,6 +52,7 @@ from .lsh_near_table import BUCKET, CHUNK, OVERFLOW, OVERFLOWED, PARTITION, TAIL
 
 MAX_REFETCH_ROUNDS = 8  # refetches in a row that met new invalidations before a query gives up (goes to Redis)
 LOAD_BATCH_KEYS = 1000  # keys read per MULTI/EXEC while loading
+SET_PAGE, SETS_PER_TRIP = 1000, 16  # an overflow set's members per SSCAN page; pages pipelined a round trip
 _U32 = np.dtype("<u4")
 _NO_KEYS = np.empty(0, np.int64)
 
@@ -187,23 +188,51 @@ class NearCache:
         if kind in (b"b", b"t"):
             return ("HGETALL", key)
         if kind == b"o":
-            return ("SMEMBERS", key)
+            return ("SSCAN", key)  # by pages: _scanned_sets
         if kind == b"r" and self.with_records:
             return ("GET", key)
         return None
 
     def _fetch(self, keys: list[bytes]) -> None:
+        """Reads keys into the table: the overflow sets by SSCAN pages (a set of 100,000 members read at once held
+        Redis ~10 ms), the rest in one MULTI/EXEC. Neither needs to be atomic with the other: a key written
+        meanwhile is announced by a push and read again before any query uses the replica (sync's PING rounds)."""
         wanted = [(key, command) for key in keys if (command := self._command(key)) is not None]
         if not wanted:
             return
+        sets = [key for key, command in wanted if command[0] == "SSCAN"]
+        others = [(key, command) for key, command in wanted if command[0] != "SSCAN"]
         changes = _Changes(self.prefix, self.compact)
-        for (key, command), value in zip(wanted, self._call([command for _, command in wanted])):
+        replies = self._call([command for _, command in others]) if others else []
+        for (key, command), value in zip(others, replies):
             if key == self.meta_key:
                 if value != self.meta:
                     self.meta = None  # deleted or created again: this replica answers no more queries
             else:
                 changes.note(key, value)
+        for key, members in self._scanned_sets(sets).items():
+            changes.note(key, members)
         changes.apply(self.table)
+
+    def _scanned_sets(self, keys: list[bytes]) -> dict[bytes, set[bytes]]:
+        """The members of sets by SSCAN pages of SET_PAGE, SETS_PER_TRIP sets a round trip (pipelined, not
+        atomic), so that no round trip holds Redis for long."""
+        members: dict[bytes, set[bytes]] = {key: set() for key in keys}
+        cursors = dict.fromkeys(keys, 0)
+        pending = list(keys)
+        connection = self.connection
+        while pending:
+            batch, pending = pending[:SETS_PER_TRIP], pending[SETS_PER_TRIP:]
+            self._drained = False
+            connection.send_packed_command(connection.pack_commands(
+                [("SSCAN", key, cursors[key], "COUNT", SET_PAGE) for key in batch]))
+            for key in batch:
+                cursor, page = connection.read_response()
+                members[key].update(page)
+                cursors[key] = int(cursor)
+                if cursors[key]:
+                    pending.append(key)
+        return members
 
     def _clear(self) -> None:
         self.table = WordTable()

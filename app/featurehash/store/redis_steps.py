@@ -260,3 +260,26 @@ async def _transaction_async(redis, step: Transaction, offload) -> list:
             except WatchError:
                 continue
     raise TransactionConflict(f"{MAX_TRANSACTION_ATTEMPTS} attempts met concurrent changes to the same keys")
+
+
+SET_PAGE, SETS_PER_TRIP = 1000, 16
+
+
+def set_members_steps(keys: list[bytes], page: int = SET_PAGE, per_trip: int = SETS_PER_TRIP):
+    """The members of sets (a list of bytes each, in key order) by SSCAN pages of `page`, `per_trip` sets a round
+    trip: however large a set, no command holds Redis for long (SMEMBERS of 100,000 members holds it ~10 ms).
+    Not atomic: a member added or removed meanwhile may be missing or present; one present throughout is there
+    once (SSCAN may repeat a member: they are made distinct)."""
+    found: dict[bytes, dict[bytes, None]] = {key: {} for key in keys}
+    cursors = dict.fromkeys(keys, 0)
+    pending = list(dict.fromkeys(keys))
+    while pending:
+        batch, pending = pending[:per_trip], pending[per_trip:]
+        replies = yield RoundTrip([("SSCAN", key, cursors[key], "COUNT", page) for key in batch])
+        for key, (cursor, members) in zip(batch, replies):
+            found[key].update(dict.fromkeys(members))
+            cursors[key] = int(cursor)
+            if cursors[key]:
+                pending.append(key)
+    return [list(found[key]) for key in keys]
+
