@@ -99,7 +99,7 @@ class MapCharge:
         return b"" if self.tenant is None else f"{self.size} {self.tenant}".encode()
 
     @classmethod
-    def decode(cls, value: bytes | None) -> "MapCharge":
+    def decode(cls, value: bytes | None) -> MapCharge:
         if not value:
             return cls(None)
         size, tenant = value.decode().split(" ", 1)
