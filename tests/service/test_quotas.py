@@ -14,6 +14,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import orjson
 import pytest
 import redis
@@ -209,8 +210,8 @@ def test_keys_without_limits_cost_no_quota_keys(replicas):
 
 # -- maps count in their creator's stored bytes ---------------------------------------------------------------
 
-# The issue's case, scaled down: a nystroem map stores its landmarks and L^-1 (~78 KB here, 12.3 MB at 1000 x 64
-# with 1000 components), so a 200,000-byte tenant holds two of these, not three.
+# The issue's case: its nystroem map (1000 x 64, 1000 components: 12.3 MB) is refused at once by a 200,000-byte
+# tenant; scaled down (~78 KB each: landmarks and L^-1), the tenant holds two of these, not three.
 SAMPLE = [[round(((r * 7 + c * 13) % 17) / 17 + r / 100, 3) for c in range(16)] for r in range(100)]
 
 
@@ -234,6 +235,13 @@ def test_a_tenants_maps_count_in_its_stored_bytes_and_the_first_past_the_limit_i
     servers, store, prefix, _ = replicas
     client = redis.Redis.from_url(store.url)
     with servers[0].client() as http, servers[1].client() as other:
+        before = _map_keys(client, prefix)
+        issue = {"method": "nystroem", "input_dim": 64, "n_components": 1000, "seed": 1,   # ~1 s of fitting
+                 "params": {"fit_sample": np.random.default_rng(42).random((1000, 64)).round(6).tolist()}}
+        refused = http.post("/v1/maps", json=issue, headers=_auth("maps-m"))
+        assert refused.status_code == 507 and refused.json()["field"] == "stored_bytes", refused.text
+        needed = int(refused.json()["detail"].split(" needs ")[1].split()[0])
+        assert 12_000_000 < needed < 12_500_000 and _map_keys(client, prefix) == before   # the issue's 12 MiB
         first = http.post("/v1/maps", json=_nystroem(1), headers=_auth("maps-m"))
         second = other.post("/v1/maps", json=_nystroem(2), headers=_auth("maps-m"))
         assert first.status_code == second.status_code == 201, (first.text, second.text)
