@@ -2,7 +2,9 @@
 a keys file with limits. Requests per second and concurrent requests (429 with Retry-After) hold across all four
 workers; a sequential client is never refused by its own previous request; a running request's lease is renewed
 past lease_seconds; a tenant's stored bytes are refused
-past its limit with 507 before the write, and freed by removing; keys without limits leave nothing in Redis."""
+past its limit with 507 before the write, and freed by removing; a tenant's new maps count in its stored bytes
+(the issue's nystroem case, workers racing near the limit, one spec posted again and by another tenant, deleting);
+keys without limits leave nothing in Redis."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import orjson
 import pytest
 import redis
@@ -21,7 +24,8 @@ from service_support import RedisProcess, ServiceProcess, start_all, stop_all
 # Its servers start once, on one xdist worker (module fixtures are per worker).
 pytestmark = pytest.mark.xdist_group("quotas")
 
-KEYS = {"fast": "key-fast", "paced": "key-paced", "single": "key-single", "small": "key-small", "admin": "key-admin"}
+KEYS = {"fast": "key-fast", "paced": "key-paced", "single": "key-single", "small": "key-small", "admin": "key-admin",
+        "maps-m": "key-maps-m", "maps-n": "key-maps-n", "racer": "key-racer", "full": "key-full"}
 RATE = 20
 GCWS = {"method": "gcws", "input_dim": 4, "n_components": 16, "seed": 5}
 ROW = [1.0, 2.0, 0.0, 3.0]
@@ -35,8 +39,11 @@ def _entry(name: str, tenant: str, scopes: list[str], limits: dict | None = None
 KEYS_FILE = {"keys": [_entry("fast", "team-a", ["read", "write"]),
                       _entry("paced", "team-a", ["read"], {"requests_per_second": RATE}),
                       _entry("single", "team-b", ["read"], {"concurrent_requests": 1}),
-                      _entry("small", "team-c", ["read", "write"]), _entry("admin", "ops", ["admin"])],
-             "tenants": {"team-c": {"stored_bytes": 4000}}}
+                      _entry("small", "team-c", ["read", "write"]), _entry("admin", "ops", ["admin"]),
+                      _entry("maps-m", "team-m", ["read", "write"]), _entry("maps-n", "team-n", ["read", "write"]),
+                      _entry("racer", "team-r", ["write"]), _entry("full", "team-z", ["write"])],
+             "tenants": {"team-c": {"stored_bytes": 4000}, "team-m": {"stored_bytes": 200_000},
+                         "team-r": {"stored_bytes": 2500}, "team-z": {"stored_bytes": 0}}}
 
 
 def _auth(name: str) -> dict[str, str]:
@@ -198,4 +205,105 @@ def test_keys_without_limits_cost_no_quota_keys(replicas):
     try:
         assert list(client.scan_iter(match=f"{prefix}quota:{{fast}}*")) == []
     finally:
+        client.close()
+
+
+# -- maps count in their creator's stored bytes ---------------------------------------------------------------
+
+# The issue's case: its nystroem map (1000 x 64, 1000 components: 12.3 MB) is refused at once by a 200,000-byte
+# tenant; scaled down (~78 KB each: landmarks and L^-1), the tenant holds two of these, not three.
+SAMPLE = [[round(((r * 7 + c * 13) % 17) / 17 + r / 100, 3) for c in range(16)] for r in range(100)]
+
+
+def _nystroem(seed: int) -> dict:
+    return {"method": "nystroem", "input_dim": 16, "n_components": 80, "seed": seed, "params": {"fit_sample": SAMPLE}}
+
+
+def _rff(seed: int) -> dict:
+    return {"method": "rff", "input_dim": 3, "n_components": 4, "seed": seed, "params": {"gamma": 0.5}}
+
+
+def _total(client, prefix: str, tenant: str) -> int:
+    return int(client.get(f"{prefix}tenant:{tenant}:stored-bytes") or 0)
+
+
+def _map_keys(client, prefix: str) -> set[bytes]:
+    return {key for pattern in ("map*", "alias:*") for key in client.scan_iter(match=f"{prefix}{pattern}")}
+
+
+def test_a_tenants_maps_count_in_its_stored_bytes_and_the_first_past_the_limit_is_refused(replicas):
+    servers, store, prefix, _ = replicas
+    client = redis.Redis.from_url(store.url)
+    with servers[0].client() as http, servers[1].client() as other:
+        before = _map_keys(client, prefix)
+        issue = {"method": "nystroem", "input_dim": 64, "n_components": 1000, "seed": 1,   # ~1 s of fitting
+                 "params": {"fit_sample": np.random.default_rng(42).random((1000, 64)).round(6).tolist()}}
+        refused = http.post("/v1/maps", json=issue, headers=_auth("maps-m"))
+        assert refused.status_code == 507 and refused.json()["field"] == "stored_bytes", refused.text
+        needed = int(refused.json()["detail"].split(" needs ")[1].split()[0])
+        assert 12_000_000 < needed < 12_500_000 and _map_keys(client, prefix) == before   # the issue's 12 MiB
+        first = http.post("/v1/maps", json=_nystroem(1), headers=_auth("maps-m"))
+        second = other.post("/v1/maps", json=_nystroem(2), headers=_auth("maps-m"))
+        assert first.status_code == second.status_code == 201, (first.text, second.text)
+        sizes = [len(first.content), len(second.content)]      # the stored spec is the answer's JSON
+        assert [client.strlen(f"{prefix}map:{a.json()['id']}") for a in (first, second)] == sizes
+        assert _total(client, prefix, "team-m") == sum(sizes) > 150_000
+        before = _map_keys(client, prefix)
+        third = http.post("/v1/maps", json=_nystroem(3), headers=_auth("maps-m"))
+        assert third.status_code == 507, third.text
+        body = third.json()
+        assert body["field"] == "stored_bytes" and f"hold {sum(sizes)} bytes of its limit of 200000" in body["detail"]
+        assert _map_keys(client, prefix) == before and _total(client, prefix, "team-m") == sum(sizes)  # nothing stored
+        # posted again (another worker): the stored map, counted once; another tenant's post of it costs nothing
+        again = other.post("/v1/maps", json=_nystroem(1), headers=_auth("maps-m"))
+        shared = other.post("/v1/maps", json=_nystroem(1), headers=_auth("maps-n"))
+        assert again.status_code == shared.status_code == 200 and again.content == shared.content == first.content
+        assert _total(client, prefix, "team-m") == sum(sizes) and _total(client, prefix, "team-n") == 0
+        # the third spec, created by team-n (counted there), is shared: team-m posting it, though full, pays nothing
+        made = other.post("/v1/maps", json=_nystroem(3), headers=_auth("maps-n"))
+        assert made.status_code == 201 and _total(client, prefix, "team-n") == len(made.content)
+        assert http.post("/v1/maps", json=_nystroem(3), headers=_auth("maps-m")).status_code == 200
+        assert _total(client, prefix, "team-m") == sum(sizes)
+        # deleting gives the bytes back to the tenant that paid, whoever deletes and through whichever worker
+        assert other.delete(f"/v1/maps/{first.json()['id']}", headers=_auth("maps-m")).status_code == 204
+        assert _total(client, prefix, "team-m") == sizes[1]
+        assert http.delete(f"/v1/maps/{made.json()['id']}", headers=_auth("maps-m")).status_code == 204
+        assert _total(client, prefix, "team-n") == 0 and _total(client, prefix, "team-m") == sizes[1]
+        assert http.post("/v1/maps", json=_nystroem(3), headers=_auth("maps-m")).status_code == 201  # room again
+        for answer in (second, made):
+            http.delete(f"/v1/maps/{answer.json()['id']}", headers=_auth("admin"))
+        assert _total(client, prefix, "team-m") == 0
+    client.close()
+
+
+def test_workers_racing_near_the_limit_never_pass_it_together_and_a_spec_posted_at_once_counts_once(replicas):
+    """30 new maps of one size s posted at once over four workers by a tenant with room for 2500 // s of them:
+    exactly that many are stored; eight posts of one spec at once store it once and count it once."""
+    servers, store, prefix, _ = replicas
+    client = redis.Redis.from_url(store.url)
+    clients = [server.client() for server in servers for _ in range(4)]
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            same = list(pool.map(lambda n: clients[n].post("/v1/maps", json=_rff(999), headers=_auth("maps-n")),
+                                 range(8)))
+            assert sorted(a.status_code for a in same) == [200] * 7 + [201], [a.text for a in same]
+            size = len(same[0].content)
+            assert _total(client, prefix, "team-n") == size
+            answers = list(pool.map(lambda n: clients[n % 8].post("/v1/maps", json=_rff(100 + n),
+                                                                  headers=_auth("racer")), range(30)))
+        created = [a for a in answers if a.status_code == 201]
+        refused = [a for a in answers if a.status_code == 507]
+        assert len(created) == 2500 // size and len(refused) == 30 - len(created), [a.text for a in answers]
+        assert {len(a.content) for a in created} == {size}
+        assert _total(client, prefix, "team-r") == len(created) * size <= 2500
+        assert all(a.json()["field"] == "stored_bytes" for a in refused)
+        # a tenant at its limit (0 here) is refused before the map is built: no map fits
+        full = clients[0].post("/v1/maps", json=_rff(5), headers=_auth("full"))
+        assert full.status_code == 507 and "no new map fits" in full.json()["detail"], full.text
+        for answer in created + same[:1]:
+            assert clients[1].delete(f"/v1/maps/{answer.json()['id']}", headers=_auth("admin")).status_code == 204
+        assert _total(client, prefix, "team-r") == _total(client, prefix, "team-n") == 0
+    finally:
+        for http in clients:
+            http.close()
         client.close()

@@ -342,7 +342,8 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
     406: "Accept: application/x-npy for sparse features (a hashing map's): they are answered as JSON",
     409: "conflicting index configuration, a concurrent write (retry after Retry-After), or a map that "
          "indexes use (see DELETE /v1/maps/{map_id})",
-    413: "body over the size limit",
+    413: "body over the size limit, or (POST /v1/maps) a stored spec over the size limit of one map, naming its "
+         "largest field",
     415: "content type not accepted, or a Content-Encoding (bodies are sent uncompressed)",
     422: "invalid input, naming the field; also an operation the map does not offer (hash on a dense map)",
     429: "the key is over its requests_per_second or concurrent_requests limit (named in 'field'); retry after "
@@ -350,8 +351,8 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
     503: "Redis unreachable, or refusing writes (a read-only replica, no append-only file); retry after "
          "Retry-After seconds",
     507: "Redis out of memory or disk: the write was refused or not persisted (not acknowledged); retry after "
-         "Retry-After seconds. Or (field 'stored_bytes', no Retry-After) the write would take the tenant past its "
-         "stored-bytes limit: nothing of it was written"}
+         "Retry-After seconds. Or (field 'stored_bytes', no Retry-After) the write (items, or a new map) would take "
+         "the tenant past its stored-bytes limit: nothing of it was written"}
 BINARY = {"schema": {"type": "string", "format": "binary"}}
 NPY_CONTENT = {"application/x-npy": BINARY}
 LOCATION = {"Location": {"description": "the URL of the created resource", "schema": {"type": "string"}}}

@@ -106,7 +106,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         watch = SpecWatch(settings.redis_url, settings.key_prefix, max_staleness=settings.map_staleness_seconds,
                           connect_timeout=settings.redis_timeout_seconds)
         app.state.service = ServiceState(settings=settings,
-                                         store=SpecStore(redis, settings.key_prefix, settings.durability),
+                                         store=SpecStore(redis, settings.key_prefix, settings.durability,
+                                                         settings.max_spec_bytes),
                                          cache=MapCache(settings.map_cache_bytes),
                                          indexes=AsyncLSHIndexes(redis, settings.key_prefix, offload=run_in_threadpool,
                                                                  durability=settings.durability),

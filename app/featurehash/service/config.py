@@ -43,6 +43,11 @@ class Settings(BaseSettings):
     max_batch_rows: int = Field(default=100_000, ge=1)
     map_cache_bytes: int = Field(default=512 * MIB, ge=0)
     max_map_bytes: int = Field(default=1024 * MIB, ge=1)
+    # A new map whose stored spec (its JSON in Redis) is longer is refused (413 naming its largest field); maps
+    # stored before are kept. 16 MiB: a nystroem map fitted to 1000 rows of 64 columns with 1000 components stores
+    # 12.3 MB (its L^-1 rows); the largest the maps allow (nystroem's 2^20 stored numbers) ~20 MB. A map's bytes
+    # also count in its tenant's stored_bytes (featurehash.store.map_accounting).
+    max_spec_bytes: int = Field(default=16 * MIB, ge=1024)
     # GCWS and binning: per-map table of random constants; past it they are made on demand.
     table_budget_bytes: int = Field(default=256 * MIB, ge=0)
 

@@ -9,7 +9,8 @@ the items, and the script sizes the batch first: a batch that would take the ten
 nothing (StoredBytesExceeded). Deleting an index drops its count in the script that drops the index.
 
 Standalone Redis: the script also keeps the tenant's total (`{tenant key prefix}stored-bytes`) and checks the
-limit against it, atomically: the limit is never passed.
+limit against it, atomically: the limit is never passed. The same total counts the maps the tenant created
+(featurehash.store.map_accounting), so one limit bounds its maps and indexes together.
 
 Redis Cluster: the tenant's total would lie in another slot than the index, and one script cannot touch both;
 the total is the sum of the counts of the indexes in the tenant's registry (`tenant_usage_steps`). Before each

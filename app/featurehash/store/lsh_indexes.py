@@ -321,7 +321,8 @@ class LSHIndexes(_RegistrySteps):
         return run_sync(self.redis, self._delete_steps(name))
 
     def used_bytes(self) -> int:
-        """The bytes the tenant's indexes hold, as counted (featurehash.store.lsh_accounting)."""
+        """The bytes the tenant holds, as counted: on a standalone Redis its total (its indexes and the maps it
+        created, featurehash.store.map_accounting); on a Redis Cluster its indexes' (lsh_accounting)."""
         return run_sync(self.redis, self._used_steps())
 
     def tenants(self) -> list[str]:
@@ -369,7 +370,8 @@ class AsyncLSHIndexes(_RegistrySteps):
                              stored_bytes=self.stored_bytes(stored_bytes_limit))
 
     async def used_bytes(self) -> int:
-        """The bytes the tenant's indexes hold, as counted (featurehash.store.lsh_accounting)."""
+        """The bytes the tenant holds, as counted: on a standalone Redis its total (its indexes and the maps it
+        created, featurehash.store.map_accounting); on a Redis Cluster its indexes' (lsh_accounting)."""
         return await run_async(self.redis, self._used_steps(), self.offload)
 
     async def open(self, name: str, feature_map: FeatureMap | None = None) -> AsyncLSHIndex:

@@ -27,6 +27,7 @@ from .admission import Refused
 from .metrics import QUOTA_REFUSALS
 from .quotas import TooManyRequests
 from ...store.lsh_accounting import StoredBytesExceeded
+from ...store.map_accounting import MapBytesExceeded, SpecTooLarge
 from ...protocol.codecs import UnsupportedMediaType
 from .responses import json_response
 
@@ -163,15 +164,33 @@ def install_error_handlers(app: FastAPI, retry_after_seconds: int, redis_timeout
         return error_response(429, exc.limit, f"key {exc.principal.key_id!r} is over its limit of {what}; retry "
                               f"after {exc.retry_after} s", headers={"Retry-After": str(exc.retry_after)})
 
-    @app.exception_handler(StoredBytesExceeded)
-    async def stored_bytes_exceeded(request: Request, exc: StoredBytesExceeded):
+    def count_refusal(request: Request) -> None:
         principal = request.scope.get("state", {}).get("principal")
         if principal is not None:
             QUOTA_REFUSALS.labels(principal.tenant, "stored_bytes").inc()
+
+    @app.exception_handler(StoredBytesExceeded)
+    async def stored_bytes_exceeded(request: Request, exc: StoredBytesExceeded):
+        count_refusal(request)
         done = f"; the request's first {exc.stored} items were stored (and are counted)" if exc.stored else ""
-        return error_response(507, "stored_bytes", f"the tenant's indexes hold {exc.used} bytes of its limit of "
-                              f"{exc.limit}; these items need {exc.needed} more. Nothing of them was written{done}: "
-                              "remove items or delete indexes, or ask for a larger limit")
+        return error_response(507, "stored_bytes", f"the tenant's maps and indexes hold {exc.used} bytes of its limit "
+                              f"of {exc.limit}; these items need {exc.needed} more. Nothing of them was written{done}: "
+                              "remove items or delete indexes or maps, or ask for a larger limit")
+
+    @app.exception_handler(MapBytesExceeded)
+    async def map_bytes_exceeded(request: Request, exc: MapBytesExceeded):
+        count_refusal(request)
+        need = "no new map fits" if exc.needed is None else \
+            f"map {exc.map_id!r} needs {exc.needed} more (its stored spec)"
+        return error_response(507, "stored_bytes", f"the tenant's maps and indexes hold {exc.used} bytes of its limit "
+                              f"of {exc.limit}; {need}. Nothing was stored: delete maps or indexes the tenant no "
+                              "longer uses, or ask for a larger limit")
+
+    @app.exception_handler(SpecTooLarge)
+    async def spec_too_large(request: Request, exc: SpecTooLarge):
+        return error_response(413, exc.field, f"the map's stored spec would take {exc.size} bytes, over the limit of "
+                              f"{exc.limit} bytes a map (FEATUREHASH_MAX_SPEC_BYTES), and this field is its largest "
+                              "part: make it smaller (fewer components or sample rows). Nothing was stored")
 
     @app.exception_handler(BodyTooLarge)
     async def body_too_large(request: Request, exc: BodyTooLarge):

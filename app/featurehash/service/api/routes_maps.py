@@ -1,5 +1,8 @@
 """/v1/maps: create (idempotent), get, list, delete.
 
+A new map's stored spec counts in its creator's tenant's stored bytes, refused (507) past its limit
+(featurehash.store.map_accounting); a spec stored already costs nothing, whoever posts it.
+
 Deleting a map that LSH indexes use is a 409 naming them, unless ?force=true: the indexes then keep
 answering from the copy of the spec each keeps (posting the same spec again re-creates the same id).
 Maps are shared by all tenants; one that another tenant's index uses is refused even with ?force=true
@@ -16,6 +19,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ...maps import SpecError, requested_spec
 from ...maps.spec import DERIVED_KEYS
+from ...store.map_accounting import MapPayer
 
 from ...protocol.codecs import parse_model
 from .responses import json_response
@@ -35,24 +39,27 @@ MapId = Annotated[str, Path(openapi_examples=MAP_ID_EXAMPLES)]
 @router.post("", status_code=201, response_model=MapSpecResponse, openapi_extra=body_doc(CreateMapRequest, npy=False),
              responses={201: {"description": "created", "headers": LOCATION},
                         200: {"model": MapSpecResponse, "description": "the map already existed",
-                              "headers": LOCATION}, **errors(413, 415, 422)}, dependencies=[Depends(WRITE)])
-async def create_map(request: Request, state: ServiceState = Depends(get_state)):
+                              "headers": LOCATION}, **errors(413, 415, 422)})
+async def create_map(request: Request, principal: Principal = Depends(WRITE), state: ServiceState = Depends(get_state)):
     """A spec posted before is answered from the store (its alias: the id of the request as posted, defaults
     resolved, nothing fitted), never fitted again; a new one is refused over the size and CPU budgets before
-    it is built."""
+    it is built, and so is any new map of a tenant already at its stored-bytes limit; once built, a spec over
+    max_spec_bytes (413) or past the tenant's limit (507) is refused and nothing is stored."""
     fields = parse_model(await request.body(), request.headers.get("content-type"), CreateMapRequest, SpecError)
     spec = fields.model_dump(exclude_none=True)
     requested = await run_in_threadpool(requested_spec, spec)   # validation only: cheap whatever the sizes
     stored = await state.store.get_by_alias(requested.id)
     if stored is not None and _echo_agrees(spec, stored):
         return json_response(stored, status_code=200, headers={"Location": f"/v1/maps/{stored['id']}"})
+    payer = MapPayer(principal.tenant, principal.limits.stored_bytes)
+    await state.store.check_room(payer, requested.id)
     # A resolved spec posted back is its own request: its map may be in this process's cache.
     feature_map = state.cache.get(requested.id)
     if feature_map is None or not _echo_agrees(spec, feature_map.describe()):
         feature_map = await run_in_threadpool(
             functools.partial(state.build_map, spec, work_seconds=state.settings.request_work_seconds))
     document = feature_map.describe()
-    created = await state.store.create(document, alias=requested.id)
+    created = await state.store.create(document, alias=requested.id, payer=payer)
     state.cache.put(feature_map)
     return json_response(document, status_code=201 if created else 200,
                          headers={"Location": f"/v1/maps/{document['id']}"})
@@ -92,25 +99,28 @@ async def delete_map(map_id: MapId,
                                              False, "refused (409) while an index uses the map")),
                      principal: Principal = Depends(WRITE), state: ServiceState = Depends(get_state)):
     """Maps are shared by every tenant (content-addressed: the same spec is the same map, and a spec is not a
-    secret), so a map another tenant's index uses is not deleted, force or not, except by an admin."""
+    secret), so a map another tenant's index uses is not deleted, force or not, except by an admin. Its bytes go
+    back to the tenant that paid for them, whoever deletes it."""
     spec = await state.store.get(map_id)
     if spec is None:
         raise MapNotFound(map_id)
     users = await _indexes_using(state, map_id)
     _refuse_if_used(map_id, users, principal, force)
-    if not await state.store.delete(map_id):
+    charge = await state.store.delete(map_id)
+    if charge is None:
         raise MapNotFound(map_id)
     state.forget(map_id)
     # An index created over the map between the check and the delete: its create checks the map
     # again after writing the index (routes_indexes.create_index), this delete checks for indexes
     # after deleting, so one of the two sees the other. Here the index came first: the map is put
-    # back (same spec, same id) and the delete refused as it would have been.
+    # back (same spec, same id), counted to the tenant that paid for it (no limit: it held these bytes before),
+    # and the delete refused as it would have been.
     after = await _indexes_using(state, map_id)
     if set(after) - set(users):
         try:
             _refuse_if_used(map_id, after, principal, force)
         except MapInUse:
-            await state.store.create(spec)
+            await state.store.create(spec, payer=None if charge.tenant is None else MapPayer(charge.tenant))
             raise
     return Response(status_code=204)
 

@@ -24,7 +24,7 @@ ADMIN_SCOPES = frozenset(Scope)
 class KeyLimits:
     requests_per_second: float | None = None
     concurrent_requests: int | None = None
-    # Counted per tenant (every key of the tenant shares it): the bytes its indexes hold in Redis.
+    # Counted per tenant (every key of the tenant shares it): the bytes its maps and indexes hold in Redis.
     stored_bytes: int | None = None
 
 
