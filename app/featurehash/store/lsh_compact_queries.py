@@ -33,7 +33,7 @@ from .redis_steps import Compute, RoundTrip
 # milliseconds of Redis time (~0.3 us a member walked, ~1 us a tail), so that no query holds Redis for long.
 PROBE_BUDGET = 40_000
 PROBE_BIG_BUCKET = 20_000
-TAIL_BUDGET = 10_000
+TAIL_BUDGET = 2_500
 SSCAN_PAGE = 5_000
 _PROBE_BOUNDS = tuple(str(bound).encode() for bound in (PROBE_BUDGET, PROBE_BIG_BUCKET, TAIL_BUDGET))
 

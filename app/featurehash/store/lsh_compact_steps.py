@@ -24,7 +24,7 @@ from .lsh_accounting import StoredBytesExceeded, tenant_usage_steps
 from .redis_steps import (MAX_TRANSACTION_ATTEMPTS, Compute, RoundTrip, Scan, TransactionConflict, is_cluster,
                           persisted, set_members_steps)
 
-COMPACT_BATCH_OPERATIONS = 20_000  # bucket operations per script call: ~15-30 ms of Redis at a time
+COMPACT_BATCH_OPERATIONS = 10_000  # bucket operations per script call: ~10-20 ms of Redis at a time
 _META_CHANGED, _ITEM_CHANGED, _OVER_LIMIT = -1, -2, -3
 
 
