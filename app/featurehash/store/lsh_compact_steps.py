@@ -24,6 +24,7 @@ from .lsh_accounting import StoredBytesExceeded, tenant_usage_steps
 from .redis_steps import (MAX_TRANSACTION_ATTEMPTS, Compute, RoundTrip, Scan, TransactionConflict, is_cluster,
                           persisted, set_members_steps)
 
+READ_CHUNK = 4096  # ids or item numbers a LOOKUP or RECORDS call reads (a few ms of Redis)
 COMPACT_BATCH_OPERATIONS = 10_000  # bucket operations per script call: ~10-20 ms of Redis at a time
 _META_CHANGED, _ITEM_CHANGED, _OVER_LIMIT = -1, -2, -3
 
@@ -61,11 +62,15 @@ class _CompactSteps:
         return {"added": added, "replaced": len(ids) - added, "items": total}
 
     def _numbers_steps(self, ids: list[bytes]):
-        """(numbers (0: not stored), records blob of the stored ones) of UTF-8 ids."""
-        lengths, joined = pack_strings(ids)
-        (reply,) = yield RoundTrip([("EVAL", scripts.LOOKUP, 1, self.layout.meta, self.compact.id_partitions(ids),
-                                     lengths, joined, self.compact.width, self.compact.chunk_items)])
-        return np.frombuffer(reply[0], "<u4").astype(np.int64), reply[1]
+        """(numbers (0: not stored), records blob of the stored ones) of UTF-8 ids, READ_CHUNK ids a call."""
+        numbers, records = [], []
+        for start in range(0, len(ids), READ_CHUNK):
+            chunk = ids[start:start + READ_CHUNK]
+            lengths, joined = pack_strings(chunk)
+            (reply,) = yield RoundTrip([("EVAL", scripts.LOOKUP, 1, self.layout.meta, self.compact.id_partitions(chunk),
+                                         lengths, joined, self.compact.width, self.compact.chunk_items)])
+            numbers.append(reply[0]), records.append(reply[1])
+        return np.frombuffer(b"".join(numbers), "<u4").astype(np.int64), b"".join(records)
 
     def _write_batch(self, ids, fingerprints, identities, tails):
         """Add one batch (retried while other writers change the same items): (added, items). On a Redis Cluster
@@ -189,11 +194,14 @@ class _CompactSteps:
         tail is the item's vector bytes (if kept) then its id, b"" for a number that holds no item."""
         if self.config.layout < 3:
             return (yield from super()._records_steps(numbers))
-        blob = np.ascontiguousarray(numbers, "<u4").tobytes()
-        (reply,) = yield RoundTrip([("EVAL", scripts.RECORDS, 1, self.layout.meta, blob, self.compact.width,
-                                     self.compact.chunk_items)], atomic=True)
-        fingerprints, identities = self.compact.unpack_records(reply[0])
-        return fingerprints, identities, reply[1]
+        records, tails = [], []
+        for start in range(0, max(len(numbers), 1), READ_CHUNK):
+            blob = np.ascontiguousarray(numbers[start:start + READ_CHUNK], "<u4").tobytes()
+            (reply,) = yield RoundTrip([("EVAL", scripts.RECORDS, 1, self.layout.meta, blob, self.compact.width,
+                                         self.compact.chunk_items)], atomic=True)
+            records.append(reply[0]), tails.extend(reply[1])
+        fingerprints, identities = self.compact.unpack_records(b"".join(records))
+        return fingerprints, identities, tails
 
     def _shared_buckets_steps(self, cursor: int, count: int):
         """(arrays of the item numbers of each level-0 bucket with >= 2 members; the next SCAN cursor, 0 at the
