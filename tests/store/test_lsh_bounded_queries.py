@@ -79,10 +79,11 @@ def test_a_row_takes_at_most_max_candidates(client, near_identical):
 
 def tiny_bounds(patch):
     """Bounds so small that every query is split: a call walks 40 members, sets past 12 are scanned by
-    pages of 5, tails come 7 at a time."""
+    pages of 5, tails come 7 at a time, a pool of more than 3 candidates is not sent."""
     patch.setattr(lsh_compact_queries, "_PROBE_BOUNDS", (b"40", b"12", b"7"))
     patch.setattr(lsh_compact_queries, "TAIL_BUDGET", 7)
     patch.setattr(lsh_compact_queries, "SSCAN_PAGE", 5)
+    patch.setattr(lsh_compact_queries, "KNOWN_LIMIT", 3)  # a deeper level's pool is not sent
 
 
 @pytest.mark.parametrize("vectors", ["none", "sparse", "float16"])

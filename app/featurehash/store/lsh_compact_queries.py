@@ -35,6 +35,7 @@ PROBE_BUDGET = 40_000
 PROBE_BIG_BUCKET = 20_000
 TAIL_BUDGET = 2_500
 SSCAN_PAGE = 5_000
+KNOWN_LIMIT = 10_000  # candidates already fetched that a query's first call may be sent
 _PROBE_BOUNDS = tuple(str(bound).encode() for bound in (PROBE_BUDGET, PROBE_BIG_BUCKET, TAIL_BUDGET))
 
 _NO_POSITIONS, _NO_WORDS = np.empty(0, np.int64), np.empty(0, "<u4")
@@ -150,7 +151,10 @@ class _CompactQuerySteps:
         calls of TAIL_BUDGET numbers. Every call's work in Redis is bounded (lsh_compact_scripts), whatever the
         buckets hold; a small probe is the first call alone (one round trip, tails included)."""
         addresses = self.compact.probe_addresses(level_keys, rows, levels)
-        known = pool.fetched.astype("<u4").tobytes() if pool.fetched.size else b""
+        # a large pool (a deep level of a large query) is not sent: reading it into a Lua table would cost more
+        # than the one round trip it saves
+        track = pool.fetched.size <= KNOWN_LIMIT
+        known = pool.fetched.astype("<u4").tobytes() if pool.fetched.size and track else b""
         cap = -1 if bounds.per_row is None else bounds.per_row
         bands, total = self.config.bands, rows.size * self.config.bands
         parts: list[list[bytes]] = [[] for _ in range(rows.size)]
@@ -159,7 +163,8 @@ class _CompactQuerySteps:
         while True:
             (raw,) = yield RoundTrip([("EVAL", scripts.PROBE_FETCH, 1, self.layout.meta, addresses,
                                        *self._probe_options[:2], known if start == 0 else b"",
-                                       *self._probe_options[2:], start, walked, cap, *_PROBE_BOUNDS)])
+                                       *self._probe_options[2:], start, walked, cap, *_PROBE_BOUNDS,
+                                       b"1" if track else b"0")])
             blobs, stop, walked, left, whole = raw[4:]
             pool.walked += sum(len(blob) for blob in blobs) // 4 + sum(np.frombuffer(left, "<u4")[1::2].tolist())
             bounds.check(pool.walked)

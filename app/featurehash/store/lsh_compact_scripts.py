@@ -100,7 +100,7 @@ return {lengths, tails, records}
 #   members; otherwise the caller fetches them with TAILS, in calls of at most that many.
 # ARGV: 1 addresses, 2 address stride, 3 addresses per row, 4 known numbers (u32 LE), 5 record width, 6 chunk
 # items, 7 '1' for records, 8 first address (0-based), 9 members walked by that address's row before it, 10 cap,
-# 11 budget, 12 big, 13 tail budget. Returns {numbers (u32 LE), tail lengths (u32 LE, unpadded), padded tails,
+# 11 budget, 12 big, 13 tail budget, 14 '1' to fetch the tails if they fit (else the caller fetches them). Returns {numbers (u32 LE), tail lengths (u32 LE, unpadded), padded tails,
 # records ('' unless asked), {one member blob per row from the first address's row to the last probed row},
 # next address, members walked by its row before it, deferred buckets (address u32 LE, members to take u32 LE),
 # 1 if this call did the whole probe and fetched the tails (else the first four are '')}.
@@ -111,7 +111,7 @@ local first, walked, cap = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[1
 local budget, big, tail_budget = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
 local sub, pack_u32, call = string.sub, struct.pack, redis.call
 local total = #addresses / stride
-local track = first == 0  -- the new members are gathered only by a call that may fetch their tails
+local track = first == 0 and ARGV[14] == '1'  -- only a call that may fetch the tails gathers the new members
 local seen = {}
 if track then for p = 1, #known, 4 do seen[sub(known, p, p + 3)] = true end end
 local fresh, out, parts, values, deferred = {}, {}, {}, {}, {}
