@@ -18,9 +18,10 @@ from service_support import RedisProcess
 from test_lsh_index import GCWS, near_copies, positive_rows
 
 NEAR_ITEMS = 3000
-# Redis's longest single command while a query runs (its own clock, SLOWLOG): one bounded call is ~5-20 ms; the
-# unbounded script took ~1 s for this query (100 rows of 8 buckets of 3,000 members each).
-LONGEST_CALL_MS = 150
+# Redis's longest single command while a query runs (its own clock, SLOWLOG, which counts the time the process was
+# not scheduled too): one bounded call is ~5-20 ms on a quiet host, up to ~60 ms at load 5 on 2 cores; the
+# unbounded script took ~1 s quiet for this query (100 rows of 8 buckets of 3,000 members each).
+LONGEST_CALL_MS = 300
 
 
 @pytest.fixture(scope="module")

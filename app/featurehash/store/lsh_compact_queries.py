@@ -31,7 +31,7 @@ from .redis_steps import Compute, RoundTrip
 # The bounds of one Redis call of a query (lsh_compact_scripts.PROBE_FETCH, TAILS, SSCAN): bucket members walked,
 # the overflow set size past which its members are read by SSCAN pages instead, and tails fetched. Each is a few
 # milliseconds of Redis time (~0.3 us a member walked, ~1 us a tail), so that no query holds Redis for long.
-PROBE_BUDGET = 40_000
+PROBE_BUDGET = 20_000
 PROBE_BIG_BUCKET = 20_000
 TAIL_BUDGET = 2_500
 SSCAN_PAGE = 5_000
