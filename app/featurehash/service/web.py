@@ -71,11 +71,14 @@ class Workers(Multiprocess):
     def handle_hup(self) -> None:
         logger.info("Received SIGHUP: the workers re-read the keys file")
         for process in self.processes:
-            if process.pid is not None and process.exitcode is None:
-                try:
-                    os.kill(process.pid, signal.SIGHUP)
-                except ProcessLookupError:  # died just now: keep_subprocess_alive replaces it
-                    pass
+            # A worker that does not answer the health ping yet has not read the file: it reads it as it starts,
+            # and a hangup before it ignores the signal would end it.
+            if process.pid is None or process.exitcode is not None or not process.ping(timeout=0.5):
+                continue
+            try:
+                os.kill(process.pid, signal.SIGHUP)
+            except ProcessLookupError:  # died just now: keep_subprocess_alive replaces it
+                pass
 
 
 def main() -> None:
