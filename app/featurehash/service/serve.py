@@ -108,6 +108,13 @@ def serve(settings: Settings) -> int:
         except KeysFileError as exc:
             _say(str(exc))
             return BAD_SETTING
+    hangups = False
+
+    def hangup(signum, frame):  # the file is read and validated in the loop below, not in the handler
+        nonlocal hangups
+        hangups = True
+
+    signal.signal(signal.SIGHUP, hangup)  # from now: a hangup while Redis starts must not end the launcher
     env = {**os.environ, "FEATUREHASH_HOST": settings.host, "FEATUREHASH_PORT": str(settings.port),
            "FEATUREHASH_WORKERS": str(settings.workers), "FEATUREHASH_DATA_DIR": str(settings.data_dir),
            **{name: str(settings.blas_threads) for name in BLAS_THREAD_VARIABLES}}
@@ -127,7 +134,7 @@ def serve(settings: Settings) -> int:
         env["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir(settings)
     if keys is not None:  # written once the data directory is ours (the embedded Redis holds its lock)
         env["FEATUREHASH_KEYS_LAST_GOOD_FILE"] = str(keys.keep_in(settings.data_dir))
-    stopping = hangups = False
+    stopping = False
     try:
         web = WebTier(env)
 
@@ -136,13 +143,8 @@ def serve(settings: Settings) -> int:
             stopping = True
             web.stop()
 
-        def hangup(signum, frame):  # the file is read and validated in the loop, not in the handler
-            nonlocal hangups
-            hangups = True
-
         signal.signal(signal.SIGTERM, forward)
         signal.signal(signal.SIGINT, forward)
-        signal.signal(signal.SIGHUP, hangup)
         supervisor = RedisSupervisor(embedded, lambda: stopping) if embedded is not None else None
         while (code := web.keep_alive(stopping)) is None:
             if supervisor is not None and not supervisor.keep_alive():
