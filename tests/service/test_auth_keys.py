@@ -205,6 +205,21 @@ def test_the_launcher_keeps_the_last_version_that_validated(tmp_path):
     assert not copy.exists() and not list(copy.parent.iterdir())
 
 
+def test_a_copy_that_cannot_be_written_is_an_error_at_start_only(tmp_path):
+    import shutil
+
+    path, clock = _written(tmp_path, GOOD), Clock()
+    keys = LastGoodKeys(path, None, clock=clock)
+    (tmp_path / "a-file").write_bytes(b"")
+    with pytest.raises(OSError):
+        keys.keep_in(tmp_path / "a-file")
+    assert keys.copy is None
+    copy = keys.keep_in(tmp_path / "data")
+    shutil.rmtree(tmp_path / "data")  # later writes fail: the launcher goes on, with the ring it validated
+    write(path, {**GOOD, "keys": GOOD["keys"][:1]})
+    assert keys.hangup()[0] and len(keys.ring.principals) == 1 and not copy.exists()
+
+
 def test_the_launcher_refuses_a_bad_file_at_the_first_start(tmp_path):
     with pytest.raises(KeysFileError, match="keys: no key: every request would get 401"):
         LastGoodKeys(_written(tmp_path, {"keys": []}), None)

@@ -133,7 +133,11 @@ def serve(settings: Settings) -> int:
     if settings.workers > 1:
         env["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir(settings)
     if keys is not None:  # written once the data directory is ours (the embedded Redis holds its lock)
-        env["FEATUREHASH_KEYS_LAST_GOOD_FILE"] = str(keys.keep_in(settings.data_dir))
+        try:
+            env["FEATUREHASH_KEYS_LAST_GOOD_FILE"] = str(keys.keep_in(settings.data_dir))
+        except OSError as exc:
+            _say(f"cannot keep the last good keys in {settings.data_dir} ({exc.strerror or exc}); serving anyway, "
+                 "but a worker started while the keys file does not validate will not start")
     stopping = False
     try:
         web = WebTier(env)

@@ -24,7 +24,8 @@ LAST_GOOD_NAME = "keys.last-good.json"
 
 class LastGoodKeys:
     """The keys file as the launcher sees it. Invariant: `raw` is the last version of the file that validated
-    (with the API key), and once `keep_in` has been called the copy on disk holds exactly it."""
+    (with the API key), and once `keep_in` has succeeded the copy on disk holds it, or (a write failed) an
+    earlier version that validated."""
 
     def __init__(self, keys_file: Path, api_key: str | None = None, *, recheck_seconds: float = RECHECK_SECONDS,
                  clock=time.monotonic):
@@ -36,11 +37,13 @@ class LastGoodKeys:
         self._next_check = clock() + recheck_seconds
 
     def keep_in(self, directory: Path) -> Path:
-        """Writes the copy into `directory` (created if needed); its path, for the workers' settings."""
+        """Writes the copy into `directory` (created if needed); its path, for the workers' settings. OSError
+        when it cannot be written (then none is kept)."""
         directory.mkdir(parents=True, exist_ok=True)
-        self.copy = directory.resolve() / LAST_GOOD_NAME
-        self._write()
-        return self.copy
+        copy = directory.resolve() / LAST_GOOD_NAME
+        self._write(copy)
+        self.copy = copy
+        return copy
 
     def poll(self) -> None:
         """Takes a changed file that validates as the last good one (looked at most every `recheck_seconds`).
@@ -78,14 +81,19 @@ class LastGoodKeys:
         raw, ring = self._validate()
         if raw != self.raw:
             self.raw, self.ring = raw, ring
-            self._write()
+            if self.copy is not None:
+                try:
+                    self._write(self.copy)
+                except OSError:  # e.g. a full disk: the older copy stays, a version that validated too
+                    pass
 
-    def _write(self) -> None:
-        if self.copy is None:
-            return
-        staged = self.copy.with_name(f".{LAST_GOOD_NAME}.{os.getpid()}")
-        # 0600: the digests are not keys, but the copy is kept as private as the Secret it comes from
-        descriptor = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "wb") as file:
-            file.write(self.raw)
-        os.replace(staged, self.copy)  # a worker reading it sees the old copy or the new, never a part
+    def _write(self, copy: Path) -> None:
+        staged = copy.with_name(f".{LAST_GOOD_NAME}.{os.getpid()}")
+        try:
+            # 0600: the digests are not keys, but the copy is kept as private as the Secret it comes from
+            descriptor = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(descriptor, "wb") as file:
+                file.write(self.raw)
+            os.replace(staged, copy)  # a worker reading it sees the old copy or the new, never a part
+        finally:
+            staged.unlink(missing_ok=True)
