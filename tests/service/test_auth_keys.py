@@ -1,6 +1,7 @@
 """The keys file and the key ring (featurehash.service.auth.keys): validation errors as one line naming the entry
 and field, key resolution, FEATUREHASH_API_KEY alone or beside the file, reloading on change (with a clock the
-test moves) and keeping the ring in force when the new file is bad."""
+test moves) and keeping the ring in force when the new file is bad; a start with a bad file falling back to the
+launcher's last good copy (featurehash.service.auth.last_good), and that copy following the good versions only."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 
 from featurehash.service.auth import (ADMIN_SCOPES, DEFAULT_TENANT, KeyLimits, KeyRing, KeysFileError, KeySource,
                                       Principal, Scope, key_ring)
+from featurehash.service.auth.keys import starting_ring
+from featurehash.service.auth.last_good import LAST_GOOD_NAME, LastGoodKeys
 
 
 def digest(key: str) -> str:
@@ -78,11 +81,12 @@ def _key(**fields):
     ({"keys": [_key(), _key(sha256=digest("y"))]}, "keys: Value error, entry 1: name 'k1' is also entry 0's"),
     ({"keys": [_key(), _key(name="k2")]}, "entry 1 (k2): the same sha256 as entry 0"),
     ({"keys": [{"tenant": "t", "scopes": ["read"], "sha256": digest("x")}]}, "keys[0].name: Field required"),
+    ({"keys": []}, "keys: no key: every request would get 401"),
     ({"keys": [_key()], "tenants": {"team-b": {}}}, "tenants.team-b: no key of that tenant"),
     ({"keys": [_key()], "tenants": {"team-a": {"stored_bytes": -1}}}, "tenants.team-a.stored_bytes: Input should be "
                                                                      "greater than or equal to 0"),
 ], ids=["not_json", "not_an_object", "tenant_case", "tenant_length", "scope", "no_scopes", "digest", "plain_key",
-        "limit", "name_twice", "digest_twice", "no_name", "unknown_tenant", "negative_bytes"])
+        "limit", "name_twice", "digest_twice", "no_name", "no_key", "unknown_tenant", "negative_bytes"])
 def test_a_bad_file_is_one_line_naming_the_entry_and_field(tmp_path, document, message):
     path = _written(tmp_path, document)
     with pytest.raises(KeysFileError) as refused:
@@ -147,3 +151,77 @@ def test_a_ring_without_the_file_never_looks_at_the_disk():
     source = KeySource(None, "secret")
     assert isinstance(source.current(), KeyRing) and not source.reload()
     assert source.current().resolve("secret").is_admin
+
+
+def test_a_start_with_a_bad_file_serves_the_last_good_copy_with_one_warning(tmp_path, caplog):
+    last_good = tmp_path / "last-good.json"
+    write(last_good, GOOD)
+    path = _written(tmp_path, b"")  # a Secret truncated mid-update
+    with caplog.at_level(logging.WARNING, logger="featurehash"):
+        source = KeySource(path, "secret", last_good=last_good)
+    assert source.current().resolve("ka").key_id == "scoring-a" and source.current().resolve("secret").is_admin
+    (record,) = caplog.records
+    assert record.levelno == logging.WARNING and f"keys file {path}: not JSON" in record.getMessage()
+    assert "serving the last keys file featurehash serve validated (3 keys of 3 tenants)" in record.getMessage()
+    write(path, {"keys": []})  # quietly, for the launcher's own check
+    caplog.clear()
+    assert starting_ring(path, None, last_good, quiet=True).resolve("ka") is not None and not caplog.records
+
+
+def test_without_a_good_copy_a_bad_file_stops_the_start(tmp_path):
+    path = _written(tmp_path, {"keys": [_key(scopes=["reed"])]})
+    broken = tmp_path / "broken.json"
+    write(broken, b"{")
+    for last_good in (None, tmp_path / "absent.json", broken):
+        with pytest.raises(KeysFileError, match=r"keys\[0\]\.scopes\[0\] \(key 'k1'\)"):  # about the keys file
+            KeySource(path, None, last_good=last_good)
+
+
+def test_the_launcher_keeps_the_last_version_that_validated(tmp_path):
+    path, clock = _written(tmp_path, GOOD), Clock()
+    keys = LastGoodKeys(path, None, clock=clock)
+    copy = keys.keep_in(tmp_path / "data")
+    assert copy == (tmp_path / "data" / LAST_GOOD_NAME).resolve() and copy.read_bytes() == path.read_bytes()
+    assert copy.stat().st_mode & 0o777 == 0o600
+    rotated = {**GOOD, "keys": [*GOOD["keys"], _key(name="new", sha256=digest("knew"))]}
+    write(path, rotated)
+    keys.poll()  # looked at no sooner than a second after the last look
+    assert copy.read_bytes() == orjson.dumps(GOOD)
+    clock.now += 1.0
+    keys.poll()
+    assert copy.read_bytes() == orjson.dumps(rotated)
+    for bad in (b"", {"keys": []}, {"keys": [_key(scopes=["reed"])]}):
+        write(path, bad)
+        clock.now += 1.0
+        keys.poll()
+        good, line = keys.hangup()
+        assert not good and line.startswith(f"SIGHUP: keys file {path}: ") and "\n" not in line, line
+        assert line.endswith("no worker re-reads it, the 3 keys in force stay")
+        assert copy.read_bytes() == orjson.dumps(rotated)
+    write(path, GOOD)
+    assert keys.hangup() == (True, f"SIGHUP: keys file {path} validated (2 keys of 3 tenants); the workers re-read it")
+    assert copy.read_bytes() == orjson.dumps(GOOD)
+    keys.close()
+    assert not copy.exists() and not list(copy.parent.iterdir())
+
+
+def test_a_copy_that_cannot_be_written_is_an_error_at_start_only(tmp_path):
+    import shutil
+
+    path, clock = _written(tmp_path, GOOD), Clock()
+    keys = LastGoodKeys(path, None, clock=clock)
+    (tmp_path / "a-file").write_bytes(b"")
+    with pytest.raises(OSError):
+        keys.keep_in(tmp_path / "a-file")
+    assert keys.copy is None
+    copy = keys.keep_in(tmp_path / "data")
+    shutil.rmtree(tmp_path / "data")  # later writes fail: the launcher goes on, with the ring it validated
+    write(path, {**GOOD, "keys": GOOD["keys"][:1]})
+    assert keys.hangup()[0] and len(keys.ring.principals) == 1 and not copy.exists()
+
+
+def test_the_launcher_refuses_a_bad_file_at_the_first_start(tmp_path):
+    with pytest.raises(KeysFileError, match="keys: no key: every request would get 401"):
+        LastGoodKeys(_written(tmp_path, {"keys": []}), None)
+    with pytest.raises(KeysFileError, match="the name FEATUREHASH_API_KEY's key goes by"):  # as the workers would
+        LastGoodKeys(_written(tmp_path, {"keys": [_key(name="api-key")]}), "secret")

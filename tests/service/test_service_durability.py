@@ -5,7 +5,7 @@
 - Redis at maxmemory with noeviction (the embedded 6.2; a 7.x server from the binary of $REDIS_URL's
   when set): adds are refused (507), deletes of items, indexes and maps work and free memory, /readyz
   says why it is not ready. A read-only replica: 503 READONLY, /readyz too. A Redis without an
-  append-only file: refused (503) unless FEATUREHASH_DURABILITY=reply.
+  append-only file: refused (503) unless FEATUREHASH_DURABILITY=reply, said once at start and by /readyz.
 - A corrupt append-only file: `featurehash serve` exits 4 with one line naming `featurehash repair-aof`,
   which repairs it. A killed single web worker: the launcher says so and serves again.
 """
@@ -242,8 +242,13 @@ def test_a_redis_without_an_append_only_file_is_not_trusted(tmp_path):
             assert index.add(["a"], _vectors(1, 1)) == {"added": 1, "replaced": 0, "items": 1}
         with strict.client() as http:
             assert wait_until(lambda: _status(http, "/readyz") == 503, 60.0), strict.log_tail()
-            assert "appendonly" in _refused_for_the_store(http.get("/readyz"), (503,))
+            cause = _refused_for_the_store(http.get("/readyz"), (503,))
+            assert "appendonly yes" in cause and "FEATUREHASH_DURABILITY=reply" in cause, cause
             assert "FEATUREHASH_DURABILITY=reply" in _refused_for_the_store(http.post("/v1/maps", json=RFF), (503,))
+        # said once at start, before anyone asks /readyz (before, nothing at start said why it stayed 503)
+        (line,) = [line for line in strict.log_tail(200_000).splitlines() if "append-only" in line]
+        said = cause.removeprefix("store: ")
+        assert line == f"featurehash: REDIS_URL {store.url}: {said}; until then writes get 503 and /readyz answers 503"
     finally:
         problems = strict.terminate()
         store.stop()

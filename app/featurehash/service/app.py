@@ -97,8 +97,10 @@ def _reload_on_sighup(keys: KeySource) -> bool:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
-    # A keys file that does not validate stops the start here, with one line (auth.keys.KeysFileError).
-    keys = KeySource(settings.keys_file, settings.api_key.get_secret_value() if settings.api_key else None)
+    # A keys file that does not validate (and no last good copy from `featurehash serve`) stops the start here,
+    # with one line (auth.keys.KeysFileError).
+    keys = KeySource(settings.keys_file, settings.api_key.get_secret_value() if settings.api_key else None,
+                     last_good=settings.keys_last_good_file)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -121,6 +123,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             if hangup:
                 asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+                signal.signal(signal.SIGHUP, signal.SIG_IGN)  # removing restored the default: a hangup would end us
             await app.state.service.quotas.close()
             await watch.stop()
             await redis.aclose()

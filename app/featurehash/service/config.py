@@ -26,6 +26,9 @@ class Settings(BaseSettings):
     # The keys file (JSON: keys with tenants, scopes and limits; featurehash.service.auth.keys), re-read when it
     # changes and on SIGHUP. Neither set: the service is open, every caller the admin of tenant "default".
     keys_file: Path | None = None
+    # Set by `featurehash serve` for its web tier, not by hand: its copy of the last keys file it validated, which
+    # a worker starting while keys_file does not validate serves instead (featurehash.service.auth.last_good).
+    keys_last_good_file: Path | None = None
     key_prefix: str = "featurehash:"
     # Per-key limits (service/api/quotas.py; counted in Redis, so they hold across workers and replicas): defaults
     # for keys of the keys file that set none (FEATUREHASH_API_KEY's key and an open service have none). Unset:

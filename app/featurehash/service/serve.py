@@ -9,6 +9,10 @@ supervises the embedded Redis: a server that dies is restarted on its append-onl
 tier and exit with code 4 (after one line saying why: a corrupt append-only file names
 `featurehash repair-aof`), so that an orchestrator restarts the whole service. A web tier that
 dies unasked is started again with backoff (WebTier), each time with a line on stderr.
+
+The keys file is validated before anything starts (a bad one: one line, exit code 2, as for any bad setting),
+then kept as the last good keys a restarted worker falls back to (auth.last_good); SIGHUP re-validates it and
+only a good file is passed on to the web tier, whose workers re-read it in place.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ import subprocess
 import sys
 import time
 
-from .auth.keys import KeysFileError, key_ring
+from .auth.keys import KeysFileError
+from .auth.last_good import LastGoodKeys
 from .config import Settings
+from ..store.durability import persistence_refusal
 from ..store.embedded import (CorruptAppendOnlyFile, DataDirectoryInUse, EmbeddedRedis, EmbeddedRedisError,
                               die_with_parent)
 from .web import STARTUP_FAILURE
@@ -30,6 +36,7 @@ from .web import STARTUP_FAILURE
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")  # read once, when numpy loads BLAS
 REDIS_LOST = 4  # exit code: the embedded Redis died and could not be restarted
 CANNOT_START = 1  # exit code: the port or the data directory is taken (one line on stderr says which)
+BAD_SETTING = 2  # exit code: a setting, e.g. the keys file, cannot be used (as the CLI's bad input and usage)
 SUPERVISE_INTERVAL = 0.05
 RESTART_BACKOFF = (0.0, 0.1, 0.3, 1.0, 3.0)  # seconds before each restart attempt
 MAX_RESTARTS = 5
@@ -59,17 +66,23 @@ def _port_taken(host: str, port: int) -> str | None:
     return None
 
 
-def _check_redis(url: str, timeout: float) -> None:
+def _check_redis(url: str, timeout: float, durability: str) -> None:
     """One line when the Redis of REDIS_URL does not answer now: the service starts anyway (answering 503 with
-    Retry-After, /readyz not ready, until it does), as an orchestrator may start Redis after it."""
+    Retry-After, /readyz not ready, until it does), as an orchestrator may start Redis after it. One line too
+    when it answers but would not persist a write as `durability` asks (no append-only file under "aof"):
+    /readyz answers 503 with the same words until that is fixed."""
     import redis
 
     client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
     try:
         client.ping()
+        refusal = persistence_refusal(client.info("persistence"), durability)
     except (redis.RedisError, OSError) as exc:
         _say(f"Redis at {_redacted(url)} does not answer ({exc}); serving anyway: requests get 503 and /readyz is "
              "not ready until it does")
+    else:
+        if refusal is not None:
+            _say(f"REDIS_URL {_redacted(url)}: {refusal.cause}; until then writes get 503 and /readyz answers 503")
     finally:
         client.close()
 
@@ -85,15 +98,23 @@ def _redacted(url: str) -> str:
 
 
 def serve(settings: Settings) -> int:
-    embedded = None
+    embedded = keys = None
     if (taken := _port_taken(settings.host, settings.port)) is not None:
         _say(taken)
         return CANNOT_START
-    try:  # a keys file that does not validate: one line naming the entry and field, before anything starts
-        key_ring(settings.keys_file, None)
-    except KeysFileError as exc:
-        _say(str(exc))
-        return CANNOT_START
+    if settings.keys_file is not None:
+        try:  # a keys file that does not validate: one line naming the entry and field, before anything starts
+            keys = LastGoodKeys(settings.keys_file, settings.api_key.get_secret_value() if settings.api_key else None)
+        except KeysFileError as exc:
+            _say(str(exc))
+            return BAD_SETTING
+    hangups = False
+
+    def hangup(signum, frame):  # the file is read and validated in the loop below, not in the handler
+        nonlocal hangups
+        hangups = True
+
+    signal.signal(signal.SIGHUP, hangup)  # from now: a hangup while Redis starts must not end the launcher
     env = {**os.environ, "FEATUREHASH_HOST": settings.host, "FEATUREHASH_PORT": str(settings.port),
            "FEATUREHASH_WORKERS": str(settings.workers), "FEATUREHASH_DATA_DIR": str(settings.data_dir),
            **{name: str(settings.blas_threads) for name in BLAS_THREAD_VARIABLES}}
@@ -108,9 +129,15 @@ def serve(settings: Settings) -> int:
         env["REDIS_URL"] = embedded.url
         print(f"featurehash: embedded Redis at {embedded.url} (data in {embedded.data_dir})", file=sys.stderr)
     else:
-        _check_redis(settings.redis_url, settings.redis_timeout_seconds)
+        _check_redis(settings.redis_url, settings.redis_timeout_seconds, settings.durability)
     if settings.workers > 1:
         env["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir(settings)
+    if keys is not None:  # written once the data directory is ours (the embedded Redis holds its lock)
+        try:
+            env["FEATUREHASH_KEYS_LAST_GOOD_FILE"] = str(keys.keep_in(settings.data_dir))
+        except OSError as exc:
+            _say(f"cannot keep the last good keys in {settings.data_dir} ({exc.strerror or exc}); serving anyway, "
+                 "but a worker started while the keys file does not validate will not start")
     stopping = False
     try:
         web = WebTier(env)
@@ -122,21 +149,37 @@ def serve(settings: Settings) -> int:
 
         signal.signal(signal.SIGTERM, forward)
         signal.signal(signal.SIGINT, forward)
-        # SIGHUP: the keys file is re-read. One worker reloads it in place; uvicorn's supervisor of several
-        # restarts them (each reads the file as it starts). Either way the launcher itself goes on.
-        signal.signal(signal.SIGHUP, lambda signum, frame: web.signal(signal.SIGHUP))
         supervisor = RedisSupervisor(embedded, lambda: stopping) if embedded is not None else None
         while (code := web.keep_alive(stopping)) is None:
             if supervisor is not None and not supervisor.keep_alive():
                 web.stop()  # Redis is gone for good: stop, so an orchestrator restarts us
                 web.wait()
                 return REDIS_LOST
+            if hangups:
+                hangups = False
+                _reread_keys(keys, web)
+            elif keys is not None:
+                keys.poll()
             time.sleep(SUPERVISE_INTERVAL)
         # uvicorn re-raises the signal it shut down on; that is a clean stop we asked for.
         return 0 if stopping and code in (0, -signal.SIGTERM) else code
     finally:
         if embedded is not None:
             embedded.stop()
+        if keys is not None:
+            keys.close()
+
+
+def _reread_keys(keys: LastGoodKeys | None, web: "WebTier") -> None:
+    """SIGHUP: the web tier is told (its workers re-read the file in place) only once the file validates;
+    a bad file restarts nothing. One line either way."""
+    if keys is None:
+        _say("SIGHUP: no keys file (FEATUREHASH_KEYS_FILE) to re-read; nothing done")
+        return
+    good, line = keys.hangup()
+    _say(line)
+    if good:
+        web.signal(signal.SIGHUP)
 
 
 class Deaths:
@@ -167,10 +210,12 @@ class WebTier:
         self.process = self._start()
 
     def _start(self) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "featurehash.service.web"], env=self.env, preexec_fn=die_with_parent)
+        return subprocess.Popen([sys.executable, "-m", "featurehash.service.web"], env=self.env,
+                                preexec_fn=_web_tier_child)
 
     def signal(self, signum: int) -> None:
-        if self.process.poll() is None:
+        """Sends `signum` to a running web tier (one that is dead or restarting reads the keys file as it starts)."""
+        if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signum)
 
     def stop(self) -> None:
@@ -203,6 +248,13 @@ class WebTier:
         _say(f"web tier {how}; starting it again in {delay:.1f} s")
         self.process, self.restart_at = None, now + delay
         return None
+
+
+def _web_tier_child() -> None:
+    """Between fork and exec of the web tier: it dies with the launcher, and starts with SIGHUP ignored (kept
+    across exec) until it takes the signal itself, so a hangup sent while it starts does not end it."""
+    die_with_parent()
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
 class RedisSupervisor:

@@ -9,11 +9,17 @@ with TCP_NODELAY (inherited by accepted sockets on Linux).
 Every worker speaks HTTP through connection_guard.GuardedH11Protocol (header and body deadlines, a cap
 on open connections), named here rather than left to uvicorn's "auto" choice so that installing
 httptools does not silently drop them.
+
+SIGHUP means "re-read the keys file" (the launcher sends it once the file validated): each worker reloads it in
+place (the app's lifespan), so no worker restarts and no request or connection is dropped. uvicorn's supervisor
+of several workers would restart them all instead (`Workers` passes the signal on), and a worker ignores the
+signal until its lifespan takes it.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import sys
@@ -21,7 +27,7 @@ import sys
 import uvicorn
 from uvicorn.supervisors import Multiprocess
 
-from .auth.keys import KeysFileError, key_ring
+from .auth.keys import KeysFileError, starting_ring
 from .config import Settings
 from .connection_guard import GuardedH11Protocol, connection_limits, raise_open_file_limit
 
@@ -35,6 +41,13 @@ class TCPListenerConfig(uvicorn.Config):
     def __init__(self, *args, header_timeout: float, body_timeout: float, max_connections: int, **kwargs):
         super().__init__(*args, **kwargs)
         self.header_timeout, self.body_timeout, self.max_connections = header_timeout, body_timeout, max_connections
+
+    def configure_logging(self) -> None:
+        super().configure_logging()
+        # The first thing a spawned worker runs (uvicorn's subprocess_started), and it runs in this process too:
+        # until the app's lifespan takes SIGHUP, a hangup must not end the process (its default action).
+        # Multiprocess installs its own handler afterwards.
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
     def bind_socket(self) -> socket.socket:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
@@ -51,10 +64,28 @@ class TCPListenerConfig(uvicorn.Config):
         return sock
 
 
+class Workers(Multiprocess):
+    """uvicorn's supervisor of several workers, passing SIGHUP on to each of them (which re-read the keys file in
+    place) instead of restarting them all: a restart drops the connections of the worker it retires."""
+
+    def handle_hup(self) -> None:
+        logger.info("Received SIGHUP: the workers re-read the keys file")
+        for process in self.processes:
+            # A worker that does not answer the health ping yet has not read the file: it reads it as it starts,
+            # and a hangup before it ignores the signal would end it.
+            if process.pid is None or process.exitcode is not None or not process.ping(timeout=0.5):
+                continue
+            try:
+                os.kill(process.pid, signal.SIGHUP)
+            except ProcessLookupError:  # died just now: keep_subprocess_alive replaces it
+                pass
+
+
 def main() -> None:
     settings = Settings()
-    try:
-        key_ring(settings.keys_file, None)
+    try:  # the keys file, or the launcher's last good copy of it: what every worker will start with
+        starting_ring(settings.keys_file, settings.api_key.get_secret_value() if settings.api_key else None,
+                      settings.keys_last_good_file, quiet=True)
     except KeysFileError as exc:  # one line, not a traceback per worker
         logger.error(exc)
         sys.exit(STARTUP_FAILURE)
@@ -68,10 +99,8 @@ def main() -> None:
     logger.info("At most %d connections per worker; request headers within %g s, bodies moving every %g s",
                 max_connections, settings.header_timeout_seconds, settings.body_timeout_seconds)
     if config.workers > 1:
-        Multiprocess(config, sockets=[config.bind_socket()]).run()
+        Workers(config, sockets=[config.bind_socket()]).run()
         return
-    # Until the app's lifespan takes SIGHUP (a keys file reload), a hangup must not end the worker.
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     server = uvicorn.Server(config)
     server.run()
     if not server.started:

@@ -44,8 +44,9 @@ def check_durability(durability: str) -> str:
 
 AOF_NOT_WRITTEN = ("Redis could not write its append-only file (aof_last_write_status:err; disk full?): "
                    "writes are not acknowledged until it can again; see the Redis log")
-AOF_OFF = ("Redis keeps no append-only file (appendonly no), so a write would not survive its restart: turn "
-           "appendonly on, or set FEATUREHASH_DURABILITY=reply to acknowledge on Redis's reply")
+AOF_OFF = ("Redis keeps no append-only file (appendonly no), so a write would not survive its restart and none "
+           "is acknowledged: set appendonly yes on that Redis (CONFIG SET appendonly yes, and in its configuration), "
+           "or FEATUREHASH_DURABILITY=reply (durability=\"reply\" in the library) to acknowledge on Redis's reply")
 OUT_OF_MEMORY = ("Redis is out of memory (used memory above maxmemory, policy noeviction): writes are refused; "
                  "delete items, indexes or maps, or raise maxmemory")
 READ_ONLY = "Redis is a read-only replica: writes go to its primary"

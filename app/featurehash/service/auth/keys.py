@@ -14,8 +14,10 @@ leaks nothing a brute-force search could use; the one comparison made on a hit i
 
 `KeySource` re-reads the file when it changes (mtime, size or inode, looked at no more than once a second: one
 monotonic clock read on the other requests) or on demand (SIGHUP); a new file that does not validate is logged
-and the ring in force is kept, so a bad rotation never locks everyone out. At startup a bad file is an error
-(`KeysFileError`), one line naming the entry and field.
+and the ring in force is kept, so a bad rotation never locks everyone out. A file with no key is one that does not
+validate (every request would get 401). At a first start a bad file is an error (`KeysFileError`), one line naming
+the entry and field; a process started later by `featurehash serve` (a restarted worker) serves the last file the
+launcher validated instead (`starting_ring`, `auth.last_good`), so a bad Secret never stops a started service.
 """
 
 from __future__ import annotations
@@ -80,6 +82,8 @@ class KeysFile(_Strict):
     @field_validator("keys")
     @classmethod
     def _distinct(cls, keys: list[KeyEntry]) -> list[KeyEntry]:
+        if not keys:  # a Secret emptied by mistake would answer every request 401: refused like a broken file
+            raise ValueError("no key: every request would get 401; list at least one key")
         names: dict[str, int] = {}
         digests: dict[str, int] = {}
         for at, entry in enumerate(keys):
@@ -162,10 +166,19 @@ def _digest(key: str) -> bytes:
 
 def read_keys_file(path: Path) -> KeysFile:
     """The validated document, or KeysFileError: one line naming the file and the first problem's entry and field."""
+    return parse_keys_file(path, read_keys_bytes(path))
+
+
+def read_keys_bytes(path: Path) -> bytes:
+    """The file's bytes, or KeysFileError naming it."""
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise KeysFileError(f"keys file {path}: cannot be read ({exc.strerror or exc})") from None
+
+
+def parse_keys_file(path: Path, raw: bytes) -> KeysFile:
+    """`raw` (the bytes of the file at `path`) validated, or KeysFileError as `read_keys_file` says."""
     try:
         return KeysFile.model_validate(orjson.loads(raw))
     except orjson.JSONDecodeError as exc:
@@ -199,17 +212,37 @@ def key_ring(keys_file: Path | None, api_key: str | None) -> KeyRing:
     return KeyRing.opened()
 
 
+def starting_ring(keys_file: Path | None, api_key: str | None, last_good: Path | None = None, *,
+                  quiet: bool = False) -> KeyRing:
+    """The ring a starting process serves: `key_ring`'s; or, when the keys file does not validate and `last_good`
+    (the copy `featurehash serve` keeps of the last keys file it validated) does, that copy's ring, with one warning
+    logged (none if `quiet`). KeysFileError about the keys file when neither can be used."""
+    try:
+        return key_ring(keys_file, api_key)
+    except KeysFileError as exc:
+        if keys_file is None or last_good is None:
+            raise
+        try:
+            ring = KeyRing.from_document(read_keys_file(last_good), api_key)
+        except KeysFileError:
+            raise exc from None
+        if not quiet:
+            logger.warning("%s; serving the last keys file featurehash serve validated (%d keys of %d tenants) "
+                           "until this one does", exc, len(ring.principals), len(ring.tenants))
+        return ring
+
+
 class KeySource:
     """The ring in force, re-read from the keys file when it changes (checked at most every RECHECK_SECONDS,
     from the request path) or on `reload()` (SIGHUP). A file that no longer validates keeps the ring in force,
-    logged once per change of the file."""
+    logged once per change of the file. It starts with `starting_ring(keys_file, api_key, last_good)`."""
 
-    def __init__(self, keys_file: Path | None, api_key: str | None = None, *, recheck_seconds: float = RECHECK_SECONDS,
-                 clock=time.monotonic):
+    def __init__(self, keys_file: Path | None, api_key: str | None = None, *, last_good: Path | None = None,
+                 recheck_seconds: float = RECHECK_SECONDS, clock=time.monotonic):
         self.keys_file, self.api_key = keys_file, api_key
         self.recheck_seconds, self.clock = recheck_seconds, clock
         self._seen = self._stat()
-        self.ring = key_ring(keys_file, api_key)  # KeysFileError at startup
+        self.ring = starting_ring(keys_file, api_key, last_good)  # KeysFileError: neither file can be used
         self._next_check = clock() + recheck_seconds
 
     def current(self) -> KeyRing:
@@ -238,10 +271,13 @@ class KeySource:
         return True
 
     def _stat(self) -> tuple | None:
-        if self.keys_file is None:
-            return None
-        try:
-            found = os.stat(self.keys_file)  # follows symlinks: a Kubernetes Secret swaps its ..data link
-        except OSError:
-            return None
-        return found.st_mtime_ns, found.st_size, found.st_ino, found.st_dev
+        return None if self.keys_file is None else file_signature(self.keys_file)
+
+
+def file_signature(path: Path) -> tuple | None:
+    """What changes when the file does (mtime, size, inode, device); None while it cannot be looked at."""
+    try:
+        found = os.stat(path)  # follows symlinks: a Kubernetes Secret swaps its ..data link
+    except OSError:
+        return None
+    return found.st_mtime_ns, found.st_size, found.st_ino, found.st_dev
