@@ -26,13 +26,14 @@ from __future__ import annotations
 from ..maps import OneHotFeatures
 from . import checks
 from .async_client import AsyncFeatureHashClient
-from .results import (AddedItems, BandedCodes, DeletedItems, DuplicateCluster, DuplicatesAnswer, FeatureHashAPIError,
+from .results import (AddedItems, AnswerMismatch, BandedCodes, DeletedItems, DuplicateCluster, DuplicatesAnswer, FeatureHashAPIError,
                       IndexInfo, IndexPage, KernelAnswer, MapPage, MapSpec, Neighbour, QueryAnswer, ScopeRequired)
 from .sync import FeatureHashClient
 from .wire import ITEM_IDS_HEADER_BYTES, NPY, Operation, RetryPolicy
 
 __all__ = [
-    "FeatureHashClient", "AsyncFeatureHashClient", "FeatureHashAPIError", "ScopeRequired", "RetryPolicy",
+    "FeatureHashClient", "AsyncFeatureHashClient", "FeatureHashAPIError", "AnswerMismatch", "ScopeRequired",
+    "RetryPolicy",
     "MapSpec", "MapPage", "IndexInfo", "IndexPage", "AddedItems", "DeletedItems", "Neighbour", "QueryAnswer",
     "DuplicateCluster", "DuplicatesAnswer", "BandedCodes", "KernelAnswer", "OneHotFeatures", "Operation", "NPY",
     "ITEM_IDS_HEADER_BYTES", "checks",
