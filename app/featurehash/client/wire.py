@@ -54,7 +54,10 @@ Operation = Generator[_Call, Answer, Any]
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """`attempts` tries in all; waits `backoff * 2**n` seconds (at most `max_wait`), or Retry-After if longer."""
+    """`attempts` tries in all; waits `backoff * 2**n` seconds (at most `max_wait`), or Retry-After if longer.
+    The clients retry a connection error, a timeout (a request past its deadline), a 503, and a 409, 429 or 507
+    with Retry-After, for every operation (index adds and deletes are idempotent by item id); never an answer
+    that does not match its request (AnswerMismatch) or another error status."""
 
     attempts: int = 4
     backoff: float = 0.25
