@@ -206,7 +206,7 @@ WRONG = {
                                      "Content-Length 16"),
     "a header announcing 40 TB": (whole(b"\x93NUMPY\x01\x00v\x00{'descr': '<f4', 'fortran_order': False, "
                                         b"'shape': (10, 1099511627776), }" + b" " * 46 + b"\n", NPY),
-                                  lambda c: c.transform("unseen", X10), "at most 268435456 bytes",
+                                  lambda c: c.transform("unseen", X10), f"at most {4096 + 10 * 2**22 * 4} bytes",
                                   "an array of 43980465111040"),
 }
 SEEN = {"query": SEEN_INDEX, "add": SEEN_INDEX, "delete": SEEN_INDEX, "a header": None, "another map": None,

@@ -7,13 +7,16 @@ expected and what came, and is never returned. JSON documents are validated by t
 made from them: the client returns plain dicts, as the server wrote them, unknown fields kept.
 
 Sizes: an .npy answer is exactly its header and rows x width x itemsize bytes; a JSON answer of numbers at most
-NUMBER_BYTES a number plus JSON_HEADROOM; an answer the request does not bound (a map's spec, pages of them,
-duplicates) at most UNSIZED_ANSWER_BYTES; an error answer is read up to ERROR_ANSWER_BYTES.
+NUMBER_BYTES a number plus JSON_HEADROOM; the width is the map's, or for a map the client has not seen the widest
+any map has (MAX_WIDTH: every map's output_dim, one-hot indices and codes are at most n_components wide); an
+answer the request does not bound (a map's spec, pages of them, duplicates) at most UNSIZED_ANSWER_BYTES; an
+error answer is read up to ERROR_ANSWER_BYTES.
 """
 
 from __future__ import annotations
 
 import functools
+import reprlib
 import types
 from dataclasses import dataclass
 from typing import Any, Callable, Union, get_args, get_origin
@@ -23,6 +26,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from typing_extensions import NotRequired, TypedDict
 
+from ..maps.spec import MAX_COMPONENTS
 from ..store.lsh_layout import MAX_ITEM_ID_BYTES
 from .results import AnswerMismatch
 
@@ -36,6 +40,7 @@ ERROR_ANSWER_BYTES = 1 * MIB
 NEIGHBOUR_BYTES = 2 * MAX_ITEM_ID_BYTES + 48  # {"id":"..","similarity":..}, the id's quotes escaped at worst
 INDEX_INFO_BYTES = 8 * KIB
 NONZEROS_PER_CHARACTER = 192  # up to 64 n-gram sizes, each word padded by two (char_wb)
+MAX_WIDTH = MAX_COMPONENTS
 
 
 @dataclass(frozen=True)
@@ -67,8 +72,8 @@ def json_bytes(numbers: int, rows: int = 0) -> int:
     return numbers * NUMBER_BYTES + rows * 4 + JSON_HEADROOM
 
 
-def npy_bytes(layout: NpyLayout) -> int | None:
-    return None if layout.width is None else NPY_HEADER_BYTES + layout.rows * layout.width * layout.dtype.itemsize
+def npy_bytes(layout: NpyLayout) -> int:
+    return NPY_HEADER_BYTES + layout.rows * (layout.width or MAX_WIDTH) * layout.dtype.itemsize
 
 
 def mismatch(status: int, expected: str, got: str) -> AnswerMismatch:
@@ -103,7 +108,7 @@ def document(status: int, content: bytes, model: type[BaseModel], parsed: Any = 
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "the document"
         raise mismatch(status, f"a JSON {model.__name__} document",
-                       f"{where}: {first['msg'].lower()} ({str(first.get('input'))[:60]!r})") from None
+                       f"{where}: {first['msg'].lower()} ({reprlib.repr(first.get('input'))})") from None
 
 
 @functools.cache

@@ -16,8 +16,8 @@ import scipy.sparse as sp
 from ..maps import OneHotFeatures
 from ..maps.lsh import band_key_dtype
 from ..protocol import schemas
-from .answers import (JSON_HEADROOM, NEIGHBOUR_BYTES, NONZEROS_PER_CHARACTER, NUMBER_BYTES,
-                      UNSIZED, Expect, NpyLayout, document, json_bytes, matrix, mismatch, npy_bytes, row_lengths)
+from .answers import (JSON_HEADROOM, MAX_WIDTH, NEIGHBOUR_BYTES, NONZEROS_PER_CHARACTER, NUMBER_BYTES,
+                      Expect, NpyLayout, document, json_bytes, matrix, mismatch, npy_bytes, row_lengths)
 from .results import BandedCodes, KernelAnswer
 from .wire import NPY, Answer
 
@@ -37,7 +37,7 @@ def features_expect(spec: dict | None, rows: int, dtype: str, npy: bool, text_un
         dense = NpyLayout(rows, spec["output_dim"] if kind == "dense" else None, dtype)
         one_hot = NpyLayout(rows, spec["n_components"] if kind == "one_hot" else None, INT64)
         if kind is None:
-            return Expect(NPY, None, npy=dense, one_hot_npy=one_hot)
+            return Expect(NPY, npy_bytes(dense), npy=dense, one_hot_npy=one_hot)
         layout = one_hot if kind == "one_hot" else dense
         return Expect(NPY, npy_bytes(layout), npy=layout, one_hot_npy=layout)
     if kind in ("dense", "one_hot"):
@@ -47,7 +47,7 @@ def features_expect(spec: dict | None, rows: int, dtype: str, npy: bool, text_un
         if text_units is not None:  # n-grams of the text, each column at most once a row
             nonzeros = min(nonzeros, NONZEROS_PER_CHARACTER * (text_units + rows))
         return Expect(max_bytes=json_bytes(2 * nonzeros, 2 * rows))
-    return UNSIZED
+    return Expect(max_bytes=json_bytes(2 * rows * MAX_WIDTH, 2 * rows))  # dense, one-hot or sparse
 
 
 def features(answer: Answer, spec: dict | None, rows: int, dtype: str):
@@ -120,10 +120,8 @@ def codes_expect(spec: dict | None, rows: int, bands: int | None, npy: bool) -> 
     if npy:
         layout = NpyLayout(rows, k, INT64)
         return Expect(NPY, npy_bytes(layout), npy=layout)
-    if k is None:
-        return UNSIZED
     keys = 0 if bands is None else rows * bands * (band_key_dtype(bands).itemsize // 4 + 3)
-    return Expect(max_bytes=json_bytes(rows * k, rows) + keys)
+    return Expect(max_bytes=json_bytes(rows * (k or MAX_WIDTH), rows) + keys)
 
 
 def codes(answer: Answer, spec: dict | None, rows: int, bands: int | None):
@@ -167,8 +165,8 @@ def _same(status: int, found: dict[str, Any], wanted: dict[str, Any], what: str)
             raise mismatch(status, f"the {what} with {key} {value!r} (the request's)", f"{key} {found.get(key)!r}")
 
 
-def page_expect(limit: int, item_bytes: int | None) -> Expect:
-    return UNSIZED if item_bytes is None else Expect(max_bytes=limit * item_bytes + JSON_HEADROOM)
+def page_expect(limit: int, item_bytes: int) -> Expect:
+    return Expect(max_bytes=limit * item_bytes + JSON_HEADROOM)
 
 
 def page(answer: Answer, model, key: str, limit: int) -> dict[str, Any]:

@@ -90,7 +90,7 @@ def _refusal(error: FeatureHashError) -> FeatureHashAPIError:
 
 
 def _raise_for_status(answer: Answer) -> Answer:
-    if answer.status >= 400:
+    if not 200 <= answer.status < 300:  # a redirect too: the client follows none
         text = answer.content.decode("utf-8", "replace")
         try:
             body = orjson.loads(answer.content)
@@ -122,8 +122,10 @@ class _Reader:
         if not self.ok:
             self.limit = ERROR_ANSWER_BYTES
             return
-        self.limit = expect.max_bytes if expect.content_type is None else \
-            max_answer_bytes or expect.max_bytes or UNSIZED_ANSWER_BYTES
+        if expect.content_type is None or max_answer_bytes is None:
+            self.limit = UNSIZED_ANSWER_BYTES if expect.max_bytes is None else expect.max_bytes
+        else:
+            self.limit = max_answer_bytes
         content_type = self.headers.get("content-type", "")
         if expect.content_type is not None and not content_type.startswith(expect.content_type):
             raise mismatch(self.status, f"content type {expect.content_type} (as asked)", repr(content_type))
