@@ -297,7 +297,7 @@ def test_a_server_sending_a_byte_at_a_time_is_cut_at_the_deadline(driver, where,
     start = time.monotonic()
     with pytest.raises(httpx.TimeoutException, match="0.4 s deadline"):
         run(driver, server.answer(answer).url, [lambda c: c.healthz()], timeout=0.4)
-    assert 0.4 <= time.monotonic() - start < 0.9   # each read took 0.05 s: no read timed out
+    assert 0.4 <= time.monotonic() - start < 1.5   # each read took 0.05 s: no read timed out (answer: 16 s)
 
 
 # -- retries: adds and deletes are idempotent by item id -----------------------------------------------------
@@ -306,7 +306,7 @@ def test_a_server_sending_a_byte_at_a_time_is_cut_at_the_deadline(driver, where,
 def test_adds_and_deletes_are_retried_after_a_timeout_or_a_503(driver, server):
     """Repeating an add stores the same items, repeating a delete removes nothing more: both are retried, with
     the same body, after an attempt cut at its deadline or answered 503."""
-    stalled = drip(as_json({"added": 3, "replaced": 0, "items": 3}), 0.1)
+    stalled = drip(as_json({"added": 3, "replaced": 0, "items": 3}), 0.25)
     unavailable = as_json({"detail": "store: Redis is unreachable", "field": "store"}, 503, **{"Retry-After": "0"})
     server.answer(as_json(GCWS), as_json(INDEX), stalled, unavailable, as_json({"added": 3, "replaced": 0, "items": 3}),
                   unavailable, as_json({"removed": 1, "missing": ["b"]}))
@@ -316,7 +316,7 @@ def test_adds_and_deletes_are_retried_after_a_timeout_or_a_503(driver, server):
         sleeps.append(seconds)
 
     results = run(driver, server.url, [SEEN_GCWS, SEEN_INDEX, lambda c: c.add_items("ix", ["a", "b", "c"], X3),
-                                       lambda c: c.delete_items("ix", ["a", "b"])], every=True, timeout=0.3,
+                                       lambda c: c.delete_items("ix", ["a", "b"])], every=True, timeout=1.0,
                   retry=RetryPolicy(attempts=3, backoff=0.01), sleep=sleeps.append if driver == "sync" else no_sleep)
     assert results[2:] == [{"added": 3, "replaced": 0, "items": 3}, {"removed": 1, "missing": ["b"]}]
     adds, deletes = server.requests[2:5], server.requests[5:]
