@@ -33,8 +33,9 @@ from __future__ import annotations
 from ..maps import OneHotFeatures
 from . import checks
 from .async_client import AsyncFeatureHashClient
-from .results import (AddedItems, AnswerMismatch, BandedCodes, DeletedItems, DuplicateCluster, DuplicatesAnswer, FeatureHashAPIError,
-                      IndexInfo, IndexPage, KernelAnswer, MapPage, MapSpec, Neighbour, QueryAnswer, ScopeRequired)
+from .results import (AddedItems, AnswerMismatch, BandedCodes, DeletedItems, DuplicateCluster, DuplicatesAnswer,
+                      FeatureHashAPIError, IndexInfo, IndexPage, KernelAnswer, MapPage, MapSpec, Neighbour, QueryAnswer,
+                      ScopeRequired)
 from .sync import FeatureHashClient
 from .wire import ITEM_IDS_HEADER_BYTES, NPY, Operation, RetryPolicy
 

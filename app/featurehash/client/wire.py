@@ -122,10 +122,12 @@ class _Reader:
         if not self.ok:
             self.limit = ERROR_ANSWER_BYTES
             return
-        if expect.content_type is None or max_answer_bytes is None:
-            self.limit = UNSIZED_ANSWER_BYTES if expect.max_bytes is None else expect.max_bytes
+        if expect.content_type is not None and max_answer_bytes is not None:
+            self.limit, self.source = max_answer_bytes, "the client's max_answer_bytes"
+        elif expect.max_bytes is None:
+            self.limit, self.source = UNSIZED_ANSWER_BYTES, "UNSIZED_ANSWER_BYTES: the request does not bound it"
         else:
-            self.limit = max_answer_bytes
+            self.limit, self.source = expect.max_bytes, "what the request can produce"
         content_type = self.headers.get("content-type", "")
         if expect.content_type is not None and not content_type.startswith(expect.content_type):
             raise mismatch(self.status, f"content type {expect.content_type} (as asked)", repr(content_type))
@@ -137,7 +139,7 @@ class _Reader:
             self.npy = NpyAnswer(layout_check(layout, self.status, self.limit))
 
     def _within(self) -> str:
-        return "no body" if self.limit == 0 else f"at most {self.limit} bytes (what the request can produce)"
+        return "no body" if self.limit == 0 else f"at most {self.limit} bytes ({self.source})"
 
     def add(self, piece: bytes) -> bool:
         """Take a piece; False once no more is wanted (an error answer past its limit)."""
