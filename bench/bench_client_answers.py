@@ -7,9 +7,9 @@ Two figures. In process, on answers captured from the service (the body fed in 6
 gives it): the client's reading with its checks (featurehash.client.wire._read + checked.features: content type,
 byte limit, the .npy header against the request's layout, the map's dtype and width, one-hot headers; JSON by the
 protocol's model) against the reading it replaced (the .npy answer straight into its array, orjson for JSON).
-Over HTTP: the call's p50 with the checks and the deadline transport against the same client with them taken out
-(a plain httpx transport, the checks replaced by pass-throughs), interleaved block by block so a shared machine's
-load falls on both. Prints a table; writes nothing.
+Over HTTP: the call's p50 with the checks and the deadline transport, with each alone, and with neither (a plain
+httpx transport, the checks replaced by pass-throughs), in a rotating order block by block so a shared machine's
+load falls on all four. Prints a table; writes nothing.
 """
 
 from __future__ import annotations
@@ -83,13 +83,8 @@ def _best_us(functions, repeats: int) -> tuple[float, ...]:
     return tuple(seconds * 1e6 for seconds in best)
 
 
-def unchecked(client_url: str) -> FeatureHashClient:
-    """The client with the checks taken out: a plain transport and pass-through readers."""
-    return FeatureHashClient(client_url, transport=httpx.HTTPTransport())
-
-
 class _PassThrough:
-    """checked.features and the .npy layout check replaced while the unchecked client runs."""
+    """checked.features and the .npy layout check replaced while a client without the checks runs."""
 
     def __enter__(self):
         self.saved = checked.features, wire.layout_check
@@ -101,28 +96,37 @@ class _PassThrough:
         checked.features, wire.layout_check = self.saved
 
 
-def over_http(url: str, X: np.ndarray, binary: bool, blocks: int, calls: int) -> tuple[float, float]:
-    """p50 microseconds of client.transform: with the checks, without, interleaved block by block."""
-    with FeatureHashClient(url) as with_checks, unchecked(url) as without:
-        spec = with_checks.create_map(SPEC)
-        without.get_map(spec["id"])
-        times: dict[str, list[float]] = {"checked": [], "unchecked": []}
-        for _ in range(blocks):
-            for name, client, context in (("checked", with_checks, nullcontext()),
-                                          ("unchecked", without, _PassThrough())):
-                with context:
-                    client.transform(spec["id"], X, binary=binary)  # warm the connection
+VARIANTS = ("checks + deadline", "checks", "deadline", "neither")
+
+
+def over_http(url: str, X: np.ndarray, binary: bool, blocks: int, calls: int) -> dict[str, float]:
+    """p50 microseconds of client.transform with and without the checks and the deadline transport (a plain
+    httpx transport), the four variants in a rotating order block by block."""
+    clients = {name: FeatureHashClient(url, transport=None if "deadline" in name else httpx.HTTPTransport())
+               for name in VARIANTS}
+    try:
+        spec = clients[VARIANTS[0]].create_map(SPEC)
+        times: dict[str, list[float]] = {name: [] for name in VARIANTS}
+        for name, client in clients.items():
+            client.get_map(spec["id"])
+        for block in range(blocks):
+            for name in VARIANTS[block % 4:] + VARIANTS[:block % 4]:
+                with nullcontext() if name.startswith("checks") else _PassThrough():
+                    clients[name].transform(spec["id"], X, binary=binary)  # warm the connection
                     for _ in range(calls):
                         start = time.perf_counter()
-                        client.transform(spec["id"], X, binary=binary)
+                        clients[name].transform(spec["id"], X, binary=binary)
                         times[name].append(time.perf_counter() - start)
-        return statistics.median(times["checked"]) * 1e6, statistics.median(times["unchecked"]) * 1e6
+        return {name: statistics.median(found) * 1e6 for name, found in times.items()}
+    finally:
+        for client in clients.values():
+            client.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--url")
-    parser.add_argument("--blocks", type=int, default=6)
+    parser.add_argument("--blocks", type=int, default=8)
     parser.add_argument("--calls", type=int, default=50)
     args = parser.parse_args()
     rng = np.random.default_rng(0)
@@ -132,13 +136,13 @@ def main() -> None:
     with (nullcontext(args.url) if args.url else running_server(1)) as url:
         with FeatureHashClient(url) as client:
             spec = client.create_map(SPEC)
-            print(f"{'rff d=64 D=1024 transform':<26}{'read+checks':>12}{'read before':>12}{'added':>9}   "
-                  f"{'p50 checked':>12}{'unchecked':>11}{'diff':>9}   (us)")
+            print(f"{'rff d=64 D=1024 transform':<22}{'read+checks':>12}{'read before':>12}{'added':>8}   p50 over "
+                  "HTTP: " + ", ".join(VARIANTS) + "   (us)")
             for name, X, binary, calls in cases:
                 with_checks, before = in_process(client, spec, X, binary, 500 if X.shape[0] == 1 else 30)
-                p50, p50_without = over_http(url, X, binary, args.blocks, calls)
-                print(f"{name:<26}{with_checks:>12.1f}{before:>12.1f}{with_checks - before:>9.1f}   "
-                      f"{p50:>12.0f}{p50_without:>11.0f}{p50 - p50_without:>9.0f}")
+                p50 = over_http(url, X, binary, args.blocks, calls)
+                print(f"{name:<22}{with_checks:>12.1f}{before:>12.1f}{with_checks - before:>8.1f}   "
+                      + "  ".join(f"{p50[variant]:>8.0f}" for variant in VARIANTS))
 
 
 if __name__ == "__main__":
