@@ -75,10 +75,6 @@ class KnownMaps:
         """The spec of a map seen, as the service answered it, or None."""
         return self._specs.get(map_id)
 
-    def index_spec(self, index_id: str) -> dict[str, Any] | None:
-        map_id = self._index_maps.get(index_id)
-        return None if map_id is None else self._specs.get(map_id)
-
     def for_map(self, map_id: str) -> FeatureMap | None:
         """The map (built on first use: its parameters are made only when features are, never here), or None."""
         if map_id not in self._maps and map_id in self._specs:
