@@ -17,8 +17,15 @@ naming the scope in `.scope`. Dense batches travel as .npy by default (`binary=F
 sparse rows. Path segments are percent-encoded. A 503 (Redis unreachable or refusing writes, or a worker
 shedding load), or a 409, 429 or 507 with Retry-After (a concurrent write; Redis out of memory or disk)
 is retried after Retry-After or an exponential backoff, whichever is longer; so
-is a connection error, for every call here is idempotent (creating a map or an index of a given
-spec, adding items by id) except that a retried delete may find the thing already gone (a 404).
+is a connection error or a timeout, for every call here is idempotent (creating a map or an index of a given
+spec, adding items by id: the same items again; deleting items: nothing more removed) except that a retried
+delete may find the thing already gone (a 404).
+
+Every 2xx answer is held to its request (featurehash.client.checked): the content type asked for, its rows, the
+map's width and the dtype, the field types of JSON answers (the protocol's response models), its size (the
+client's `max_answer_bytes`, else what the request can produce: reading stops there). One that is not what was
+asked for raises AnswerMismatch, never retried. `timeout` is a deadline for each request as a whole (connect,
+send and every read together: featurehash.client.deadline).
 """
 
 from __future__ import annotations
@@ -26,13 +33,15 @@ from __future__ import annotations
 from ..maps import OneHotFeatures
 from . import checks
 from .async_client import AsyncFeatureHashClient
-from .results import (AddedItems, BandedCodes, DeletedItems, DuplicateCluster, DuplicatesAnswer, FeatureHashAPIError,
-                      IndexInfo, IndexPage, KernelAnswer, MapPage, MapSpec, Neighbour, QueryAnswer, ScopeRequired)
+from .results import (AddedItems, AnswerMismatch, BandedCodes, DeletedItems, DuplicateCluster, DuplicatesAnswer,
+                      FeatureHashAPIError, IndexInfo, IndexPage, KernelAnswer, MapPage, MapSpec, Neighbour, QueryAnswer,
+                      ScopeRequired)
 from .sync import FeatureHashClient
 from .wire import ITEM_IDS_HEADER_BYTES, NPY, Operation, RetryPolicy
 
 __all__ = [
-    "FeatureHashClient", "AsyncFeatureHashClient", "FeatureHashAPIError", "ScopeRequired", "RetryPolicy",
+    "FeatureHashClient", "AsyncFeatureHashClient", "FeatureHashAPIError", "AnswerMismatch", "ScopeRequired",
+    "RetryPolicy",
     "MapSpec", "MapPage", "IndexInfo", "IndexPage", "AddedItems", "DeletedItems", "Neighbour", "QueryAnswer",
     "DuplicateCluster", "DuplicatesAnswer", "BandedCodes", "KernelAnswer", "OneHotFeatures", "Operation", "NPY",
     "ITEM_IDS_HEADER_BYTES", "checks",

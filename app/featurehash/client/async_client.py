@@ -26,18 +26,21 @@ from .results import (
     WeightedTokens,
 )
 from .sync import _headers
-from .wire import Operation, RetryPolicy, _aread, _Call, _raise_for_status, _refusal, _retryable
+from . import deadline
+from .wire import Answer, Operation, RetryPolicy, _aread, _Call, _raise_for_status, _refusal, _retryable
 
 
 class AsyncFeatureHashClient:
-    """The same calls over httpx.AsyncClient, each a coroutine."""
+    """The same calls over httpx.AsyncClient, each a coroutine, with FeatureHashClient's `timeout` (a deadline
+    per request), `max_answer_bytes` and retries."""
 
     def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 60.0,
                  retry: RetryPolicy = RetryPolicy(), transport: httpx.AsyncBaseTransport | None = None,
-                 sleep: Callable[[float], Any] = asyncio.sleep):
+                 max_answer_bytes: int | None = None, sleep: Callable[[float], Any] = asyncio.sleep):
         self.http = httpx.AsyncClient(base_url=base_url, headers=_headers(api_key), timeout=timeout,
-                                      transport=transport)
+                                      transport=transport or deadline.async_transport())
         self.retry, self._sleep, self._ops = retry, sleep, _Operations()
+        self.timeout, self.max_answer_bytes = timeout, max_answer_bytes
 
     async def __aenter__(self) -> "AsyncFeatureHashClient":
         return self
@@ -48,25 +51,26 @@ class AsyncFeatureHashClient:
     async def aclose(self) -> None:
         await self.http.aclose()
 
-    async def _send(self, call: _Call) -> httpx.Response:
+    async def _send(self, call: _Call) -> Answer:
         for attempt in range(self.retry.attempts):
             last = attempt == self.retry.attempts - 1
             try:
-                response = await self.http.send(self.http.build_request(call.method, call.path, content=call.content,
-                                                                        headers=call.headers, params=call.params),
-                                                stream=True)
-                try:
-                    await _aread(response)
-                finally:
-                    await response.aclose()
+                with deadline.within(self.timeout):
+                    response = await self.http.send(self.http.build_request(
+                        call.method, call.path, content=call.content, headers=call.headers, params=call.params),
+                        stream=True)
+                    try:
+                        answer = await _aread(response, call.expect, self.max_answer_bytes)
+                    finally:
+                        await response.aclose()
             except httpx.TransportError:
                 if last:
                     raise
                 await self._sleep(self.retry.wait(attempt, None))
                 continue
-            if last or not _retryable(response):
-                return _raise_for_status(response)
-            await self._sleep(self.retry.wait(attempt, response.headers.get("Retry-After")))
+            if last or not _retryable(answer):
+                return _raise_for_status(answer)
+            await self._sleep(self.retry.wait(attempt, answer.headers.get("Retry-After")))
         raise AssertionError("unreachable")
 
     async def _run(self, operation: Operation):

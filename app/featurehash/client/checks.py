@@ -71,6 +71,10 @@ class KnownMaps:
     def forget_index(self, index_id: str) -> None:
         self._index_maps.pop(index_id, None)
 
+    def spec(self, map_id: str) -> dict[str, Any] | None:
+        """The spec of a map seen, as the service answered it, or None."""
+        return self._specs.get(map_id)
+
     def for_map(self, map_id: str) -> FeatureMap | None:
         """The map (built on first use: its parameters are made only when features are, never here), or None."""
         if map_id not in self._maps and map_id in self._specs:

@@ -6,29 +6,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-import numpy as np
-import orjson
-
-import scipy.sparse as sp
-
-from ..maps import MapSpec, OneHotFeatures
-from ..maps.lsh import band_key_dtype
+from ..maps import MapSpec
+from ..protocol import schemas
 from ..protocol.text_inputs import TEXT_KINDS
 from ..store.lsh_layout import check_positive_int
-from . import checks
-from .results import BandedCodes, KernelAnswer
+from . import checked, checks
+from .answers import INDEX_INFO_BYTES, NO_BODY, UNSIZED, document
 from .wire import (
     ITEM_IDS_HEADER_BYTES,
     NPY,
     Operation,
     _as_npy,
     _Call,
-    _is_npy,
     _items_call,
     _json_call,
-    _load_npy,
     _page,
     _rows_field,
     _segment,
@@ -59,24 +53,23 @@ def map_request(spec: SpecArgument, **keywords: Any) -> dict[str, Any]:
     return body if spec is None else {"method": spec, **body}
 
 
-def _csr(body: dict[str, Any], dtype) -> sp.csr_matrix:
-    """Sparse features answered as {"dim", "indices": [[...]], "values": [[...]]}."""
-    lengths = [len(row) for row in body["indices"]]
-    indptr = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
-    indices = np.fromiter((i for row in body["indices"] for i in row), np.int64, count=int(indptr[-1]))
-    values = np.fromiter((v for row in body["values"] for v in row), np.float64, count=int(indptr[-1]))
-    return sp.csr_matrix((values.astype(dtype), indices, indptr), shape=(len(lengths), body["dim"]))
+def _rows(X, text: dict[str, list] | None) -> int:
+    return len(next(iter(text.values()))) if text is not None else X.shape[0]
 
 
-def _band_key_array(keys: list[list[str]], bands: int) -> np.ndarray:
-    """The answer's band keys as the library's band_keys gives them: an (n, bands) str array."""
-    return np.array(keys, dtype=band_key_dtype(bands)).reshape(len(keys), bands)
+def _text_units(text: dict[str, list] | None) -> int | None:
+    """The characters (documents) or tokens a text request holds: what bounds its sparse features."""
+    if text is None:
+        return None
+    return sum(len(row) for row in next(iter(text.values())))
 
 
 class _Operations:
     """Each operation: checks its inputs as the service would (featurehash.client.checks: a refusal raises
-    FeatureHashError before any request), yields the requests it needs, receives their (2xx) answers and
-    returns the result. `known` holds the maps and indexes this client has seen, whose inputs it checks."""
+    FeatureHashError before any request), yields the requests it needs, each with what its answer must be
+    (`_Call.expect`), receives their 2xx answers and returns the result, read by featurehash.client.checked
+    (an answer that is not what the request asked for raises AnswerMismatch). `known` holds the maps and
+    indexes this client has seen, whose inputs and answers it checks."""
 
     def __init__(self) -> None:
         self.known = checks.KnownMaps()
@@ -88,19 +81,22 @@ class _Operations:
                            params=params, input=input)
         call = _json_call("POST", "/v1/maps", body)
         checks.create_map_body(call.content)
-        return self.known.learn_map((yield call).json())
+        return self.known.learn_map(checked.map_spec((yield replace(call, expect=UNSIZED)), request=body))
 
     def get_map(self, map_id: str) -> Operation:
-        return self.known.learn_map((yield _Call("GET", f"/v1/maps/{_segment(map_id)}")).json())
+        answer = yield _Call("GET", f"/v1/maps/{_segment(map_id)}", expect=UNSIZED)
+        return self.known.learn_map(checked.map_spec(answer, map_id=map_id))
 
     def list_maps(self, *, after: str | None = None, limit: int = 100) -> Operation:
-        page = (yield _Call("GET", "/v1/maps", params=_page(limit, after))).json()
+        answer = yield _Call("GET", "/v1/maps", params=_page(limit, after), expect=UNSIZED)
+        page = checked.page(answer, schemas.MapListResponse, "maps", limit)
         for spec in page["maps"]:
             self.known.learn_map(spec)
         return page
 
     def delete_map(self, map_id: str, *, force: bool = False) -> Operation:
-        yield _Call("DELETE", f"/v1/maps/{_segment(map_id)}", params={"force": "true"} if force else None)
+        yield _Call("DELETE", f"/v1/maps/{_segment(map_id)}", params={"force": "true"} if force else None,
+                    expect=NO_BODY)
 
     def transform(self, map_id: str, X=None, *, binary: bool = True, dtype: str = "float32",
                   **text: Any) -> Operation:
@@ -111,21 +107,11 @@ class _Operations:
         if rows is None:
             X = checks.vectors(X, "vectors", feature_map, not _as_npy(X, binary))
         checks.features_of(feature_map)
-        response = yield (_vectors_call(path, X, "vectors", binary, params=params,
-                                        headers={"Accept": NPY} if binary else None) if rows is None
-                          else _json_call("POST", path, rows, params=params))
-        if _is_npy(response):
-            array = _load_npy(response)
-            if "X-Feature-Dim" in response.headers:
-                return OneHotFeatures(array, float(response.headers["X-Feature-Scale"]),
-                                      int(response.headers["X-Feature-Dim"]))
-            return array
-        body = orjson.loads(response.content)
-        if "values" in body:   # a hashing map's sparse features
-            return _csr(body, np.float64 if dtype == "float64" else np.float32)
-        if "indices" in body:
-            return OneHotFeatures(np.asarray(body["indices"], dtype=np.int64), body["scale"], body["dim"])
-        return np.asarray(body["features"], dtype=np.float64 if dtype == "float64" else np.float32)
+        spec, n = self.known.spec(map_id), _rows(X, rows)
+        expect = checked.features_expect(spec, n, dtype, binary and rows is None, _text_units(rows))
+        call = (_vectors_call(path, X, "vectors", binary, params=params, headers={"Accept": NPY} if binary else None)
+                if rows is None else _json_call("POST", path, rows, params=params))
+        return checked.features((yield replace(call, expect=expect)), spec, n, dtype)
 
     def hash(self, map_id: str, X=None, *, bands: int | None = None, binary: bool = True, **text: Any) -> Operation:
         binary = binary and all(text.get(kind) is None for kind in TEXT_KINDS)   # text travels as JSON
@@ -137,33 +123,36 @@ class _Operations:
         checks.codes_for(feature_map, X if rows is None else next(iter(rows.values())), bands)
         params = {"bands": bands} if bands is not None else None
         path = f"/v1/maps/{_segment(map_id)}/hash"
-        response = yield (_vectors_call(path, X, "vectors", binary, options=params,
-                                        headers={"Accept": NPY} if binary else None) if rows is None
-                          else _json_call("POST", path, {**rows, **(params or {})}))
-        if _is_npy(response):
-            return _load_npy(response)
-        body = orjson.loads(response.content)
-        codes = np.asarray(body["codes"], dtype=np.int64)
-        return BandedCodes(codes, _band_key_array(body["band_keys"], bands)) if bands is not None else codes
+        npy = binary and bands is None  # band keys are strings: answered as JSON
+        spec, n = self.known.spec(map_id), _rows(X, rows)
+        call = (_vectors_call(path, X, "vectors", binary, options=params, headers={"Accept": NPY} if npy else None)
+                if rows is None else _json_call("POST", path, {**rows, **(params or {})}))
+        answer = yield replace(call, expect=checked.codes_expect(spec, n, bands, npy))
+        return checked.codes(answer, spec, n, bands)
 
     def kernel(self, map_id: str, X=None, Y=None, *, binary: bool = True, **text: Any) -> Operation:
         path, feature_map = f"/v1/maps/{_segment(map_id)}/kernel", self.known.for_map(map_id)
         x_text = checks.text_rows("x", X, text, feature_map)
         y_text = checks.text_rows("y", Y, {kind: text.get(f"y_{kind}") for kind in TEXT_KINDS}, feature_map)
         if x_text is not None or y_text is not None:
-            x_rows = x_text or _rows_field(checks.vectors(X, "x", feature_map, True), "x")
-            y_rows = y_text or ({} if Y is None else _rows_field(checks.vectors(Y, "y", feature_map, True), "y"))
-            answer = (yield _json_call("POST", path, {**x_rows, **y_rows})).json()
-            return KernelAnswer(np.asarray(answer["estimate"]), np.asarray(answer["exact"]))
-        as_json = Y is not None or not _as_npy(X, binary)
-        X = checks.vectors(X, "x", feature_map, as_json)
-        if Y is None:
-            call = _vectors_call(path, X, "x", binary)
+            if x_text is None:
+                X = checks.vectors(X, "x", feature_map, True)
+            if y_text is None and Y is not None:
+                Y = checks.vectors(Y, "y", feature_map, True)
+            x_rows = x_text or _rows_field(X, "x")
+            y_rows = y_text or ({} if Y is None else _rows_field(Y, "y"))
+            call = _json_call("POST", path, {**x_rows, **y_rows})
         else:
-            Y = checks.vectors(Y, "y", feature_map, True)
-            call = _json_call("POST", path, {**_rows_field(X, "x"), **_rows_field(Y, "y")})
-        answer = (yield call).json()
-        return KernelAnswer(np.asarray(answer["estimate"]), np.asarray(answer["exact"]))
+            as_json = Y is not None or not _as_npy(X, binary)
+            X = checks.vectors(X, "x", feature_map, as_json)
+            if Y is None:
+                call = _vectors_call(path, X, "x", binary)
+            else:
+                Y = checks.vectors(Y, "y", feature_map, True)
+                call = _json_call("POST", path, {**_rows_field(X, "x"), **_rows_field(Y, "y")})
+        x_n = _rows(X, x_text)
+        y_n = x_n if Y is None and y_text is None else _rows(Y, y_text)
+        return checked.kernel((yield replace(call, expect=checked.kernel_expect(x_n, y_n))), x_n, y_n)
 
     def create_index(self, map_id: str, *, name: str | None = None, bands: int | None = None,
                      rows: int | None = None, threshold: float | None = None,
@@ -175,23 +164,27 @@ class _Operations:
         body = {"map_id": map_id, **{key: value for key, value in options.items() if value is not None}}
         call = _json_call("POST", "/v1/indexes", body)
         checks.create_index_body(call.content, self.known.for_map(map_id) if isinstance(map_id, str) else None)
-        return self.known.learn_index((yield call).json())
+        return self.known.learn_index(checked.index_info((yield call), request=body))
 
     def get_index(self, index_id: str) -> Operation:
-        return self.known.learn_index((yield _Call("GET", f"/v1/indexes/{_segment(index_id)}")).json())
+        answer = yield _Call("GET", f"/v1/indexes/{_segment(index_id)}")
+        return self.known.learn_index(checked.index_info(answer, index_id=index_id))
 
     def list_indexes(self, *, after: str | None = None, limit: int = 100) -> Operation:
-        page = (yield _Call("GET", "/v1/indexes", params=_page(limit, after))).json()
+        answer = yield _Call("GET", "/v1/indexes", params=_page(limit, after),
+                             expect=checked.page_expect(limit, INDEX_INFO_BYTES))
+        page = checked.page(answer, schemas.IndexListResponse, "indexes", limit)
         for info in page["indexes"]:
             self.known.learn_index(info)
         return page
 
     def list_tenants(self) -> Operation:
-        return (yield _Call("GET", "/v1/tenants")).json()["tenants"]
+        answer = yield _Call("GET", "/v1/tenants", expect=UNSIZED)
+        return document(answer.status, answer.content, schemas.TenantListResponse)["tenants"]
 
     def delete_index(self, index_id: str) -> Operation:
         self.known.forget_index(index_id)
-        yield _Call("DELETE", f"/v1/indexes/{_segment(index_id)}")
+        yield _Call("DELETE", f"/v1/indexes/{_segment(index_id)}", expect=NO_BODY)
 
     def add_items(self, index_id: str, ids: list[str], X=None, *, binary: bool = True, batch_rows: int = 1000,
                   **text: Any) -> Operation:
@@ -203,7 +196,7 @@ class _Operations:
         X = checks.vectors(X, "vectors", self.known.for_index(index_id), not binary)
         path = f"/v1/indexes/{_segment(index_id)}/items"
         if X.ndim != 2:  # unchecked (the map is unknown here): sent whole, for the service to name its dimension
-            return (yield _items_call(path, list(ids), X, binary)).json()
+            return checked.added((yield _items_call(path, list(ids), X, binary)), len(ids))
         ids = checks.item_ids(ids, X.shape[0])  # every row has its id, or nothing is sent
         check_positive_int(batch_rows, "batch_rows")  # a client-side count
         total = {"added": 0, "replaced": 0, "items": 0}
@@ -212,7 +205,7 @@ class _Operations:
             stop = min(len(ids), start + batch_rows)
             while binary and stop - start > 1 and len(json.dumps(ids[start:stop])) > ITEM_IDS_HEADER_BYTES:
                 stop = start + (stop - start) // 2
-            answer = (yield _items_call(path, ids[start:stop], X[start:stop], binary)).json()
+            answer = checked.added((yield _items_call(path, ids[start:stop], X[start:stop], binary)), stop - start)
             total = {"added": total["added"] + answer["added"], "replaced": total["replaced"] + answer["replaced"],
                      "items": answer["items"]}
             start = stop
@@ -224,20 +217,23 @@ class _Operations:
         check_positive_int(batch_rows, "batch_rows")
         total = {"added": 0, "replaced": 0, "items": 0}
         for start in range(0, len(ids), batch_rows):
-            answer = (yield _json_call("POST", path, {"ids": ids[start:start + batch_rows],
-                                                      field: text[start:start + batch_rows]})).json()
+            batch = ids[start:start + batch_rows]
+            answer = checked.added((yield _json_call("POST", path, {"ids": batch,
+                                                                    field: text[start:start + batch_rows]})),
+                                   len(batch))
             total = {"added": total["added"] + answer["added"], "replaced": total["replaced"] + answer["replaced"],
                      "items": answer["items"]}
         return total
 
     def delete_item(self, index_id: str, item_id: str) -> Operation:
         checks.deletable_item_id(item_id)
-        yield _Call("DELETE", f"/v1/indexes/{_segment(index_id)}/items/{_segment(item_id)}")
+        yield _Call("DELETE", f"/v1/indexes/{_segment(index_id)}/items/{_segment(item_id)}", expect=NO_BODY)
 
     def delete_items(self, index_id: str, ids: list[str]) -> Operation:
         call = _json_call("POST", f"/v1/indexes/{_segment(index_id)}/items/delete", {"ids": ids})
         checks.delete_items_body(call.content)
-        return (yield call).json()
+        answer = yield replace(call, expect=checked.deleted_expect(len(call.content)))
+        return checked.deleted(answer, ids)
 
     def query_index(self, index_id: str, X, *, top_k: int = 10, min_similarity: float = 0.0,
                     target_recall: float | None = None, binary: bool = True, **text: Any) -> Operation:
@@ -251,10 +247,10 @@ class _Operations:
         if rows is None:
             X = checks.vectors(X, "vectors", feature_map, not in_query)
         checks.fractions(fractions)
-        path = f"/v1/indexes/{_segment(index_id)}/query"
-        response = yield (_vectors_call(path, X, "vectors", binary, options=options) if rows is None
-                          else _json_call("POST", path, {**rows, **options}))
-        return orjson.loads(response.content)
+        path, n = f"/v1/indexes/{_segment(index_id)}/query", _rows(X, rows)
+        call = (_vectors_call(path, X, "vectors", binary, options=options) if rows is None
+                else _json_call("POST", path, {**rows, **options}))
+        return checked.query((yield replace(call, expect=checked.query_expect(n, top_k))), n, top_k)
 
     def query_items(self, index_id: str, ids: list[str], *, top_k: int = 10, min_similarity: float = 0.0,
                     target_recall: float | None = None) -> Operation:
@@ -265,8 +261,9 @@ class _Operations:
         body = {"ids": list(ids) if isinstance(ids, tuple) else ids, **options}
         checks.query_ids(body)
         checks.fractions(fractions)
-        response = yield _json_call("POST", f"/v1/indexes/{_segment(index_id)}/query", body)
-        return orjson.loads(response.content)
+        call = _json_call("POST", f"/v1/indexes/{_segment(index_id)}/query", body)
+        n = len(body["ids"])
+        return checked.query((yield replace(call, expect=checked.query_expect(n, top_k))), n, top_k)
 
     def duplicates(self, index_id: str, threshold: float | None = None, *, mode: str = "components",
                    min_cluster_size: int = 2) -> Operation:
@@ -274,10 +271,13 @@ class _Operations:
                 "min_cluster_size": min_cluster_size}
         call = _json_call("POST", f"/v1/indexes/{_segment(index_id)}/duplicates", body)
         checks.duplicates_body(call.content)
-        return orjson.loads((yield call).content)
+        answer = yield replace(call, expect=UNSIZED)
+        return checked.duplicates(answer, threshold, mode, min_cluster_size)
 
     def healthz(self) -> Operation:
-        return (yield _Call("GET", "/healthz")).json()
+        answer = yield _Call("GET", "/healthz")
+        return document(answer.status, answer.content, schemas.HealthResponse)
 
     def readyz(self) -> Operation:
-        return (yield _Call("GET", "/readyz")).json()
+        answer = yield _Call("GET", "/readyz")
+        return document(answer.status, answer.content, schemas.ReadyResponse)

@@ -113,6 +113,16 @@ class FeatureHashAPIError(Exception):
         self.retry_after = retry_after
 
 
+class AnswerMismatch(FeatureHashAPIError):
+    """A 2xx answer that is not what the request asked for (rows, width, dtype, content type, field types or
+    size): `status` is the answer's, `field` is "answer", and `detail` says what was expected and what came.
+    Never retried: the server answered, wrongly."""
+
+    def __init__(self, status: int, expected: str, got: str):
+        super().__init__(status, f"answer: expected {expected}; got {got}", "answer")
+        self.expected, self.got = expected, got
+
+
 class ScopeRequired(FeatureHashAPIError):
     """A 403: the API key is valid but lacks `scope` ("read", "write" or "admin"), which the operation requires.
     Use a key that grants it (a key's scopes are set in the service's keys file)."""

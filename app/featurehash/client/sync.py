@@ -25,7 +25,8 @@ from .results import (
     Tokens,
     WeightedTokens,
 )
-from .wire import Operation, RetryPolicy, _Call, _raise_for_status, _read, _refusal, _retryable
+from . import deadline
+from .wire import Answer, Operation, RetryPolicy, _Call, _raise_for_status, _read, _refusal, _retryable
 
 
 
@@ -34,13 +35,23 @@ def _headers(api_key: str | None) -> dict[str, str]:
 
 
 class FeatureHashClient:
-    """Blocking client. Every call raises FeatureHashAPIError for a 4xx/5xx that retries did not cure."""
+    """Blocking client. Every call raises FeatureHashAPIError for a 4xx/5xx that retries did not cure, and
+    AnswerMismatch (a FeatureHashAPIError) for a 2xx answer that is not what the request asked for.
+
+    `timeout`: seconds for one request in all (connecting, sending and every read of the answer together;
+    each retry gets its own), cut at the deadline with an httpx.TimeoutException. A `transport` you pass is used
+    as it is: the deadline is then checked between the pieces of an answer, not within httpx's reads.
+    `max_answer_bytes`: the most an answer may hold, the same for every request; None (the default) derives it
+    from the request (featurehash.client.answers: an .npy answer's exact size, NUMBER_BYTES a number of a JSON
+    one, UNSIZED_ANSWER_BYTES for answers a request does not bound). Reading stops at the limit."""
 
     def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 60.0,
                  retry: RetryPolicy = RetryPolicy(), transport: httpx.BaseTransport | None = None,
-                 sleep: Callable[[float], None] = time.sleep):
-        self.http = httpx.Client(base_url=base_url, headers=_headers(api_key), timeout=timeout, transport=transport)
+                 max_answer_bytes: int | None = None, sleep: Callable[[float], None] = time.sleep):
+        self.http = httpx.Client(base_url=base_url, headers=_headers(api_key), timeout=timeout,
+                                 transport=transport or deadline.transport())
         self.retry, self._sleep, self._ops = retry, sleep, _Operations()
+        self.timeout, self.max_answer_bytes = timeout, max_answer_bytes
 
     def __enter__(self) -> "FeatureHashClient":
         return self
@@ -51,25 +62,28 @@ class FeatureHashClient:
     def close(self) -> None:
         self.http.close()
 
-    def _send(self, call: _Call) -> httpx.Response:
+    def _send(self, call: _Call) -> Answer:
+        """One call's answer, retried on a connection error, a timeout or a retryable status (`_retryable`);
+        never after an answer that does not match the request (AnswerMismatch propagates)."""
         for attempt in range(self.retry.attempts):
             last = attempt == self.retry.attempts - 1
             try:
-                response = self.http.send(self.http.build_request(call.method, call.path, content=call.content,
-                                                                  headers=call.headers, params=call.params),
-                                          stream=True)
-                try:
-                    _read(response, response.iter_bytes())
-                finally:
-                    response.close()
+                with deadline.within(self.timeout):
+                    response = self.http.send(self.http.build_request(call.method, call.path, content=call.content,
+                                                                      headers=call.headers, params=call.params),
+                                              stream=True)
+                    try:
+                        answer = _read(response, call.expect, self.max_answer_bytes)
+                    finally:
+                        response.close()
             except httpx.TransportError:
                 if last:
                     raise
                 self._sleep(self.retry.wait(attempt, None))
                 continue
-            if last or not _retryable(response):
-                return _raise_for_status(response)
-            self._sleep(self.retry.wait(attempt, response.headers.get("Retry-After")))
+            if last or not _retryable(answer):
+                return _raise_for_status(answer)
+            self._sleep(self.retry.wait(attempt, answer.headers.get("Retry-After")))
         raise AssertionError("unreachable")
 
     def _run(self, operation: Operation):

@@ -16,9 +16,10 @@ import numpy as np
 import orjson
 import scipy.sparse as sp
 
-from . import checks
+from . import checks, deadline
 from ..maps import FeatureHashError
 from ..npy.answer import NpyAnswer
+from .answers import ERROR_ANSWER_BYTES, UNSIZED_ANSWER_BYTES, Expect, layout_check, mismatch
 from .results import FeatureHashAPIError, api_error
 
 
@@ -35,14 +36,28 @@ class _Call:
     content: bytes | None = None
     headers: dict[str, str] = field(default_factory=dict)
     params: dict[str, Any] | None = None
+    expect: Expect = Expect()
 
 
-Operation = Generator[_Call, httpx.Response, Any]
+@dataclass(frozen=True)
+class Answer:
+    """An answer as read: its status and headers, and its body, or for a 2xx .npy answer its array."""
+
+    status: int
+    headers: httpx.Headers
+    content: bytes = b""
+    array: np.ndarray | None = None
+
+
+Operation = Generator[_Call, Answer, Any]
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """`attempts` tries in all; waits `backoff * 2**n` seconds (at most `max_wait`), or Retry-After if longer."""
+    """`attempts` tries in all; waits `backoff * 2**n` seconds (at most `max_wait`), or Retry-After if longer.
+    The clients retry a connection error, a timeout (a request past its deadline), a 503, and a 409, 429 or 507
+    with Retry-After, for every operation (index adds and deletes are idempotent by item id); never an answer
+    that does not match its request (AnswerMismatch) or another error status."""
 
     attempts: int = 4
     backoff: float = 0.25
@@ -65,8 +80,8 @@ def _seconds(retry_after: str) -> float:
         return 0.0
 
 
-def _retryable(response: httpx.Response) -> bool:
-    return response.status_code == 503 or (response.status_code in (409, 429, 507) and "Retry-After" in response.headers)
+def _retryable(answer: Answer) -> bool:
+    return answer.status == 503 or (answer.status in (409, 429, 507) and "Retry-After" in answer.headers)
 
 
 def _refusal(error: FeatureHashError) -> FeatureHashAPIError:
@@ -74,15 +89,16 @@ def _refusal(error: FeatureHashError) -> FeatureHashAPIError:
     return FeatureHashAPIError(422, str(error), error.field)
 
 
-def _raise_for_status(response: httpx.Response) -> httpx.Response:
-    if response.status_code >= 400:
+def _raise_for_status(answer: Answer) -> Answer:
+    if not 200 <= answer.status < 300:  # a redirect too: the client follows none
+        text = answer.content.decode("utf-8", "replace")
         try:
-            body = response.json()
-            detail, field_name = body.get("detail", response.text), body.get("field")
-        except ValueError:
-            detail, field_name = response.text, None
-        raise api_error(response.status_code, str(detail), field_name, response.headers.get("Retry-After"))
-    return response
+            body = orjson.loads(answer.content)
+            detail, field_name = body.get("detail", text), body.get("field")
+        except (orjson.JSONDecodeError, AttributeError):
+            detail, field_name = text, None
+        raise api_error(answer.status, str(detail), field_name, answer.headers.get("Retry-After"))
+    return answer
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:
@@ -91,38 +107,81 @@ def _npy_bytes(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def _load_npy(response: httpx.Response) -> np.ndarray:
-    array = getattr(response, _NPY_ARRAY, None)  # read while it arrived (`_read`)
-    return array if array is not None else np.load(io.BytesIO(response.content), allow_pickle=False)
+class _Reader:
+    """Reads one streamed answer, piece by piece, into an Answer. A 2xx answer must have the content type its
+    call expects (checked before any byte of the body is read) and stop within its byte limit (the client's
+    `max_answer_bytes`, else what the request can produce): reading stops at the limit, nothing more is held.
+    An .npy answer goes straight into its array once its header matched the request's layout. An error answer
+    is read up to ERROR_ANSWER_BYTES, the rest left unread."""
+
+    def __init__(self, response: httpx.Response, expect: Expect, max_answer_bytes: int | None):
+        self.status, self.headers, self.size = response.status_code, response.headers, 0
+        self.pieces: list[bytes] = []
+        self.npy: NpyAnswer | None = None
+        self.ok = 200 <= self.status < 300
+        if not self.ok:
+            self.limit = ERROR_ANSWER_BYTES
+            return
+        if expect.content_type is not None and max_answer_bytes is not None:
+            self.limit, self.source = max_answer_bytes, "the client's max_answer_bytes"
+        elif expect.max_bytes is None:
+            self.limit, self.source = UNSIZED_ANSWER_BYTES, "UNSIZED_ANSWER_BYTES: the request does not bound it"
+        else:
+            self.limit, self.source = expect.max_bytes, "what the request can produce"
+        content_type = self.headers.get("content-type", "")
+        if expect.content_type is not None and not content_type.startswith(expect.content_type):
+            raise mismatch(self.status, f"content type {expect.content_type} (as asked)", repr(content_type))
+        declared = self.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.limit:
+            raise mismatch(self.status, self._within(), f"Content-Length {declared}")
+        if expect.content_type == NPY:
+            layout = expect.one_hot_npy if "X-Feature-Dim" in self.headers and expect.one_hot_npy else expect.npy
+            self.npy = NpyAnswer(layout_check(layout, self.status, self.limit))
+
+    def _within(self) -> str:
+        return "no body" if self.limit == 0 else f"at most {self.limit} bytes ({self.source})"
+
+    def add(self, piece: bytes) -> bool:
+        """Take a piece; False once no more is wanted (an error answer past its limit)."""
+        self.size += len(piece)
+        if deadline.passed():  # a transport given to the client reads under httpx's own timeouts
+            raise httpx.ReadTimeout(deadline.message())
+        if self.size > self.limit:
+            if not self.ok:
+                return False
+            raise mismatch(self.status, self._within(), f"more ({self.size} bytes read, then stopped)")
+        if self.npy is None:
+            self.pieces.append(piece)
+            return True
+        try:
+            self.npy.add(piece)
+        except ValueError as error:
+            raise mismatch(self.status, "an .npy array", str(error)) from None
+        return True
+
+    def answer(self) -> Answer:
+        if self.npy is None:
+            return Answer(self.status, self.headers, b"".join(self.pieces))
+        try:
+            return Answer(self.status, self.headers, array=self.npy.array())
+        except ValueError as error:
+            raise mismatch(self.status, "an .npy array", str(error)) from None
 
 
-_NPY_ARRAY = "featurehash_npy_array"
+def _read(response: httpx.Response, expect: Expect, max_answer_bytes: int | None) -> Answer:
+    reader = _Reader(response, expect, max_answer_bytes)
+    for piece in response.iter_bytes():
+        if not reader.add(piece):
+            break
+    return reader.answer()
 
 
-async def _aread(response: httpx.Response) -> None:
-    if response.status_code != 200 or not _is_npy(response):
-        await response.aread()
-        return
-    answer = NpyAnswer()
+async def _aread(response: httpx.Response, expect: Expect, max_answer_bytes: int | None) -> Answer:
+    reader = _Reader(response, expect, max_answer_bytes)
     async for piece in response.aiter_bytes():
-        answer.add(piece)
-    setattr(response, _NPY_ARRAY, answer.array())
-
-
-def _read(response: httpx.Response, pieces: Iterator[bytes]) -> None:
-    """Read a streamed answer: a 200 .npy body straight into its array (kept on the response for
-    `_load_npy`), anything else whole, as httpx would."""
-    if response.status_code != 200 or not _is_npy(response):
-        response.read()
-        return
-    answer = NpyAnswer()
-    for piece in pieces:
-        answer.add(piece)
-    setattr(response, _NPY_ARRAY, answer.array())
-
-
-def _is_npy(response: httpx.Response) -> bool:
-    return response.headers.get("content-type", "").startswith(NPY)
+        if not reader.add(piece):
+            break
+    return reader.answer()
 
 
 def _segment(value: str) -> str:

@@ -4,9 +4,13 @@ The header comes first and gives the shape and dtype, so the array is allocated 
 byte is copied into it where it belongs: no list of pieces joined into a body, and no numpy.load
 copying that body again (for a 64 MiB answer, two passes over memory fewer). Headers other than
 versions 1 and 2, or arrays of objects, are refused as numpy.load(allow_pickle=False) would refuse them.
+A reader that knows what the array must be passes `check`, which sees the header's shape and dtype before
+anything is allocated (a header may announce any size).
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 
@@ -14,9 +18,11 @@ from .header import MAGIC, layout, length_field_bytes
 
 
 class NpyAnswer:
-    """Feed it the pieces of an .npy body in order (`add`), then take the array (`array`)."""
+    """Feed it the pieces of an .npy body in order (`add`), then take the array (`array`). `check(shape, dtype)`,
+    when given, is called with the header's layout before the array is allocated and raises to refuse it."""
 
-    def __init__(self) -> None:
+    def __init__(self, check: Callable[[tuple[int, ...], np.dtype], None] | None = None) -> None:
+        self._check = check
         self._head = bytearray()
         self._array: np.ndarray | None = None
         self._view: memoryview | None = None
@@ -56,5 +62,7 @@ class NpyAnswer:
 
     def _allocate(self, header: bytes) -> None:
         shape, fortran_order, dtype = layout(header)
+        if self._check is not None:
+            self._check(shape, dtype)
         self._array = np.empty(shape, dtype=dtype, order="F" if fortran_order else "C")
         self._view = memoryview(self._array.reshape(-1, order="A").view(np.uint8))
