@@ -27,6 +27,9 @@ _INDEX_TYPES = (np.dtype(np.int32), np.dtype(np.int64))
 # Data types scipy's compiled routines take as they are; others (float16, longdouble, byte-swapped) are cast.
 _DATA_TYPES = tuple(np.dtype(t) for t in (np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
                                           np.int64, np.uint64, np.float32, np.float64))
+# Rows a CSC, COO or other matrix may have to be converted to CSR (scipy's int32 index range: 16 GiB of row
+# pointers at this size).
+MAX_CONVERTED_ROWS = 2**31 - 1
 # Read by scipy's conversion from formats other than CSR, CSC and COO (numpy code, given any attributes).
 _CONVERSION_ERRORS = (ValueError, TypeError, IndexError, OverflowError, AttributeError)
 
@@ -38,6 +41,8 @@ def checked_csr(X, field: str, *, first_row: int = 0) -> sp.csr_matrix:
     if X.ndim != 2:
         raise InputError(field, f"expected a 2-D sparse matrix, got {X.ndim}-D")
     kind = X.format
+    if kind != "csr" and X.shape[0] > MAX_CONVERTED_ROWS:
+        _converted(None, int(X.shape[0]), field)   # refused before anything is converted
     if kind not in ("csr", "csc", "coo"):
         try:
             X, kind = X.tocoo(), "coo"
@@ -175,7 +180,12 @@ def _native_indices(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray
 
 
 def _converted(convert, n_rows: int, field: str) -> sp.csr_matrix:
-    """CSR from checked CSC or COO arrays: its indptr alone holds n_rows + 1 numbers."""
+    """CSR from checked CSC or COO arrays. Its indptr alone holds n_rows + 1 numbers, allocated here: past
+    MAX_CONVERTED_ROWS the matrix is refused rather than risk memory the machine may promise (overcommit) and
+    not have (a CSR matrix is taken as it is, whatever its size)."""
+    if n_rows > MAX_CONVERTED_ROWS:
+        raise InputError(field, f"{n_rows} rows: over {MAX_CONVERTED_ROWS} rows are read as a CSR matrix only "
+                                "(converting this one would allocate its row pointers, 8 bytes a row)")
     try:
         return convert()
     except MemoryError:
