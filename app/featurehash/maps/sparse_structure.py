@@ -23,9 +23,10 @@ import scipy.sparse as sp
 
 from .errors import MALFORMED_FILE_ERRORS, InputError
 
-_INDEX_TYPES = (np.dtype(np.int32), np.dtype(np.int64))
+_INDEX_TYPES = frozenset((np.dtype(np.int32), np.dtype(np.int64)))
+_UNSIGNED = {np.dtype(np.int32): np.dtype(np.uint32), np.dtype(np.int64): np.dtype(np.uint64)}
 # Data types scipy's compiled routines take as they are; others (float16, longdouble, byte-swapped) are cast.
-_DATA_TYPES = tuple(np.dtype(t) for t in (np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
+_DATA_TYPES = frozenset(np.dtype(t) for t in (np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
                                           np.int64, np.uint64, np.float32, np.float64))
 # Rows a CSC, COO or other matrix may have to be converted to CSR (scipy's int32 index range: 16 GiB of row
 # pointers at this size).
@@ -132,7 +133,8 @@ def _past(values: np.ndarray, bound: int) -> bool:
     if values.size == 0:
         return False
     if values.dtype.kind == "i":   # as unsigned numbers of the same width, negative values are the largest
-        values = values.view(values.dtype.str.replace("i", "u"))
+        unsigned = _UNSIGNED.get(values.dtype)
+        values = values.view(values.dtype.str.replace("i", "u") if unsigned is None else unsigned)
     return int(values.max()) >= bound
 
 
