@@ -42,8 +42,8 @@ def checked_csr(X, field: str, *, first_row: int = 0) -> sp.csr_matrix:
     if X.ndim != 2:
         raise InputError(field, f"expected a 2-D sparse matrix, got {X.ndim}-D")
     kind = X.format
-    if kind != "csr" and X.shape[0] > MAX_CONVERTED_ROWS:
-        _converted(None, int(X.shape[0]), field)   # refused before anything is converted
+    if kind != "csr":
+        _check_convertible(int(X.shape[0]), field)
     if kind not in ("csr", "csc", "coo"):
         try:
             X, kind = X.tocoo(), "coo"
@@ -181,13 +181,17 @@ def _native_indices(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray
     return native(indptr), native(indices)
 
 
-def _converted(convert, n_rows: int, field: str) -> sp.csr_matrix:
-    """CSR from checked CSC or COO arrays. Its indptr alone holds n_rows + 1 numbers, allocated here: past
-    MAX_CONVERTED_ROWS the matrix is refused rather than risk memory the machine may promise (overcommit) and
-    not have (a CSR matrix is taken as it is, whatever its size)."""
+def _check_convertible(n_rows: int, field: str) -> None:
+    """A conversion to CSR allocates n_rows + 1 row pointers: past MAX_CONVERTED_ROWS the matrix is refused
+    rather than risk memory the machine may promise (overcommit) and not have (CSR is taken as it is)."""
     if n_rows > MAX_CONVERTED_ROWS:
         raise InputError(field, f"{n_rows} rows: over {MAX_CONVERTED_ROWS} rows are read as a CSR matrix only "
                                 "(converting this one would allocate its row pointers, 8 bytes a row)")
+
+
+def _converted(convert, n_rows: int, field: str) -> sp.csr_matrix:
+    """CSR from checked CSC or COO arrays (`convert`), within `_check_convertible`'s bound."""
+    _check_convertible(n_rows, field)
     try:
         return convert()
     except MemoryError:
