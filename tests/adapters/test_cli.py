@@ -141,6 +141,20 @@ def _write_bad_inputs(tmp_path: Path) -> None:
     np.save(tmp_path / "cube.npy", np.ones((2, 3, 8)))
     (tmp_path / "empty.npy").write_bytes(b"")
     (tmp_path / "notjson.json").write_text("{method: rff")
+    _write_npy_header(tmp_path / "garbled.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 8")
+    _write_npy_header(tmp_path / "notadict.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 8), ]")
+    (tmp_path / "truncated.npy").write_bytes((tmp_path / "garbled.npy").read_bytes()[:30])
+    sp.save_npz(tmp_path / "bad-indices.npz", sp.csr_matrix(np.ones((2, 8))), compressed=False)
+    with np.load(tmp_path / "bad-indices.npz") as members:
+        arrays = dict(members)
+    arrays["indices"][9] = 99   # row 1: past the 8 columns (scipy's load_npz does not look)
+    np.savez(tmp_path / "bad-indices.npz", **arrays)
+
+
+def _write_npy_header(path: Path, header: str) -> None:
+    """An .npy file with numpy's magic and this header dict (padded as numpy pads it), then 2 x 8 float64s."""
+    text = header.ljust(117) + "\n"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text.encode() + bytes(128))
 
 
 BAD_INPUTS = {  # (spec, input, output): what stderr says after "featurehash: "
@@ -157,6 +171,15 @@ BAD_INPUTS = {  # (spec, input, output): what stderr says after "featurehash: "
     "missing spec": ("{tmp}/nospec.json", "{ex}/vectors.npy", "o.npy", "{tmp}/nospec.json: no such file"),
     "no output dir": ("rff_spec.json", "{ex}/vectors.npy", "nodir/o.npy",
                       "{tmp}/nodir/o.npy: cannot be written: its directory does not exist"),
+    "header cut in its dict": ("rff_spec.json", "garbled.npy", "o.npy",
+                               "{tmp}/garbled.npy: not a readable .npy array (TokenError: "),
+    "header not a dict": ("rff_spec.json", "notadict.npy", "o.npy",
+                          "{tmp}/notadict.npy: not a readable .npy array (Cannot parse header"),
+    "truncated header": ("rff_spec.json", "truncated.npy", "o.npy",
+                         "{tmp}/truncated.npy: not a readable .npy array (EOF: reading array header"),
+    "sparse index past the width": ("rff_spec.json", "bad-indices.npz", "o.npy",
+                                    "{tmp}/bad-indices.npz: row 1: column index 99 lies outside [0, 8): a malformed "
+                                    "sparse matrix"),
 }
 
 

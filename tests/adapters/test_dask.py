@@ -12,7 +12,7 @@ import dask.array as da  # noqa: E402
 from dask.distributed import Client, LocalCluster  # noqa: E402
 
 import featurehash.dask as fhd  # noqa: E402
-from featurehash import UnsupportedOperation, create_map  # noqa: E402
+from featurehash import InputError, UnsupportedOperation, create_map  # noqa: E402
 
 RFF = {"method": "rff", "input_dim": 64, "n_components": 512, "seed": 3, "params": {"gamma": 0.02}}
 WIDE_RFF = RFF | {"n_components": 4096}
@@ -96,6 +96,18 @@ def test_bad_input_is_refused_before_anything_runs(data):
         fhd.transform(dX[:, :10], RFF)
     with pytest.raises(UnsupportedOperation):
         fhd.hash(dX, RFF)
+
+
+def test_a_malformed_scipy_matrix_is_refused_before_dask_slices_it(data):
+    """scipy does not check a matrix's indices, and its row slicing (dask's blocks) drops or reads outside ones."""
+    import scipy.sparse as sp
+
+    X = sp.csr_matrix(data[0][:1000])
+    X.indices = X.indices.copy()
+    X.indices[64 * 700 + 5] = 10**9   # row 700
+    for operation in (fhd.transform, fhd.hash):
+        with pytest.raises(InputError, match="row 700: column index 1000000000 lies outside"):
+            operation(X, GCWS)
 
 
 # -- text ------------------------------------------------------------------------------------

@@ -210,6 +210,22 @@ def test_sparse_input_gives_the_dense_features():
                                    atol=1e-12)
 
 
+@pytest.mark.parametrize("layout", ["csr", "csc"])
+def test_a_malformed_sparse_matrix_is_refused_naming_x(layout):
+    """scipy does not check a matrix's indices; scikit-learn's validation then converts or indexes it in
+    compiled code (an index past the width crashed fit and transform, or read memory beyond the arrays)."""
+    X = sp.csr_matrix(np.abs(_data(d=5)) + 1.0)
+    bad = X.copy() if layout == "csr" else sp.csc_matrix(X)
+    bad.indices = bad.indices.copy()
+    bad.indices[7] = 10**9 if layout == "csr" else X.shape[0] + 3
+    fitted = RandomFourierFeatures(random_state=1).fit(X)
+    for call in (fitted.transform, RandomFourierFeatures(gamma="scale", random_state=1).fit,
+                 RandomBinningFeatures(random_state=1).fit(X).hash, AdditiveChi2Features().fit(X).transform):
+        with pytest.raises(InputError) as info:
+            call(bad)
+        assert info.value.field == "X" and "a malformed sparse matrix" in info.value.message
+
+
 def test_feature_names_and_pandas_output():
     pd = pytest.importorskip("pandas")
     X = _data()

@@ -62,6 +62,17 @@ def test_bad_input_is_one_line(files, change, message, capsys):
     assert error.count("\n") == 1 and error.startswith("featurehash: ") and message in error
 
 
+def test_a_garbled_npy_header_is_one_line(files, capsys):
+    folder, _ = files
+    text = "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 600".ljust(117) + "\n"   # cut in its dict
+    (folder / "garbled.npy").write_bytes(b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text.encode())
+    argv = ["dedup", str(folder / "garbled.npy"), "--spec", str(folder / "spec.json"), "--threshold", "0.6",
+            "--pairs", str(folder / "garbled-pairs.npz")]
+    assert main(argv) == BAD_INPUT
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and error.startswith(f"featurehash: {folder / 'garbled.npy'}: not a readable .npy")
+
+
 def test_sizes_parse():
     assert parse_bytes("2GB") == 2 * 10**9 and parse_bytes("512MiB") == 512 * 2**20 and parse_bytes("1e6") == 10**6
 

@@ -40,6 +40,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from ..maps import FeatureMap, InputError, MapSpec, OneHotFeatures, UnsupportedOperation, create_map
 from ..maps.inputs import output_dtype
+from ..maps.sparse_structure import checked_csr
 
 __all__ = ["hash", "transform"]
 
@@ -102,6 +103,8 @@ def _text_blocks(X, feature_map: FeatureMap, block_function, arguments: tuple, m
 def _row_blocks(X, feature_map: FeatureMap) -> da.Array:
     if hasattr(X, "to_dask_array"):  # a dask DataFrame
         X = X.to_dask_array()
+    if sp.issparse(X):   # checked before dask slices it into blocks (scipy's slicing drops or reads bad indices)
+        X = checked_csr(X, "vectors")
     X = X if isinstance(X, da.Array) else da.asarray(X)
     if X.ndim != 2:
         raise InputError("vectors", f"expected a 2-D array (n, {feature_map.input_dim}), got {X.ndim}-D")

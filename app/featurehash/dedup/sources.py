@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ..maps.errors import InputError
+from ..maps.errors import MALFORMED_FILE_ERRORS, InputError
+from ..maps.sparse_structure import checked_csr, csr_of_parts, load_npz
 
 _LOCAL_HEADER = struct.Struct("<4s5H3I2H")   # a zip member's local file header (APPNOTE 4.3.7)
 
@@ -63,8 +64,8 @@ def _open_path(path: str):
     if path.endswith(".npy"):
         try:
             X = np.load(path, mmap_mode="r", allow_pickle=False)
-        except (ValueError, OSError, EOFError) as exc:
-            raise InputError(path, f"not a readable .npy array ({exc})") from None
+        except (OSError, *MALFORMED_FILE_ERRORS) as exc:
+            raise InputError(path, f"not a readable .npy array ({type(exc).__name__}: {' '.join(str(exc).split())})") from None
         if X.ndim != 2:
             raise InputError(path, f"expected a 2-D array, got {X.ndim}-D")
         return X
@@ -78,23 +79,25 @@ def _open_npz(path: str):
         with zipfile.ZipFile(path) as archive:
             names = set(archive.namelist())
             stored = all(info.compress_type == zipfile.ZIP_STORED for info in archive.infolist())
-        if {"data.npy", "indices.npy", "indptr.npy", "shape.npy"} <= names:
-            if not stored:
-                return sp.csr_matrix(sp.load_npz(path))
+        if "format.npy" in names:   # a scipy sparse matrix: checked whole before any row block is sliced
+            if not stored or not {"data.npy", "indices.npy", "indptr.npy", "shape.npy"} <= names:
+                return load_npz(path)
             with np.load(path, allow_pickle=False) as small:
-                shape, kind = tuple(int(v) for v in small["shape"]), small["format"].item()
+                shape, kind = small["shape"], small["format"].item()
             kind = kind.decode() if isinstance(kind, bytes) else str(kind)   # scipy saves b"csr"
             if kind != "csr":
-                return sp.csr_matrix(sp.load_npz(path))
+                return load_npz(path)
             data, indices, indptr = (mapped_member(path, f"{name}.npy") for name in ("data", "indices", "indptr"))
-            return sp.csr_matrix((data, indices, indptr), shape=shape, copy=False)
+            return csr_of_parts("csr", shape, path, data=data, indices=indices, indptr=indptr)
         with np.load(path, allow_pickle=False) as arrays:
             if len(arrays.files) != 1:
                 raise InputError(path, f"expected a scipy sparse matrix or one array, found {len(arrays.files)} "
                                        "arrays")
             X = arrays[arrays.files[0]]
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as exc:
-        raise InputError(path, f"not a readable .npz file ({exc})") from None
+    except InputError:
+        raise
+    except (OSError, *MALFORMED_FILE_ERRORS) as exc:
+        raise InputError(path, f"not a readable .npz file ({type(exc).__name__}: {exc})") from None
     if X.ndim != 2:
         raise InputError(path, f"expected a 2-D array, got {X.ndim}-D")
     return X
@@ -153,23 +156,23 @@ def _gather(chunks, field: str, keep_bytes: float, workdir):
 
 def _canonical(chunk, field: str, first):
     """A chunk as a C-ordered 2-D array or a canonical CSR matrix of the first chunk's kind, width and dtype."""
-    if not sp.issparse(chunk):
+    if sp.issparse(chunk):
+        chunk = checked_csr(chunk, field)   # sound before scipy's compiled code reads it
+    else:
         chunk = np.asarray(chunk)
         if chunk.ndim != 2:
             raise InputError(field, f"row chunks must be 2-D, got {chunk.ndim}-D")
-    if first is None:
-        if sp.issparse(chunk):
-            chunk = sp.csr_matrix(chunk)
-            chunk.sum_duplicates()
-            return chunk
-        return np.ascontiguousarray(chunk)
-    if chunk.shape[1] != first.shape[1]:
+    if first is not None and chunk.shape[1] != first.shape[1]:
         raise InputError(field, f"row chunks of different widths ({first.shape[1]} and {chunk.shape[1]})")
-    if sp.issparse(first):
-        chunk = sp.csr_matrix(chunk, dtype=first.dtype)
+    if first is not None and not sp.issparse(first):
+        return np.ascontiguousarray(chunk.toarray() if sp.issparse(chunk) else chunk, dtype=first.dtype)
+    if not sp.issparse(chunk):
+        return np.ascontiguousarray(chunk) if first is None else sp.csr_matrix(chunk, dtype=first.dtype)
+    chunk = chunk.astype(chunk.dtype if first is None else first.dtype, copy=False)
+    if not chunk.has_canonical_format:   # summed in a copy: the caller's arrays stay as they are
+        chunk = chunk.copy()
         chunk.sum_duplicates()
-        return chunk
-    return np.ascontiguousarray(chunk.toarray() if sp.issparse(chunk) else chunk, dtype=first.dtype)
+    return chunk
 
 
 class _Spill:

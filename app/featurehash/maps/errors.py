@@ -4,6 +4,17 @@ The service maps every one of them to a 4xx response; they subclass ValueError s
 library users can catch them the usual way.
 """
 
+import tokenize
+import zipfile
+import zlib
+
+# What reading a malformed .npy or .npz file raises besides InputError and OSError: numpy parses a header's
+# dict with Python's tokenizer and literal parser (a garbled one raises ValueError, SyntaxError,
+# tokenize.TokenError or TypeError), a truncated file EOFError, and a damaged archive zipfile.BadZipFile,
+# zlib.error or KeyError; scipy's load_npz NotImplementedError for a format it cannot read.
+MALFORMED_FILE_ERRORS = (ValueError, TypeError, SyntaxError, tokenize.TokenError, EOFError, KeyError,
+                         zipfile.BadZipFile, zlib.error, NotImplementedError, OverflowError, MemoryError)
+
 
 class FeatureHashError(ValueError):
     """Base class: `field` names the offending input (e.g. "params.gamma", "vectors")."""

@@ -1,7 +1,8 @@
 """Validation of the vectors handed to a map: one place, one set of messages.
 
 Dense inputs stay dense and keep float32/float64 (other numeric types become float64);
-sparse inputs become CSR with sorted indices, touching only their nonzeros.
+sparse inputs (any scipy format) become CSR with sorted indices, touching only their nonzeros, once their
+structure is proven sound (`sparse_structure.checked_csr`: no compiled kernel reads unchecked indices).
 A spec's `fit_sample` (rows of data a fit reads) is a list of lists or a numpy array (`SampleRows`).
 """
 
@@ -17,6 +18,7 @@ from pydantic import Field, WrapValidator
 from pydantic_core import PydanticCustomError
 
 from .errors import InputError
+from .sparse_structure import checked_csr
 
 FLOAT_TYPES = (np.float32, np.float64)
 _NATIVE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -135,9 +137,7 @@ def _check_sparse(X, input_dim: int, field: str, first_row: int = 0) -> sp.csr_m
     if X.ndim != 2:
         raise InputError(field, "expected a 2-D sparse matrix")
     _check_shape(X.shape, input_dim, field)
-    X = sp.csr_matrix(X)
-    if X.dtype.kind not in "fiub":
-        raise InputError(field, f"expected numbers, got dtype {X.dtype}")
+    X = checked_csr(X, field, first_row=first_row)   # before anything compiled reads its indices
     X = X.astype(_float_dtype(X.dtype), copy=False)
     if not np.isfinite(X.data).all():
         raise InputError(field, _nonfinite_message(X, first_row))

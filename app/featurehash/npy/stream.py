@@ -20,6 +20,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..maps import FeatureMap, InputError, OneHotFeatures
+from ..maps.errors import MALFORMED_FILE_ERRORS
+from ..maps.sparse_structure import load_npz
 
 # Input and output bytes of one chunk when --chunk-rows is not given.
 DEFAULT_CHUNK_BYTES = 32 * 2**20
@@ -53,13 +55,19 @@ def open_rows(path: str):
     try:
         _check_data_size(path)
         return np.load(path, mmap_mode="r", allow_pickle=False)
-    except ValueError as exc:
-        if "object" in str(exc).lower():
-            raise InputError(path, "holds Python objects (dtype object), not numbers; save a numeric array "
-                             "(e.g. X.astype(numpy.float32))") from None
-        raise InputError(path, f"not a readable .npy array ({exc})") from None
     except EOFError:
         raise InputError(path, "truncated .npy file (no data after the header)") from None
+    except MALFORMED_FILE_ERRORS as exc:
+        if isinstance(exc, ValueError) and "object" in str(exc).lower():
+            raise InputError(path, "holds Python objects (dtype object), not numbers; save a numeric array "
+                             "(e.g. X.astype(numpy.float32))") from None
+        raise InputError(path, f"not a readable .npy array ({_one_line(exc)})") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    """What is wrong, on one line: a garbled header's parser errors quote it, newlines included."""
+    text = " ".join(str(exc).split())
+    return text if isinstance(exc, ValueError) else f"{type(exc).__name__}: {text}"
 
 
 def _check_data_size(path: str) -> None:
@@ -80,11 +88,8 @@ def _check_data_size(path: str) -> None:
 
 def _open_sparse(path: str) -> sp.csr_matrix:
     try:
-        return sp.csr_matrix(sp.load_npz(path))
-    except ValueError:
-        raise InputError(path, "holds no scipy sparse matrix (a numpy archive of arrays?); save one with "
-                         "scipy.sparse.save_npz, or a dense array with numpy.save as .npy") from None
-    except (OSError, EOFError, KeyError) as exc:
+        return load_npz(path)   # checked whole before any chunk is sliced from it
+    except OSError as exc:
         raise InputError(path, f"not a readable .npz file ({type(exc).__name__})") from None
 
 

@@ -8,14 +8,22 @@ import warnings
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..maps import OneHotFeatures, SpecError, create_map
+from ..maps.sparse_structure import checked_csr
 
 FLOAT_DTYPES = (np.float64, np.float32)
 _SEED_RANGE = np.iinfo(np.int64).max
+
+
+def sound(X):
+    """A sparse X as a CSR matrix of checked structure (InputError naming X, its row and column), before
+    scikit-learn's validation converts or indexes it in compiled code; anything else as it is."""
+    return checked_csr(X, "X") if sp.issparse(X) else X
 
 
 def _plain(value: Any) -> Any:
@@ -83,7 +91,7 @@ class _FeatureMapTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         -------
         self : object
         """
-        X = validate_data(self, X, accept_sparse="csr", dtype=FLOAT_DTYPES)
+        X = validate_data(self, sound(X), accept_sparse="csr", dtype=FLOAT_DTYPES)
         feature_map = self._create(self._spec_request(X))
         self.spec_ = feature_map.describe()
         self._feature_map = feature_map
@@ -96,7 +104,7 @@ class _FeatureMapTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         float32 X gives float32 features, any other X float64.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=FLOAT_DTYPES, reset=False)
+        X = validate_data(self, sound(X), accept_sparse="csr", dtype=FLOAT_DTYPES, reset=False)
         features = self.feature_map_.transform(X, dtype=X.dtype)
         return features.to_csr(dtype=X.dtype) if isinstance(features, OneHotFeatures) else features
 
@@ -171,7 +179,7 @@ class _OneHotTransformer(_FeatureMapTransformer):
         check_is_fitted(self)
         if self.text is not None:
             return self.feature_map_.hash(_text_rows(X))
-        X = validate_data(self, X, accept_sparse="csr", dtype=FLOAT_DTYPES, reset=False)
+        X = validate_data(self, sound(X), accept_sparse="csr", dtype=FLOAT_DTYPES, reset=False)
         return self.feature_map_.hash(X)
 
     def __sklearn_tags__(self):

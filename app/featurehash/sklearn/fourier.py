@@ -6,7 +6,7 @@ from typing import Any
 
 from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
 
-from ._base import FLOAT_DTYPES, _evenly_spaced_rows, _FeatureMapTransformer, _plain, _with_lengthscales
+from ._base import FLOAT_DTYPES, _evenly_spaced_rows, _FeatureMapTransformer, _plain, _with_lengthscales, sound
 
 
 class _PairedFeatures(_FeatureMapTransformer):
@@ -195,14 +195,14 @@ class AdditiveChi2Features(_FeatureMapTransformer):
     def fit(self, X, y=None):
         """Check X (nonnegative) and build the map for its number of features."""
         super().fit(X, y)
-        check_non_negative(validate_data(self, X, accept_sparse="csr", dtype=FLOAT_DTYPES, reset=False),
+        check_non_negative(validate_data(self, sound(X), accept_sparse="csr", dtype=FLOAT_DTYPES, reset=False),
                            f"{type(self).__name__} (X)")
         return self
 
     def transform(self, X):
         """The features of X; CSR for sparse X, as AdditiveChi2Sampler."""
         check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=FLOAT_DTYPES, reset=False)
+        X = validate_data(self, sound(X), accept_sparse="csr", dtype=FLOAT_DTYPES, reset=False)
         if hasattr(X, "tocsr"):
             return self.feature_map_.transform_sparse(X, dtype=X.dtype)
         return self.feature_map_.transform(X, dtype=X.dtype)
