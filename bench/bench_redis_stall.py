@@ -30,23 +30,28 @@ every 10 ms, retried at once on a BUSY error, so a stall counts from the PING's 
 longest stall other clients saw, its p99 and the number of PINGs; from SLOWLOG (slowlog-log-slower-than
 `--slowlog-us`, SLOWLOG RESET before the request, SLOWLOG GET after Redis answers again) the longest single
 command, with its name and, for EVALSHA, which of featurehash's Lua scripts it ran (matched by SHA-1; every
-featurehash script is SCRIPT LOADed at the start, so none runs as EVAL), and the sum of the logged durations
+featurehash script is SCRIPT LOADed at the start; the ones sent whole in a MULTI run as EVAL, and are named by
+their length, which SLOWLOG gives), and the sum of the logged durations
 (the commands a script runs are logged too, as client "?:0": they are left out of both and summarised apart,
 by command, under the table); Redis's CPU seconds (INFO cpu) over the operation; how many /readyz probes (one every
 100 ms from another client) failed meanwhile; Redis's peak RSS (VmHWM) after it. A request whose stall passes
 `--cap` seconds gets SCRIPT KILL (possible for a script that has not written; Redis accepts it once the script
-has run past busy-reply-threshold, 5 s) and is reported as "> cap s"; then the bench waits for Redis to answer.
+has run past busy-reply-threshold, 5 s): its stall is then printed as ">" the stall until the kill (the cap less
+the time the service took before its script began); then the bench waits for Redis to answer.
 Nothing but the pinger and the /readyz probes runs meanwhile, and neither parses a body (no GIL held long by this
 process: the pinger is a separate process anyway).
 
 Printed first: the host (CPU model, cores, load average at the start, Redis version); last, this process's CPU
 and wall time. `--write` saves the output to bench/results/redis_stall.txt (`--output` another name).
-`--quick`: 2,000 items, queries of 1 and 200 rows, 200 ids, cap 15 s (for development).
+`--quick`: 2,000 items, queries of 1 and 200 rows, 200 ids, adds of 2,000, cap 15 s (for development; the options
+given beside it win). `--slowlog-us 0` logs every command, the ones scripts run included: the summary under the
+table then says where a script's time went (SMEMBERS, HGET, ...; the rest of a script's time is its own Lua).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import hashlib
 import importlib
 import io
@@ -55,6 +60,7 @@ import multiprocessing
 import os
 import pkgutil
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -210,10 +216,14 @@ class Bench:
         self.port = redis_server.port
         self.control = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=None)
         self.control.config_set("slowlog-log-slower-than", slowlog_us)
+        self.control_address = self.control.client_info()["addr"].encode()
         self.control.config_set("slowlog-max-len", SLOWLOG_MAX)
         self.scripts, texts = script_names()
         for text in texts.values():   # loaded now, so that every call is an EVALSHA SLOWLOG can name
             self.control.script_load(text)
+        lengths = collections.Counter(len(text.encode()) for text in texts.values())
+        self.script_lengths = {len(text.encode()): name for name, text in texts.items()
+                               if lengths[len(text.encode())] == 1}
         self.results: list[Measured] = []
 
     def _redis_cpu(self) -> float:
@@ -297,6 +307,8 @@ class Bench:
         measured.redis_cpu = self._redis_cpu() - cpu_before
         measured.peak_rss_mb = self._peak_rss_mb()
         entries = self.control.slowlog_get(SLOWLOG_MAX)
+        entries = [entry for entry in entries if entry.get("client_address") != self.control_address
+                   and not bytes(entry["command"]).upper().startswith(b"PING")]   # the bench's own commands
         nested = [entry for entry in entries if entry.get("client_address") == SCRIPT_CLIENT]
         entries = [entry for entry in entries if entry.get("client_address") != SCRIPT_CLIENT]
         measured.slowlog_entries = len(entries)
@@ -321,6 +333,11 @@ class Bench:
         name = words[0].decode(errors="replace").upper() if words else "?"
         if name == "EVALSHA" and len(words) > 1:
             name += " " + self.scripts.get(words[1].decode(errors="replace"), words[1][:8].decode())
+        elif name == "EVAL":   # a script sent whole (in a MULTI): SLOWLOG keeps its first 128 bytes, and its length
+            text = entry["command"] if isinstance(entry["command"], bytes) else b" ".join(words)
+            more = re.search(rb"\.\.\. \((\d+) more bytes\)", text)
+            named = self.script_lengths.get(128 + int(more.group(1))) if more else None
+            return f"EVAL {named or '(unknown script)'}"
             if not short and len(words) > 3:
                 name += f" key {words[3][:60]!r}"
         elif not short and len(words) > 1:
@@ -332,7 +349,7 @@ class Bench:
               f"{'peak rss MB':>12}  note")
 
     def row(self, m: Measured) -> str:
-        stall = f"> {self.cap:.0f} s" if m.killed else f"{m.stall_ms:.1f}"
+        stall = f">{m.stall_ms:.0f}" if m.killed else f"{m.stall_ms:.1f}"   # killed: it would have run longer
         return (f"{m.operation:<28}{m.key:<6}{m.status:>8}{m.seconds:>8.2f}{stall:>10}{m.p99_ms:>8.1f}{m.pings:>7}"
                 f"{m.slowest_ms:>11.1f}  {m.slowest:<36}{m.slowlog_ms:>11.1f}{m.redis_cpu:>12.2f}"
                 f"{m.readyz_failed:>11}{m.peak_rss_mb:>12.0f}  {m.note}")
@@ -497,8 +514,11 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="save the output to bench/results/")
     parser.add_argument("--output", default="redis_stall.txt")
     args = parser.parse_args()
-    if args.quick:
-        args.items, args.query_rows, args.ids, args.cap, args.write_rows = "2000", "1,200", "200", 15.0, 2000
+    if args.quick:   # what the command line does not set
+        for name, value in (("items", "2000"), ("query_rows", "1,200"), ("ids", "200"), ("cap", 15.0),
+                            ("write_rows", 2000)):
+            if getattr(args, name) == parser.get_default(name):
+                setattr(args, name, value)
     args.cap = max(6.0, args.cap)
 
     lines: list[str] = []
