@@ -145,3 +145,18 @@ def test_estimated_recall_of_fewer_than_top_k_exact_copies(client):
     assert result.estimated_recall == [1.0]
     nothing = index.query(positive_rows(23, 1), top_k=10, min_similarity=0.99)  # an item >= 0.99 would be found
     assert nothing.results == [[]] and nothing.estimated_recall[0] > 0.99
+
+
+def test_a_batch_of_heavy_rows_is_refused_from_its_first_rows(client, near_identical, monkeypatch):
+    """With calls of a few rows each, a batch whose first 32 rows, extrapolated, pass max_total_candidates is
+    refused then, before its other rows are probed."""
+    index, Q = near_identical
+    tiny_bounds(monkeypatch)
+    calls = []
+    send = index.redis.execute_command
+    monkeypatch.setattr(index.redis, "execute_command", lambda *a, **k: calls.append(a[0]) or send(*a, **k))
+    with pytest.raises(InputError, match="extrapolated") as refused:
+        index.query(Q, top_k=5, max_total_candidates=len(Q) * 8 * NEAR_ITEMS // 2)  # 8 buckets of them a row
+    assert refused.value.field == "max_total_candidates"
+    probes = calls.count("EVALSHA") + calls.count("EVAL")
+    assert probes < len(Q) * 8 // 40, probes  # fewer calls than probing every row's 8 buckets, 40 a call

@@ -30,9 +30,11 @@ from .redis_steps import Compute, RoundTrip
 
 # The bounds of one Redis call of a query (lsh_compact_scripts.PROBE_FETCH, TAILS, SSCAN): bucket members walked,
 # the overflow set size past which its members are read by SSCAN pages instead, and tails fetched. Each is a few
-# milliseconds of Redis time (~0.3 us a member walked, ~1 us a tail), so that no query holds Redis for long.
+# milliseconds of Redis time (~1-2.5 us a member the script walks: SMEMBERS makes a Lua string of each; ~1 us a
+# member an SSCAN page returns, once a query however many rows defer the set; ~5 us a tail), so that no query holds
+# Redis for long.
 PROBE_BUDGET = 20_000
-PROBE_BIG_BUCKET = 20_000
+PROBE_BIG_BUCKET = 2_000
 TAIL_BUDGET = 2_500
 SSCAN_PAGE = 5_000
 KNOWN_LIMIT = 10_000  # candidates already fetched that a query's first call may be sent
@@ -159,7 +161,7 @@ class _CompactQuerySteps:
         bands, total = self.config.bands, rows.size * self.config.bands
         parts: list[list[bytes]] = [[] for _ in range(rows.size)]
         deferred: list[tuple[int, int]] = []
-        start, walked = 0, 0
+        start, walked, before = 0, 0, pool.walked
         while True:
             (raw,) = yield RoundTrip([("EVAL", scripts.PROBE_FETCH, 1, self.layout.meta, addresses,
                                        *self._probe_options[:2], known if start == 0 else b"",
@@ -167,7 +169,7 @@ class _CompactQuerySteps:
                                        b"1" if track else b"0")])
             blobs, stop, walked, left, whole = raw[4:]
             pool.walked += sum(len(blob) for blob in blobs) // 4 + sum(np.frombuffer(left, "<u4")[1::2].tolist())
-            bounds.check(pool.walked)
+            bounds.check(pool.walked, pool.walked - before, stop // bands, rows.size)
             if whole:  # the whole probe in one call, tails included
                 return self._decoded_probe(raw[:5])
             for offset, blob in enumerate(blobs):

@@ -34,6 +34,7 @@ def candidates_within(vectors: str, input_dim: int, seconds: float) -> int:
     per_candidate = SECONDS_PER_CANDIDATE + (input_dim * SECONDS_PER_CANDIDATE_VALUE if dense else 0.0)
     return max(1, int(seconds / per_candidate))
 SUNION_ROWS = 16                # query rows a pipeline (layouts 1 and 2)
+PROJECT_AFTER_ROWS = 32         # rows probed before CandidateBounds extrapolates a level's work to its batch
 
 
 class ItemNotFound(LookupError):
@@ -121,10 +122,20 @@ class CandidateBounds:
             if value is not None:
                 check_positive_int(value, name)
 
-    def check(self, walked: int) -> None:
-        if self.total is not None and walked > self.total:
-            raise InputError("max_total_candidates", f"the query's buckets hold more than {self.total} candidates "
-                             "in all; query fewer rows at a time")
+    def check(self, walked: int, level_walked: int = 0, rows_done: int = 0, rows: int = 0) -> None:
+        """InputError naming max_total_candidates once the query has walked more than `total` members, or once the
+        rows a level has probed so far (at least PROJECT_AFTER_ROWS of them, or all), `level_walked` members,
+        extrapolated to its `rows`, would: a batch of near-identical rows is refused after its first calls, not
+        after the budget's worth of work."""
+        if self.total is None:
+            return
+        projected = walked
+        if 0 < rows_done < rows and rows_done >= PROJECT_AFTER_ROWS:
+            projected = walked + level_walked * (rows - rows_done) // rows_done
+        if projected > self.total:
+            would = "hold" if projected == walked else "would hold (extrapolated from its first rows)"
+            raise InputError("max_total_candidates", f"the query's buckets {would} more than {self.total} "
+                             "candidates in all; query fewer rows at a time")
 
 
 def _query_options(top_k, min_similarity, target_recall, bounds) -> tuple[int, float, float | None, CandidateBounds]:
@@ -238,11 +249,11 @@ class _QuerySteps:
     def _bucket_members_steps(self, level_keys, active: list[int], level: list[int], pool, bounds: CandidateBounds):
         """The item numbers in the buckets of each active query at its level (sorted): SUNION_ROWS rows a round
         trip, so that Redis serves other clients between them."""
-        unions = []
+        unions, before = [], pool.walked
         for begin in range(0, len(active), SUNION_ROWS):
             page = yield RoundTrip([("SUNION", *level_keys[level[q]][q]) for q in active[begin:begin + SUNION_ROWS]])
             pool.walked += sum(len(members) for members in page)
-            bounds.check(pool.walked)
+            bounds.check(pool.walked, pool.walked - before, begin + len(page), len(active))
             unions += page
         return [np.sort(np.fromiter((int(m) for m in members), np.int64, len(members))) for members in unions]
 
