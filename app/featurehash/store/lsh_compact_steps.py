@@ -24,7 +24,7 @@ from .lsh_accounting import StoredBytesExceeded, tenant_usage_steps
 from .redis_steps import (MAX_TRANSACTION_ATTEMPTS, Compute, RoundTrip, Scan, TransactionConflict, is_cluster,
                           persisted, set_members_steps)
 
-READ_CHUNK = 4096  # ids or item numbers a LOOKUP or RECORDS call reads (a few ms of Redis)
+READ_CHUNK = 2048  # ids or item numbers a LOOKUP or RECORDS call reads (a few ms of Redis)
 COMPACT_BATCH_OPERATIONS = 6_000  # bucket operations per script call: ~10-25 ms of Redis (~2-4 us each)
 _META_CHANGED, _ITEM_CHANGED, _OVER_LIMIT = -1, -2, -3
 
