@@ -288,9 +288,9 @@ async def query_index(index_id: IndexId, request: Request, indexes: Indexes, sta
     except InputError as refused:
         if refused.field != "max_total_candidates":
             raise
-        raise InputError(field, f"the query's buckets hold more than {total} candidates in all, more than this "
-                         f"service re-ranks in one request (FEATUREHASH_REQUEST_WORK_SECONDS); query fewer rows "
-                         f"at a time") from None
+        what = refused.message.split(";")[0]  # "the query's buckets hold (or would hold) more than N candidates"
+        raise InputError(field, f"{what}, more than this service re-ranks in one request "
+                         "(FEATUREHASH_REQUEST_WORK_SECONDS); query fewer rows at a time") from None
     return await _cpu(len(result.results) <= SMALL_ANSWER_ROWS, _results_document, result)
 
 
