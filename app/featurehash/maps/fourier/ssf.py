@@ -1,5 +1,5 @@
 """Spherical structured features (Lyu, "Spherical Structured Feature Maps for Kernel
-Approximation", ICML 2017; papers/003_*, restated in ALGORITHMS.md "SSF").
+Approximation", ICML 2017; the construction and the paper's claim: docs/methods/fourier.md, "SSF: Lyu 2017").
 
 Kernels:
 - "gaussian": k(x, y) = exp(-gamma ||x - y||^2), i.e. sigma^2 = 1 / (2 gamma);
@@ -12,17 +12,17 @@ L = (k_1..k_m) of distinct rows of the n-point DFT F[k, j] = exp(-2 pi i k j / n
 has unit columns: 2n points on S^{2m-1}.
 
 Projection in O(n log n). x~ = diag(s) x (s random signs), c = x~[:m] + i x~[m:] (then rotated, see
-"Randomisation"); put c_s at
-position k_s of a zero length-n vector z. Then y_j = sum_s conj(F[k_s, j]) c_s / sqrt(m)
-= ifft(z, norm="forward")_j / sqrt(m) (numpy's unnormalised inverse DFT, exp(+2 pi i k j / n)),
-and V^T x~ = [Re y, Im y]. One batched FFT per row chunk (scipy.fft, all cores).
+"Randomisation"); put c_s at position k_s of a zero length-n vector z. Then
+y_j = sum_s conj(F[k_s, j]) c_s / sqrt(m) = ifft(z, norm="forward")_j / sqrt(m) (numpy's unnormalised
+inverse DFT, exp(+2 pi i k j / n)), and V^T x~ = [Re y, Im y]. One batched FFT per row chunk.
 
 Features (N = 2n directions v_i, P_i = v_i^T x~):
 - Gaussian: z(x) = 1/sqrt(N) [cos(t_i P_i), sin(t_i P_i)]_i with ONE radius per direction:
   t_i = F^{-1}_{chi_d'}((pi(i) - 1 + u_i) / N) * sqrt(2 gamma), pi a seeded permutation, so the N
   radii are stratified quantiles of chi with d' = 2m degrees of freedom (the points live on
   S^{d'-1}, so w = t v ~ N(0, 2 gamma I_{d'})): jittered, u_i ~ U(0, 1), with "rotation"; the
-  midpoints u_i = 1/2 with "signs".
+  midpoints u_i = 1/2 with "signs". (The paper shares M radii among all directions; one radius per
+  direction keeps every direction and has no fixed radial bias.)
 - arc-cosine b: z(x) = sqrt(E[r^2b] / N) [step(P_i) P_i^b, step(-P_i) (-P_i)^b]_i, r ~ chi_d'
   (E[r^2b] = 1, d', d'(d'+2)), step(0) = 1/2: each direction with its antipode (the paper's
   "bidirectional" form), so E<z(x), z(y)> = 2 E[r^2b] E_v[step(v.x) step(v.y) (v.x v.y)^b] = k_b.
@@ -31,102 +31,48 @@ refused (SpecError naming n_components) rather than truncated: dropping a cos or
 half-space) of a direction biases the estimate. So SSF needs D >= 4 ceil(d/2) (about 2d); at
 D = 4m, n = m and V is an orthonormal basis of R^{2m}.
 
-Why one stratified radius per direction rather than the paper's M radii shared by all directions
-(D = 4 n M). Measured (bench/bench_ssf.py's protocol: unit-norm rows, breast_cancer standardised
-first, gamma = 1 / median ||x - y||^2, 5 seeds), SSF / RFF error at equal D, relative Frobenius
-and relative max:
-                  breast_cancer (d = 30)               digits (d = 64)
-  D =        4d        8d        64d       256d     4d        8d        64d       128d
-  M = 1   .62/.75   .62/.75   .40/.69   .63/1.39  .52/.67   .53/.70   .49/.66   .51/.64
-  M = 2   .85/1.15  .87/1.05  .59/.80      -      .75/1.08  .75/.95   .65/.90      -
-  M = 4      -     1.17/1.60  .98/1.28     -         -     1.09/1.53  .96/1.29     -
-  per-dir .66/.82   .62/.77   .40/.55   .51/1.14  .53/.69   .53/.71   .43/.61   .38/.56
-More radii per direction lose at every D (they take directions away, and directions are what the
-structure makes good). One shared radius (M = 1) ties with per-direction radii up to ~8d, then its
-fixed radial bias shows (256d, 128d). Per-direction radii integrate the radial law with N points
-at no cost (the FFT yields all N projections anyway); averaged over the seeded permutation they
-are the N x N tensor rule. So D = 4n, M = 1, each direction its own radius.
-(Those figures predate `randomization`: they are "signs". For "rotation" see bench/results/ssf_bias.txt:
-SSF / i.i.d. the same within the seed spread at 2d, 4d, 8d.)
-
-Randomisation (`randomization`). Unbiasedness needs each direction v_i (and radius t_i) to have the
-exact law of the kernel's integral: v_i uniform on S^{2m-1}, t_i ~ chi_{2m}.
-- "signs" (specs stored before the parameter, which leave the key out): x~ = diag(s) x with random
-  signs s, and midpoint radii. Every column of V has modulus 1/sqrt(m) in each complex coordinate
-  (the points lie on a torus inside S^{2m-1}) and sign flips keep them there, so the estimate
-  averaged over seeds does not converge to the kernel: over 100 seeds at d = 6, D = 24 the largest
-  |mean error| / standard error is 17-36 (Gaussian, arccos0/1/2), and the error has a floor that
-  RFF's does not (at 256d on breast_cancer the max error exceeds RFF's).
-- "rotation" (every new request): c = x~[:m] + i x~[m:] is multiplied by U = P4 F P3 F P2 F P1 (F
-  the unitary m-point DFT, P_k diagonals of seeded uniform phases), a unitary of C^m, i.e. a
-  rotation of R^{2m}, in O(m log m) (three FFTs of size m beside the projection's FFT of size n),
-  and the radii are jittered. The whole point set is rotated jointly, so its low energy (the
-  structure) is kept, and each direction is close to uniform on the sphere: a Haar-random unitary
-  would make it exactly uniform (U(m) is transitive on S^{2m-1}), and four phase blocks measure as
-  such: the largest |z| of the mean error over 100-300 seeds is 2.0-3.5 with mean z^2 0.7-1.4 for
-  every kernel at d = 6, 7, 16, 64, as for an unbiased estimate (a dense Haar rotation gives the
-  same), where two blocks (P3 F P2 F P1) still left |z| up to 9 (Gaussian) and 32 (arccos1) on
-  digits. bench/bench_ssf_bias.py measures it for every dense map (bench/results/ssf_bias.txt). The
-  error is that of "signs" within the seed spread (SSF / i.i.d. there); the transform takes 1.4-1.7x
-  the time of "signs" (d = 256-4096, D = 4d).
+Randomisation (`randomization`). Unbiasedness needs each direction v_i uniform on S^{2m-1} and each
+radius t_i ~ chi_{2m}.
+- "signs" (specs stored before the parameter, which leave the key out): x~ = diag(s) x and midpoint
+  radii. The points stay on a torus inside the sphere, so the estimate averaged over seeds does not
+  converge to the kernel: biased at every D.
+- "rotation" (every new request): c is multiplied by U = P4 F P3 F P2 F P1 (F the unitary m-point DFT,
+  P_k diagonals of seeded uniform phases), a rotation of R^{2m} in O(m log m), and the radii are
+  jittered. The point set turns as a whole, keeping its low energy, and each direction is close to
+  uniform: the estimate averaged over seeds converges to the kernel (tests/maps/fourier/test_ssf.py).
 
 Index set. L is chosen by coordinate ascent on a Riesz log-energy (`optimised_index_set`), a pure
 function of (m, n, seed), cached, and stored in the spec (params.index_set) so it is covered by the
 spec id and never recomputed from a stored spec. With h_p = sum_s exp(2 pi i k_s p / n), the inner
 products between columns are Re h_p / m and -Im h_p / m (see `riesz_log_energy`); swapping k_q for
 k changes h by exp(2 pi i k p / n) - exp(2 pi i k_q p / n), so a candidate costs O(n), not the
-O(n^2) point pairs. Small searches evaluate every free index so (exact coordinate ascent); large
-ones rank all free indices by a second-order expansion (two FFTs per coordinate) and evaluate a
-shortlist exactly, which found the very same sets wherever both were run. The search computes with
-`_portable_math` (exact trigonometric tables, logs and ordered sums, no BLAS), so the stored set is
-the same on every machine. Its loops are compiled (`_ssf_search_kernels`: the same operations in the
-same order, vectorised, no FMA; tests/maps/fourier/test_ssf_search.py checks the bits and the sets against the numpy
-formulation, tests/ssf_reference_search.py): ~30x less CPU than numpy. Only the shortlist ranking of large
-searches uses scipy's FFT, whose
-last bits could differ across platforms, and the exact choice within the shortlist makes that matter
-only if two candidates tie to ~1e-13 at the shortlist's edge and that one is the best.
+O(n^2) point pairs. Small searches evaluate every free index (exact coordinate ascent); large ones
+rank all free indices by a second-order expansion (two FFTs per coordinate) and evaluate a shortlist
+exactly. The search computes with `_portable_math` (exact trigonometric tables, logs and ordered sums,
+no BLAS) in compiled loops (`_ssf_search_kernels`: the numpy formulation's operations in its order, no
+FMA), so the stored set is the same on every machine; only the shortlist ranking uses scipy's FFT,
+and the exact choice within the shortlist makes its last bits matter only if two candidates tie to
+~1e-13 at the shortlist's edge and that one is the best.
+The energy is that of the 4n points +-V, not of the 2n columns: the features use each direction with
+its antipode, so an antipodal pair of columns is as wasted as a coincident one.
 
-When to stop (`search`). "until_unchanged" (specs stored before the parameter, which leave the key out;
-a request may still state it) sweeps until a sweep swaps nothing, with a shortlist of 16: at m = 2048,
-n = 4096 that is 8-12 sweeps, ~4.5-6 s of CPU. Nearly all the gain is in the first sweep (seed 7: 0.39 of
-0.405 in energy, 23 of 24 standard deviations of the energy over random sets); the later sweeps swap
-62, 30, 30, 9, 10, 3 of the 2048 indices and the last one swaps none. "until_small_gain" (every new
-request without an index set) stops after a sweep that lowers the energy by at most SMALL_GAIN = 5e-4
-of what the first sweep did, shortlists 2 candidates (the FFT ranking's top two held the exact best at
-every step measured: shortlists of 2, 4, 8 and 16 made the same sets at seed 7), ranks them by one
-FFT of both ranking inputs packed together (`_ssf_search_kernels.packed_ranking_input`), and, when
-shortlisting, skips a coordinate whose own index beat its best rival at its last exact check by more
-than SKIP_RATIO times the energy gained by all swaps since (a third of the steps at d = 4096). Measured
-against "until_unchanged" (bench/bench_ssf_search.py, bench/results/ssf_search.txt: final energy difference
-in standard deviations of the energy over random sets, positive = worse; seeds 1-4): (64, 256) the same
-sets (exact evaluation, no skipping); (512, 2048) +0.10, 0, 0, 0; (1024, 4096) +0.001, +0.07, +0.11, 0;
-(2048, 4096) +0.006, +0.001, +0.04, -0.10, where the whole optimisation gains 10-25 of those deviations.
-Trajectories that part within a shortlist differ by about +-0.1 either way; the slow tail (sweeps gaining
-1e-3 of the first, then more again) is what the rule gives up. Without the skipping the worst case was
-similar (+0.23 at (1024, 4096) seed 3) at 1.5x the CPU; SKIP_RATIO 0.3 lost up to 0.44. The search CPU
-is 3-7x lower at those sizes; `create_map` at d = 4096, D = 16384 takes 0.9-1.6 s of CPU, 1.0-1.5 s wall (the
-3-candidate evaluations stay on one thread) instead of 4.5-6.8 s CPU, 3.7-5.5 s wall, at load ~1 on 2 cores;
-the maps' Gram errors (300 rows, d = 4096, seeds 7-11) agree within 0.5% between the two searches.
-
-The energy is that of the 4n points +-V ("antipodal"), not of the 2n columns alone ("columns",
-ALGORITHMS.md's form): the features use each direction with its antipode (cos is even; the arc-cosine
-features take both half-spaces), so an antipodal pair of columns is as wasted as a coincident one, yet
-the columns' energy rewards it: for n = 2m its optimum is the cross-polytope (L = the odd rows, every column's
-antipode is a column). Measured (ratios to i.i.d. as above, L random / "columns"-optimised /
-"antipodal"-optimised):
-  gaussian  breast_cancer 8d .65/.87 | .76/1.14 | .62/.77    digits 8d .53/.73 | .66/.95 | .53/.71
-  arccos1   breast_cancer 8d .19/.16 | .24/.22  | .19/.16    digits 8d .11/.17 | .12/.21 | .11/.17
-With the antipodal energy the errors are those of a random L within the seed spread (bench_ssf.py's
-"randL" column: a little better or worse case by case); the columns' energy is clearly worse. So
-the optimisation is kept (it is the paper's method, cheap, and stored once) but buys little here;
-ALGORITHMS.md's prototype gain for arccos1 (0.070 -> 0.030) did not reproduce.
+When to stop (`search`). "until_unchanged" (specs stored before the parameter, which leave the key
+out; a request may still state it) sweeps until a sweep swaps nothing, shortlist 16.
+"until_small_gain" (every new request without an index set) stops after a sweep that lowers the
+energy by at most SMALL_GAIN of what the first sweep did, shortlists 2 candidates ranked by one FFT of
+both ranking inputs packed together (`_ssf_search_kernels.packed_ranking_input`), and skips a
+coordinate whose own index beat its best rival at its last exact check by more than SKIP_RATIO times
+the energy gained by all swaps since. Nearly all of the energy is gained in the first sweep.
 
 Transforms are computed in float32 unless float64 is asked for, in row chunks (bounded
 temporaries). For small d (Gaussian kernel, d <= DENSE_MAX_DIM) the projection is one BLAS product with
 the d x 2n matrix of the basis vectors' projections (made once, by the FFTs in float64): the same
-linear map, rounded once to the working precision; 1.05-2.6x faster than the FFTs at d = 32-64 (n = 1
-to 100000 rows, D = 512-4096), even at d = 96-128, slower from d = 256 (measured, float32). Sparse input is densified one chunk at a time: the FFT costs O(n log n) per row
-whatever the sparsity, so a sparse path would save nothing that matters.
+linear map, rounded once to the working precision. Sparse input is densified one chunk at a time: the
+FFT costs O(n log n) per row whatever the sparsity.
+
+Measurements behind these choices (radii per direction, rotation, energy, the stopping rule, the
+small-d product): docs/methods/fourier.md, "Measurements behind the design", with `bench/bench_ssf.py`,
+`bench/bench_ssf_bias.py`, `bench/bench_ssf_search.py` and their files in bench/results/.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The index set of an SSF map: coordinate ascent on the Riesz log-energy of its directions.
 
-The method, the two stopping rules and the measurements behind the constants are in the docstring of
-`featurehash.maps.fourier.ssf` ("Index set"); the map calls `optimised_index_set` when a new spec has no index
-set, and a stored spec carries its set, so this search runs once per spec. Deterministic in its arguments on
+The method and the two stopping rules are in the docstring of `featurehash.maps.fourier.ssf` ("Index set",
+"When to stop"), the measurements behind its constants in docs/methods/fourier.md ("Measurements behind the
+design"); the map calls `optimised_index_set` when a new spec has no index set, and a stored spec carries its set, so this search runs once per spec. Deterministic in its arguments on
 every machine: the candidate loops are compiled from portable math (`_ssf_search_kernels`), and a split over
 two threads changes no result.
 """
@@ -35,7 +35,7 @@ SHORTLIST = 16
 # How the ascent stops (`search`): "until_unchanged" (specs made before the parameter, which leave the key
 # out) sweeps until a sweep swaps nothing; "until_small_gain" (every new request) stops after a sweep whose
 # energy gain is at most SMALL_GAIN times the first sweep's, and shortlists SMALL_GAIN_SHORTLIST candidates
-# (module docstring, "Index set": the measurements behind both numbers).
+# (the measurements behind both numbers: docs/methods/fourier.md, "Search: when to stop").
 SEARCHES = ("until_unchanged", "until_small_gain")
 SMALL_GAIN = 0.0005
 SMALL_GAIN_SHORTLIST = 2
