@@ -1,5 +1,5 @@
 """Gaussian-quadrature features (Dao, De Sa, Re, "Gaussian Quadrature for Kernel Features",
-NIPS 2017; papers/002_*; ALGORITHMS.md "Gaussian-quadrature features").
+NIPS 2017; the rules and the paper's claims: docs/methods/fourier.md, "Gaussian quadrature: Dao, De Sa & Ré 2017").
 
 Kernel: Gaussian k(x, y) = exp(-gamma ||x - y||^2), whose spectrum is N(0, 2 gamma I); with `anova`,
 the sparse ANOVA kernel k(x, y) = sum_{S in family} prod_{i in S} exp(-gamma (x_i - y_i)^2)
@@ -51,22 +51,11 @@ Grids and n_components (D = n_components = 2 P, P the number of points):
     `penalty`; candidates default 4 P): NNLS over all candidates, an l1 path with bisection on lambda
     to keep exactly P points, then a debiasing NNLS on those (`_quadrature_rules.fit_weights`;
     `penalty` "adaptive_l1" (default) or the paper's plain "l1").
-  Why forward selection: in d >= 30 the NNLS over all candidates keeps nearly all of them (the paper's
-  "often sparse" holds in low dimension), so the choice of the P decides the error; the l1 path's
-  choice got worse with more candidates (USPS-like, D = 64: RFF ratio 1.53 / 1.47 / 1.36 with 4 / 8 /
-  16 P), forward selection's better. Measured (bench/results/quadrature_reweighted.txt, fit on 500
-  rows, RMSE over held-out pairs, ratio RFF / reweighted at D = 64 / 128 / 256 / 512; forward, and the
-  l1 path in brackets): diabetes (d = 10) 2.6 / 3.2 / 3.6 / 5.1 (2.2 / 3.0 / 3.5 / 4.9); breast_cancer
-  (d = 30) 1.8 / 1.8 / 2.0 / 2.2 (1.7 / 1.7 / 2.0 / 2.3); digits (d = 64, standardised) 1.4 / 1.5 /
-  1.6 / 1.7 (1.3 / 1.3 / 1.6 / 1.7), 1.8 at D = 1024; USPS-like (digits at 16 x 16 in [-1, 1]) 1.6 /
-  1.8 / 2.1 / 2.4 (1.5 / 1.6 / 1.9 / 2.2), 2.6 at D = 1024. The paper's 2-3x (TIMIT) is for a sparse
-  ANOVA kernel of 5-coordinate subsets, where each sub-rule lives in 5 dimensions: there this fit gives
-  2.3-3.7x (50 random 5-subsets of digits / USPS-like, D = 400 and 1000). On a full Gaussian kernel the
-  gain falls with the data's dimension (effective dimension 20 for standardised digits: 1.4-1.8x).
+  Why forward selection: in d >= 30 the NNLS over all candidates keeps nearly all of them, so the
+  choice of the P decides the error, and forward selection chooses better than the l1 path.
   Beyond the paper, the fit also asks k~(x, x) = k(0)
   (`diagonal_weight`, the weight of that one equation against all sample pairs together; default
-  1): fitted on sample pairs alone the estimate's diagonal came out 2-17% low (measured on diabetes,
-  breast_cancer, digits) for 0-20% more off-diagonal error; with weight 1 it is within 1%. The spec
+  1), which keeps the estimate's diagonal from coming out low. The spec
   then stores the fitted numbers instead of the sample:
   `points` (node indices into the L-point rule, one per coordinate of the point's subset),
   `weights` (rounded to 8 significant digits), and with anova `point_subsets`; fit_sample
@@ -83,19 +72,14 @@ Grids and n_components (D = n_components = 2 P, P the number of points):
   l1 path and debiasing by a compiled active set in a fixed order (`_active_set_nnls`), forward
   selection by compiled loops in a fixed order, ties to the lowest index (`_forward_selection`). The
   final weights are the unique optimum of a strictly convex problem (NNLS with a ridge) on the chosen
-  points. The l1 path's formulation is unchanged, so a refit of a request made before this change
-  gives the same spec in the cases checked (the golden requests; diabetes and digits at D = 64 and
-  256): the rounding absorbed the old last-bit noise there. Where it did not (a weight at a rounding edge, or a
-  support decided by noise), the refit is the new, portable answer under a new id, while the
+  points. A refit of a request made before the fit was portable may differ in its last bits (a weight at
+  a rounding edge, a support decided by noise): it is the new, portable answer under a new id, while the
   stored spec keeps its id and transforms as before (its points and weights are in it).
   Cost: about 1.5 pairs * candidates^2 flops for the Gram matrix (two exact BLAS products) and
   pairs * candidates * d for the design, plus the selection: forward ~candidates * P^2 flops and one
-  NNLS of size P; the l1 path active-set NNLS solves of ~candidates * support^2 flops each. Measured
-  (500 rows, 8000 pairs, 2 cores with load average ~4.4, median of 3): forward 0.5 / 0.8 / 1.1 /
-  4.7 s on digits and 0.9 / 1.0 / 2.2 / 6.2 s on USPS-like (d = 256) at D = 64 / 128 / 256 / 512,
-  16 s and 21 s at D = 1024 (4096 candidates); the l1 path with its 4 P candidates 0.2 / 0.5 / 0.8 /
-  2.2, 2.5 s at 512 and 9 / 13 s at 1024: forward's twice as many candidates cost twice the Gram
-  time. A new process first loads the compiled kernels (~0.5 s).
+  NNLS of size P; the l1 path active-set NNLS solves of ~candidates * support^2 flops each.
+  Measurements (RMSE against RFF, the diagonal, fit times): docs/methods/fourier.md, "Reweighted
+  quadrature: bench/bench_quadrature.py --sections reweighted" (bench/results/quadrature_reweighted.txt).
 Randomness (subsampled points, candidates, fit pairs) comes from `randomness.raw_words` blocks
 "quadrature.points", "quadrature.candidates", "quadrature.fit_pairs"; dense and sparse grids are
 deterministic (the seed does not matter).

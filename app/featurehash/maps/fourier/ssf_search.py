@@ -2,9 +2,9 @@
 
 The method and the two stopping rules are in the docstring of `featurehash.maps.fourier.ssf` ("Index set",
 "When to stop"), the measurements behind its constants in docs/methods/fourier.md ("Measurements behind the
-design"); the map calls `optimised_index_set` when a new spec has no index set, and a stored spec carries its set, so this search runs once per spec. Deterministic in its arguments on
-every machine: the candidate loops are compiled from portable math (`_ssf_search_kernels`), and a split over
-two threads changes no result.
+design"); the map calls `optimised_index_set` when a new spec has no index set, and a stored spec carries its
+set, so this search runs once per spec. Deterministic in its arguments on every machine: the candidate loops
+are compiled from portable math (`_ssf_search_kernels`), and a split over two threads changes no result.
 """
 
 from __future__ import annotations
