@@ -126,7 +126,8 @@ def matern_of_distance(r: np.ndarray, gamma: float, nu: float) -> np.ndarray:
 
 def gaussian_anova(X, Y, gamma: float, subsets) -> np.ndarray:
     """Sparse ANOVA kernel sum_{S in subsets} prod_{i in S} exp(-gamma (x_i - y_i)^2)
-    = sum_S exp(-gamma ||x_S - y_S||^2) (Dao, De Sa, Re, papers/002_*, section 4).
+    = sum_S exp(-gamma ||x_S - y_S||^2) (Dao, De Sa, Re, NIPS 2017, section 4;
+    docs/methods/fourier.md, "Gaussian quadrature").
     `subsets` is a sequence of coordinate index lists; k(x, x) = len(subsets)."""
     X, Y = _dense64(X), _dense64(Y)
     out = np.zeros((X.shape[0], Y.shape[0]))
@@ -147,7 +148,8 @@ def cosine_similarity(X, Y) -> np.ndarray:
 
 
 def normalized_rbf(X, Y, gamma: float) -> np.ndarray:
-    """exp(-gamma * (1 - rho)), rho the cosine similarity (Li, papers/004_*, eq. 14)."""
+    """exp(-gamma * (1 - rho)), rho the cosine similarity (Li, KDD 2017, eq. 14;
+    docs/methods/fourier.md, "NRFF: Li 2017")."""
     return np.exp(-gamma * (1.0 - cosine_similarity(X, Y)))
 
 
@@ -165,7 +167,8 @@ def polynomial(X, Y, degree: int, coef0: float) -> np.ndarray:
 
 def spherical_polynomial(X, Y, degree: int, bias: float) -> np.ndarray:
     """(1 - ||x - y||^2 / a^2)^p = alpha (q + <x, y>)^p with q = a^2/2 - 1, alpha = (2/a^2)^p,
-    for x, y scaled to unit norm (Pennington et al., papers/000_*, eq. 2; SRF).
+    for x, y scaled to unit norm (Pennington et al., NIPS 2015, eq. 2; SRF:
+    docs/methods/fourier.md, "SRF").
 
     Written with rho = <x, y> as (1 - (2 - 2 rho) / a^2)^p, which lies in [(1 - 4/a^2)^p, 1]
     for a >= 2 and never forms the huge q^p or tiny alpha.
@@ -185,7 +188,7 @@ def _norms_and_directions(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def arccos(X, Y, order: int) -> np.ndarray:
-    """Arc-cosine kernel of order 0, 1 or 2 (Cho & Saul, NIPS 2009; ALGORITHMS.md "SSF"):
+    """Arc-cosine kernel of order 0, 1 or 2 (Cho & Saul, NIPS 2009; docs/methods/fourier.md, "SSF"):
     k_b(x, y) = (1/pi) ||x||^b ||y||^b J_b(theta), theta the angle between x and y, with
     J_0 = pi - theta, J_1 = sin theta + (pi - theta) cos theta,
     J_2 = 3 sin theta cos theta + (pi - theta) (1 + 2 cos^2 theta).
@@ -215,8 +218,9 @@ def arccos(X, Y, order: int) -> np.ndarray:
 def gmm(X, Y, power: float = 1.0) -> np.ndarray:
     """Generalized min-max: sum min(u~, v~) / sum max(u~, v~); pGMM applies `power` to u~.
 
-    Li, "Linearized GMM kernels and normalized random Fourier features" (papers/004_*),
-    eq. (7)-(8); the tunable pGMM raises the transformed entries to `power`. GMM does not
+    Li, "Linearized GMM kernels and normalized random Fourier features", KDD 2017,
+    eq. (7)-(8) (docs/methods/minhash.md, "GCWS: Li 2017"); the tunable pGMM raises the
+    transformed entries to `power`. GMM does not
     change when both vectors are scaled alike, so each pair is divided by its largest
     magnitude before the power is taken: no overflow, however large `power` or the data.
     Two all-zero vectors have GMM 1 by convention.

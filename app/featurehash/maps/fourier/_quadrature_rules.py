@@ -1,5 +1,5 @@
 """Quadrature rules for the Gaussian spectrum behind `featurehash.maps.fourier.quadrature` (Dao, De Sa, Re,
-"Gaussian Quadrature for Kernel Features", NIPS 2017; papers/002_*).
+"Gaussian Quadrature for Kernel Features", NIPS 2017; docs/methods/fourier.md, "Gaussian quadrature").
 
 Everything here is for the standard normal N(0, I_r); the map scales the nodes by sqrt(2 gamma).
 A rule is a set of points w_i in R^r with weights a_i such that sum_i a_i f(w_i) ~ E f(w).

@@ -1,4 +1,5 @@
-"""The spectral mixture of SRF specs stored before 0.2 (papers/000_*, section 3.2): evaluate, sample, fit.
+"""The spectral mixture of SRF specs stored before 0.2 (Pennington et al., NIPS 2015, section 3.2;
+docs/methods/fourier.md, "SRF"): evaluate, sample, fit.
 
 Since 0.2 new SRF specs use spherical shells (`_spherical_shells`), whose fit is convex and the same
 on every machine. This module keeps what stored mixture specs need (`mixture_kernel`, `mixture_mass`,
@@ -61,7 +62,7 @@ Z_MAX = 2.0  # the largest distance between two unit vectors
 # the bound keeps the radial grid (whose extent follows the scales) of a known size.
 SCALE_FACTOR = 4.0
 # |c_i| <= WEIGHT_BOUND. Unbounded signed weights drift to large cancelling pairs that buy
-# almost nothing (ALGORITHMS.md); a small ridge penalty (relative to the single-Gaussian L)
+# almost nothing (a prototype's fit did); a small ridge penalty (relative to the single-Gaussian L)
 # settles ties toward small weights.
 WEIGHT_BOUND = 4.0
 WEIGHT_PENALTY = 1e-9

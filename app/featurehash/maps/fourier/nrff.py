@@ -1,5 +1,5 @@
 """Normalized random Fourier features (Li, "Linearized GMM kernels and normalized random
-Fourier features", KDD 2017; papers/004_*, section 2).
+Fourier features", KDD 2017, section 2; its theorems: docs/methods/fourier.md, "NRFF: Li 2017").
 
 Kernel: RBF(u, v; gamma) = exp(-gamma (1 - rho)), rho = <u, v> / (||u|| ||v||).
 Inputs are scaled to unit l2 norm u; z_j(u) = sqrt(2) cos(sqrt(gamma) r_j^T u + w_j),

@@ -1,4 +1,5 @@
-"""Random Fourier features (Rahimi & Recht, NIPS 2007; papers/001_*).
+"""Random Fourier features (Rahimi & Recht, "Random Features for Large-Scale Kernel Machines", NIPS 2007;
+the formula, the variances and the paper's claim: docs/methods/fourier.md, "RFF: Rahimi & Recht 2007").
 
 Kernels (u = x / lengthscales coordinatewise with per-dimension `lengthscales`, u = x without):
 - Gaussian k(x, y) = exp(-gamma ||u - v||_2^2), frequencies w ~ N(0, 2 gamma I);

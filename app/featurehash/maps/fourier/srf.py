@@ -1,4 +1,5 @@
-"""Spherical random features for polynomial kernels (Pennington, Yu, Kumar, NIPS 2015; papers/000_*).
+"""Spherical random features for polynomial kernels (Pennington, Yu, Kumar, NIPS 2015; the fit and the
+paper's claims: docs/methods/fourier.md, "SRF: Pennington, Yu & Kumar 2015").
 
 Kernel, on inputs scaled to unit l2 norm (the map scales them; an all-zero vector has no
 direction and is rejected, unless `empty_rows` is "zero": featurehash.maps.base.EMPTY_ROWS):

@@ -1,5 +1,5 @@
 """Random binning features (Rahimi & Recht, "Random features for large-scale kernel machines",
-NIPS 2007; papers/001_*; ALGORITHMS.md "Random binning features").
+NIPS 2007; docs/methods/minhash.md, "Random binning: Rahimi & Recht 2007").
 
 Kernel: Laplacian k(x, y) = exp(-gamma ||x - y||_1) (gamma = 1/sigma).
 

@@ -1,5 +1,5 @@
 """Generalized consistent weighted sampling (Li, "Linearized GMM kernels and normalized
-random Fourier features", KDD 2017; papers/004_*, sections 1.1-1.4).
+random Fourier features", KDD 2017, sections 1.1-1.4; docs/methods/minhash.md, "GCWS: Li 2017").
 
 Kernel: GMM(u, v) = sum_i min(u~_i, v~_i) / sum_i max(u~_i, v~_i), where u~ in R^{2d}
 splits each entry into its positive and negative part; pGMM raises u~ to `power` first.
@@ -13,7 +13,7 @@ Pr[(i*_j, t*_j) equal for u and v] = GMM(u, v) (Theorem 1).
 Outputs:
 - `hash`: one int64 code per sample, equal iff (i*, t*) are equal (or i* alone with
   `zero_bit`), laid out as i* << 32 | zigzag(t*) so codes are >= 0;
-- `transform`: the b-bit linearisation (papers/004_* section 1.4, after Li & Koenig's b-bit minwise
+- `transform`: the b-bit linearisation (Li 2017, section 1.4, after Li & Koenig's b-bit minwise
   hashing): b = `bits` bits of each sample's code as a one-hot block of 2^bits per sample, k
   nonzeros each 1/sqrt(k) (so <f(u), f(v)> = b-bit match fraction), returned as indices + scale,
   never as a dense k * 2^bits matrix. `bit_source` says which bits:

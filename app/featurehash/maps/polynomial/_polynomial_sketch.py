@@ -31,7 +31,7 @@ class PolynomialParams(BaseModel):
 
 
 def random_signs(words: np.ndarray) -> np.ndarray:
-    """+1 or -1 from the top bit of each raw word (ALGORITHMS.md, "Randomness")."""
+    """+1 or -1 from the top bit of each raw word (`featurehash.maps.randomness`; docs/exactness.md)."""
     return 1.0 - 2.0 * (words >> np.uint64(63)).astype(np.float64)
 
 

@@ -1,5 +1,6 @@
 """Random Maclaurin features (Kar & Karnick, "Random feature maps for dot product kernels",
-AISTATS 2012): a baseline for the polynomial kernel, compared with SRF in papers/000_*.
+AISTATS 2012): a baseline for the polynomial kernel, compared with SRF by Pennington et al. (NIPS 2015;
+docs/methods/polynomial.md, "The baselines and SRF").
 
 Kernel: (q + <x, y>)^p on the raw inputs (`coef0` q >= 0, `degree` p >= 1).
 

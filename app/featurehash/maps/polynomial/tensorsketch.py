@@ -1,5 +1,6 @@
 """TensorSketch (Pham & Pagh, "Fast and scalable polynomial kernels via explicit feature maps",
-KDD 2013): a baseline for the polynomial kernel, compared with SRF in papers/000_*.
+KDD 2013): a baseline for the polynomial kernel, compared with SRF by Pennington et al. (NIPS 2015;
+docs/methods/polynomial.md, "The baselines and SRF").
 
 Kernel: (q + <x, y>)^p on the raw inputs (`coef0` q >= 0, `degree` p >= 1), written as
 <x', y'>^p = <x'^(p), y'^(p)> with the augmented vectors x' = [sqrt(q), x] and x'^(p) the p-fold
