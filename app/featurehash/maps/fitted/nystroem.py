@@ -30,14 +30,13 @@ stored spec is rebuilt without data and without refitting.
 Limits: the stored numbers, m input_dim + m (m + 1) / 2, at most MAX_STORED_NUMBERS = 2^20 (about 20 MB
 of JSON at worst, under the service's 64 MiB body limit; m = 512 at d = 64 stores 164k numbers, ~3 MB);
 fit_sample at most MAX_FIT_ROWS rows and rows * m * (input_dim + m) <= MAX_FIT_WORK_COMPILED = 2^32 for the
-Gaussian, Laplacian, polynomial and chi2 kernels (their columns are compiled: about 1.2 s of CPU at the limit,
-3800 rows, d = 64, m = 1024, measured on 2 loaded cores; the O(rows m^2) Cholesky updates dominate), MAX_FIT_WORK
-= 2^30 for arc-cosine and GMM, whose portable columns cost ~10x more (3-4 s at that limit).
+Gaussian, Laplacian, polynomial and chi2 kernels (their columns are compiled; the O(rows m^2) Cholesky updates
+dominate), MAX_FIT_WORK = 2^30 for arc-cosine and GMM, whose portable columns cost ~10x more (both limits bound a
+fit to seconds: docs/methods/fitted.md, "Measurements behind the design").
 `fit_sample` is a list of rows or a numpy array (`inputs.SampleRows`: checked whole, no round trip through
 lists; the same id either way).
 Transform: by blocks of rows, the kernel block K(X, S) in float64 (Gaussian and polynomial through one BLAS
-product), times L^-T by BLAS's triangular product in place (trmm: half the flops of a general product; a
-general product with a precomputed L^-T took twice as long), cast to float32 unless float64 is asked for;
+product), times L^-T by BLAS's triangular product in place (trmm: half the flops of a general product), cast to float32 unless float64 is asked for;
 sparse CSR input is densified per chunk except for the Gaussian and polynomial kernels (O(nnz k) for the
 product). The triangular product is numpy's OpenBLAS's, called without the GIL (`numerics._triangular_product`:
 scipy's wrapper holds it). Threads share a large batch by blocks, BLAS single-threaded in each (`shares_rows`). The dense
@@ -62,13 +61,12 @@ from ..numerics._triangular_product import upper_product_in_place
 
 MAX_STORED_NUMBERS = 2**20
 # Kernel values per block of the transform (4 MiB of float64): smaller blocks kept the kernel's passes in
-# cache but slowed the triangular product more (measured 1.33x scikit-learn at 2^14, 1.63x at 2^19, m = 512).
+# cache but slowed the triangular product more (docs/methods/fitted.md, "Measurements behind the design").
 BLOCK_ELEMENTS = 2**19
 MAX_FIT_ROWS = 20_000
 MAX_FIT_WORK = 2**30
 # The kernels whose fit columns are compiled (`_fitted_kernels`) take 4x the work in less time than the others
-# take MAX_FIT_WORK (measured on 2 loaded cores: Gaussian 3800 rows, m = 1024, d = 64 (0.98 x 2^32) 1.2 s of
-# CPU; arc-cosine 1 and GMM, 3600 rows, m = 512 (0.99 x 2^30) 3.0 and 4.0 s).
+# take MAX_FIT_WORK (the timings at both limits: docs/methods/fitted.md, "Measurements behind the design").
 MAX_FIT_WORK_COMPILED = 2**32
 COMPILED_FIT_KERNELS = ("gaussian", "laplacian", "polynomial", "chi2")
 KERNEL_PARAMETERS = {"gaussian": {"gamma": 1.0}, "laplacian": {"gamma": 1.0}, "chi2": {"gamma": 1.0},

@@ -1,26 +1,23 @@
 """Compiled elementwise kernels of the dense Fourier maps (driven by `_fourier_pass`): cos and sin of
 a projection, weighted, and nrff's row normalisation fused in (while the row is in L1).
 
-float64: numpy's cos and sin are scalar libm calls (~17 ns an element, measured), and a cos_sin map
+float64: numpy's cos and sin are scalar libm calls, and a cos_sin map
 needs both of the same argument; so a compiled pass (numba) computes both from one range
 reduction, with a formula we own that LLVM vectorises:
     k = rint(x * 2/pi),  r = x - k pi/2  (Cody-Waite: pi/2 = P1 + P2 + P3, P1 and P2 of 33 bits,
     so k P1 and k P2 are exact for |k| < 2^20),  |r| <= pi/4,
     sin r, cos r by their Taylor series to r^17 and r^18 (truncation < 5e-17 on |r| <= pi/4),
     then sin x, cos x = (+-sin r or +-cos r) by k mod 4
-(within 1 ulp of numpy's cos and sin, measured).
+(within 1 ulp of numpy's cos and sin).
 float32 output: the same formulas in float32 arithmetic with shorter polynomials and 8-bit parts of
 pi/2 and pi (16 SIMD lanes of AVX-512 where float64 has 8), within 2^-22 of the weight; an argument
 beyond their reduction (|x| > 1e5 or 2e5: heavy-tailed Laplacian frequencies) goes through a float64
-formula, element by element. Measured in cache on a Zen 4 core: cos_sin 0.39 ns an output (float64
-arithmetic: 0.77; numpy's float32 cos, sin and weight passes 0.75), phase 0.53 ns (float64: 0.94; numpy
-add, cos, scale 0.78), phase with nrff's normalisation 0.67 ns.
+formula, element by element. Speeds: docs/benchmarks.md, "Compiled passes and threads".
 Plain IEEE operations without contraction, so a given projection gives the same bits on every CPU
 and SIMD width; the one exception is the normalisation's float64 sum of squares, reassociated so it
 vectorises (its last bit, ~1e-16 of the norm, may follow the SIMD width).
 The kernels are single-threaded and release the GIL: a batch's row chunks share the cores through
-`_row_threads` (numba's OpenMP pool, spinning between BLAS products, made transforms 2-13x slower on
-2 loaded cores, measured).
+`_row_threads` (not numba's OpenMP pool, whose threads spin between BLAS products).
 Arguments beyond REDUCTION_LIMIT (|x| > 8e5 or 1.6e6), inf or nan are counted, not reduced: the caller
 recomputes that block with numpy's cos and sin, which reduce any argument.
 """

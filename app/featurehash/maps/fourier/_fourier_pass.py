@@ -4,8 +4,7 @@
     cos_sin: out = [w_j cos(P_j), w_j sin(P_j)]  (P of width m = half the output width)
 where P = project(X) is whatever the map computes (a dense or sparse product X W^T, a structured
 transform, an FFT): `project(rows, into)` writes the projection of `rows` into the C-contiguous block
-`into`. phase: the whole chunk is projected straight into the output (one product packs W once: 128-row
-blocks made it 1.3x slower at d = 512, D = 4096, one thread, measured), then offset, cos, weight (and
+`into`. phase: the whole chunk is projected straight into the output (one product packs W once), then offset, cos, weight (and
 nrff's row normalisation) are applied in place, row by row. cos_sin: the chunk goes by blocks (`block_rows`: at
 least PRODUCT_BLOCK_ROWS rows for a BLAS product, which packs W anew for each, else about BLOCK_ELEMENTS
 projections), each projected into a scratch block that stays in cache and turned into its cos and sin
@@ -14,9 +13,8 @@ against the numpy one-shot form's product written out, read and written again by
 elementwise passes.
 
 cos and sin are the compiled portable passes of `_fourier_kernels` (same bits on every CPU for a given
-projection; float32 features in float32 arithmetic: 0.39 ns an output for cos_sin, 0.53 ns for phase,
-against numpy's float32 ufunc passes at 0.75-0.78 ns, measured in cache on a Zen 4 core; float64 libm
-cos is ~17 ns). Arguments beyond the compiled reduction range (or inf/nan) make the block go through
+projection; float32 features in float32 arithmetic; speeds in docs/benchmarks.md, "Compiled passes and
+threads"). Arguments beyond the compiled reduction range (or inf/nan) make the block go through
 numpy's cos and sin, which reduce any argument, and a final NaN check.
 """
 
@@ -28,10 +26,9 @@ from . import _fourier_kernels as kernels
 
 BLOCK_ELEMENTS = 2**16
 MIN_BLOCK_ROWS = 64
-# A BLAS product packs all of W (d x m) for each block of rows, whatever the rows: blocks of 512 rows
-# made float32 cos_sin maps 1.05-1.2x faster than 128-row ones at (n, d, D) = (4096, 512, 4096),
-# (20000, 128, 2048), (1000, 32, 1024) and (100000, 64, 512) (the packing was 16% of the product's time
-# at 128 rows, measured); a block is never wider than its chunk (base.CHUNK_ELEMENTS).
+# A BLAS product packs all of W (d x m) for each block of rows, whatever the rows: 512-row blocks amortise
+# the packing (16% of the product's time at 128 rows; docs/benchmarks.md, "Compiled passes and threads");
+# a block is never wider than its chunk (base.CHUNK_ELEMENTS).
 PRODUCT_BLOCK_ROWS = 512
 
 

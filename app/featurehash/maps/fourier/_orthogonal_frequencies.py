@@ -13,17 +13,15 @@ Yu, Suresh, Choromanski, Holtmann-Rice, Kumar, "Orthogonal Random Features", NIP
   >= d (inputs padded with zeros, so W keeps its first d columns), H the normalised Hadamard
   matrix and D_i diagonals of random signs (the top bit of a raw word). Entries have unit
   variance; the law is only close to Gaussian, so the estimate is slightly biased (the paper's
-  Theorem 3 bounds it as O(1/sqrt(d))). That bias is fixed by d', not by D: measured on 16 unit
-  digits rows (d' = 64, gamma = 1.59, 100 seeds, bench/bench_ssf_bias.py) the error averaged over
-  pairs is -5.9e-3 at D = 256 and -5.5e-3 at D = 1024 (t = -11 and -18), beside an RMSE of 3.0e-2 and
-  1.6e-2 (i.i.d.: 5.3e-2 and 2.7e-2; "orthogonal", unbiased: 3.0e-2 and 1.5e-2). The maps never
+  Theorem 3 bounds it as O(1/sqrt(d))). That bias is fixed by d', not by D (docs/methods/fourier.md,
+  "Structured frequencies' bias", measured by bench/bench_ssf_bias.py). The maps never
   build this W: `_structured_projection` applies the sign diagonals and fast Walsh-Hadamard
   transforms to each input row, O(D log d'), holding O(D) bytes. `structured_gaussian` builds the
   dense rows for checks (three transforms per row, O(D d' log d')); the entries are integers times
   one power of two, computed exactly, so they are the same bits everywhere.
 
 Same on every machine: the random words are the raw streams; the ORF's QR is LAPACK's, whose
-last bits vary with the CPU and BLAS (measured ~1e-15 relative on W): that is far inside the
+last bits vary with the CPU and BLAS (~1e-15 relative on W): that is far inside the
 dense-feature promise (float64 features to 1e-11), which tests/test_portability.py checks. The
 chi lengths are sums of squares in a fixed order.
 """
