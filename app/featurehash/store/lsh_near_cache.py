@@ -1,10 +1,10 @@
 """An opt-in local replica of a layout-3 index, so a query needs no round trip (LSHIndex.enable_near_cache).
 
-Why: a query's client work is ~0.1-0.2 ms, but its one round trip costs a bare PING (~0.1-0.16 ms here) plus the
-PROBE_FETCH script (~0.1-0.2 ms of Redis time: 35 HGETs on listpack hashes and the tails): an index in the
-client's memory (datasketch's MinHashLSH) answers in less than the round trip alone. redis-py's client-side
-caching does not help: it caches single read commands (HGET, GET, ...; not EVALSHA), a hit still costs a
-connection check-out and a deep copy (~46 of them a query), and it refuses Redis servers older than 7.4.
+Why: a query's round trip (a PING's latency plus the PROBE_FETCH script's Redis time) costs more than its
+client work, so an index in the client's memory answers in less than the round trip alone. redis-py's
+client-side caching does not help: it caches single read commands (HGET, GET, ...; not EVALSHA), a hit still
+costs a connection check-out and a deep copy, and it refuses Redis servers older than 7.4. (The timings:
+docs/benchmarks.md, "LSH indexes in Redis", the near cache.)
 
 What it holds: every key of the index a query reads, as Redis has it: the bucket partition hashes (`P b...`,
 field -> packed numbers), the overflow sets (`P o...`), the tail hashes (`P t...`: vector bytes + id) and, for a
@@ -29,11 +29,10 @@ lost connection, a flush (a push without keys) or the index's meta key changing 
 drop the replica; it is loaded again (SCAN of the prefix) on the next query, and a query that cannot get a
 coherent state goes to Redis as usual.
 
-Costs: loading reads the whole index once: ~0.9 s on this loaded 2-core host at 50,000 float16 items (65,000
-keys: 257,000 bucket fields, 64,000 partition hashes, 50,000 tails; 1.4-1.7 s when the replica was Python dicts).
-The replica then takes ~0.6 KB an item: 29.5 MB there (tracemalloc; the dicts took 71 MB), the table's slots
-(24 B each, at most 3/4 full: 12.6 MB) and the arena (4 B a bucket membership, the tails, the partitions' field
-lists, codes only the record chunks: 15 MB, and 1/8 more). Every write to the index costs this client a refetch
+Costs: loading reads the whole index once (SCAN and fetch of every key under its prefix). The replica then
+takes the table's slots (24 B each, at most 3/4 full) and the arena (4 B a bucket membership, the tails, the
+partitions' field lists, codes only the record chunks, and 1/8 more): ~0.6 KB an item at 50,000 float16 items
+(docs/benchmarks.md, "LSH indexes in Redis"). Every write to the index costs this client a refetch
 of the keys it touched (and a PING).
 Sync clients only (LSHIndex; an AsyncLSHIndex has none): the refetch is blocking I/O.
 """

@@ -2,11 +2,10 @@
 strings kept in one uint32 arena, so a query's probe (its buckets, their members, the candidates' tails and
 records) is one compiled call that builds no Python object per bucket or candidate.
 
-Why: as Python dicts of bytes the replica's probe cost ~21 us in a loop over one query and 60-80 us inside
-a ~230 us query at 50,000 items (35 dict probes, joins of the members, a tail lookup and a re-packing per
-candidate, decoded again by the pool; measured on this loaded 2-core host), and the dicts held 71 MB (~1.4 KB
-an item). Compiled over these arrays: 8 us in a loop, 14-36 us in a query (what is left is mostly cache misses:
-a slot and a value a bucket), 29.5 MB.
+Why: as Python dicts of bytes the replica's probe made 35 dict probes, joins of the members, a tail lookup and
+a re-packing per candidate, decoded again by the pool, and held ~1.4 KB an item; over these arrays the probe is
+mostly cache misses (a slot and a value a bucket) and the replica less than half the memory (the timings:
+docs/benchmarks.md, "LSH indexes in Redis", the near cache).
 
 Keys are KIND << 48 | payload:
 
@@ -20,8 +19,7 @@ Keys are KIND << 48 | payload:
 
 The table is open addressing with linear probing and backward-shift deletion (no tombstones), at most
 MAX_LOAD full; a slot is (key, first word, bytes) side by side, so a lookup touches one cache line for the slot
-and one for the value (as three arrays, three misses a lookup: the probe took 21 us instead of 14 at 50,000
-items). Values are appended to the arena, each from a word boundary (zero-padded); a replaced or deleted
+and one for the value (as three arrays, three misses a lookup). Values are appended to the arena, each from a word boundary (zero-padded); a replaced or deleted
 value's words are garbage until the arena is reallocated, which copies the live values only. All integer
 work: the same answers on every CPU.
 """

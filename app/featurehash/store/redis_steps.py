@@ -17,10 +17,10 @@ no I/O itself. `run_sync` executes the steps with a `redis.Redis`, `run_async` w
   nodes of `slot_keys`; featurehash.store.durability), else WriteRefused: a write operation's last
   step when its durability is "aof". One round trip (per node).
 - `Compute`: a CPU-bound call (hashing, re-ranking); the result is its return value.
-  `inline` marks work smaller than a thread hop (~0.3 ms on a busy 2-core host, measured
-  0.35 ms a hop): the async driver then runs it on the event loop. It may be a function of no arguments that
-  says so, which only the async driver calls (measuring an input costs ~5 us, a tenth of a near-cache query's
-  own work, and the sync driver runs every step in place anyway).
+  `inline` marks work smaller than a thread hop (docs/benchmarks.md, "Thread hops"): the async driver then
+  runs it on the event loop. It may be a function of no arguments that says so, which only the async driver
+  calls (measuring an input is cheap beside a near-cache query's own work, and the sync driver runs every step
+  in place anyway).
 
 Commands are tuples (name, *args) passed to `execute_command`, so redis-py's reply
 parsing applies (SUNION gives a set, MGET a list, ...). An error reply by which Redis refuses a
