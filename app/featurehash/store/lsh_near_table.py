@@ -19,7 +19,8 @@ Keys are KIND << 48 | payload:
 
 The table is open addressing with linear probing and backward-shift deletion (no tombstones), at most
 MAX_LOAD full; a slot is (key, first word, bytes) side by side, so a lookup touches one cache line for the slot
-and one for the value (as three arrays, three misses a lookup). Values are appended to the arena, each from a word boundary (zero-padded); a replaced or deleted
+and one for the value (as three arrays, three misses a lookup). Values are appended to the arena, each from a
+word boundary (zero-padded); a replaced or deleted
 value's words are garbage until the arena is reallocated, which copies the live values only. All integer
 work: the same answers on every CPU.
 """
