@@ -298,9 +298,9 @@ def _z_nodes(scale_high: float) -> tuple[np.ndarray, np.ndarray]:
 def _single_blas_thread():
     """Limit BLAS to one thread while fitting, when threadpoolctl is installed.
 
-    The fit makes ~1000 small products and L-BFGS-B steps; with OpenBLAS's threads on cores
-    shared with other work it took 3-4x longer (measured: 0.4 s alone, 1.3 s limited and
-    2.8-3.8 s unlimited next to one busy process). The numbers do not change.
+    The fit makes ~1000 small products and L-BFGS-B steps, which OpenBLAS's threads slow down on
+    cores shared with other work (docs/benchmarks.md, "Compiled passes and threads"). The numbers
+    do not change.
     """
     try:
         from threadpoolctl import threadpool_limits
