@@ -1,4 +1,4 @@
-"""Linear SVMs on b-bit GCWS features (Li, KDD 2017, papers/004_* section 1.4 and its tables).
+"""Linear SVMs on b-bit GCWS features (Li, KDD 2017, section 1.4 and its tables; docs/methods/minhash.md).
 
     python bench/bench_gcws_bbit.py [--sampler icws] [--zero-bit] [--seed 1] [--quick] [--write]
 

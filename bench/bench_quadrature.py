@@ -7,7 +7,7 @@ on held-out data, ANOVA convergence, and transform speed.
 
 Prints its tables; --write overwrites bench/results/quadrature_*.
 
-1. Max error vs diameter (the paper's Figure 1a-c; ALGORITHMS.md claim). Gaussian kernel with
+1. Max error vs diameter (the paper's Figure 1a-c; docs/methods/fourier.md, "Gaussian quadrature"). Gaussian kernel with
    gamma = 1/2 (spectrum N(0, I), as in the paper). For each diameter M, --samples points u uniform in
    the d-ball of radius M; error = max_u |k~(u) - exp(-||u||^2 / 2)|, k~(u) = the map's estimate of
    k(u, 0). Rules: d = 25 sparse grid of level 2 (676 points after merging antipodes, D = 1352; the

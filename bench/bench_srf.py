@@ -2,7 +2,7 @@
 
     python bench/bench_srf.py [--rows 1000] [--seeds 5] [--repeat 5] [--quick] [--write]
 
-1. Kernel MSE (ALGORITHMS.md "SRF", claim to reproduce). sklearn's load_digits (d = 64, shipped
+1. Kernel MSE (docs/methods/fourier.md, "SRF", the claim to reproduce). sklearn's load_digits (d = 64, shipped
    with scikit-learn), rows scaled to unit norm, --rows of them (a fixed random subset; all 1797
    with --rows 0). Bias a = 4 as in the paper's experiments, p in {3, 7, 10, 20},
    D in {512, 1024, 2048, 4096}, seeds 0..4. All methods are measured against the same kernel,

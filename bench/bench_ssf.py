@@ -2,7 +2,7 @@
 
     python bench/bench_ssf.py [--seeds 5] [--rows 1024] [--repeat 5] [--quick] [--write]
 
-1. Errors (ALGORITHMS.md "SSF", claim to reproduce). Data with unit-norm rows: sklearn's
+1. Errors (docs/methods/fourier.md, "SSF", the claim to reproduce). Data with unit-norm rows: sklearn's
    load_digits (d = 64) and load_breast_cancer (d = 30, columns standardised first: its raw
    columns differ in scale by 10^4, so unit rows would be nearly parallel). Kernels: Gaussian
    (gamma = 1 / median ||x - y||^2), arc-cosine orders 0 and 1. D in {2d, 4d, 8d}, seeds 0..4.

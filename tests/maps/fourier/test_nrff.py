@@ -1,4 +1,4 @@
-"""Normalized random Fourier features (Li, papers/004_* section 2; ALGORITHMS.md "NRFF").
+"""Normalized random Fourier features (Li, KDD 2017, section 2; docs/methods/fourier.md, "NRFF").
 
 Theorem 2: one plain RFF sample X_j Y_j (X_j = sqrt(2) cos(sqrt(gamma) r_j.u + w_j)) estimates
 exp(-gamma (1 - rho)) with variance V = 1/2 + 1/2 (1 - e^{-2 gamma (1 - rho)})^2, so k * MSE of

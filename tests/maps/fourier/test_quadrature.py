@@ -1,5 +1,5 @@
-"""Gaussian-quadrature features (ALGORITHMS.md "Gaussian-quadrature features"; app/featurehash/maps/fourier/quadrature.py):
-the rules, the kernel estimate against the exact kernels and RFF, the reweighted fit and its spec, the
+"""Gaussian-quadrature features (docs/methods/fourier.md, "Gaussian quadrature";
+app/featurehash/maps/fourier/quadrature.py): the rules, the kernel estimate against the exact kernels and RFF, the reweighted fit and its spec, the
 sparse ANOVA kernels, spec validation, numerics, the service and golden vectors.
 
 Facts checked:

@@ -1,6 +1,6 @@
 """Random Fourier features: the estimate against the exact kernel, with tolerances from theory.
 
-Variance facts used below (ALGORITHMS.md "RFF"; Sutherland & Schneider 2015). For a pair
+Variance facts used below (docs/methods/fourier.md, "RFF"; Sutherland & Schneider 2015). For a pair
 x, y with delta = x - y and k = k(delta), one frequency w gives
 - cos_sin: cos(w.delta), with Var = 1/2 (1 + k(2 delta)) - k^2; the map averages D/2 of them,
   so Var[K^_xy] = (1 + k(2 delta) - 2 k^2) / D;
@@ -255,7 +255,7 @@ def test_phase_and_cos_sin_features_have_the_documented_form():
 
 @pytest.mark.parametrize("kernel", ["gaussian", "laplacian"])
 def test_frequency_law_and_scale(kernel):
-    """Gaussian: w ~ N(0, 2 gamma I); Laplacian: w_i ~ Cauchy(0, gamma) (ALGORITHMS.md "RFF")."""
+    """Gaussian: w ~ N(0, 2 gamma I); Laplacian: w_i ~ Cauchy(0, gamma) (docs/methods/fourier.md, "RFF")."""
     from scipy import stats
 
     d, D, gamma = 16, 4096, 0.7

@@ -1,4 +1,5 @@
-"""Spherical random features (papers/000_*): the fitted mixture, the map, and the paper's claims.
+"""Spherical random features (Pennington, Yu & Kumar, NIPS 2015; docs/methods/fourier.md, "SRF"): the fitted
+mixture, the map, and the paper's claims.
 
 What is checked, and where the tolerances come from:
 - the fit: L (eq. 5) of the fitted K^ is below L of the single-Gaussian bound of section 4

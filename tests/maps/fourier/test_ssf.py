@@ -1,7 +1,7 @@
 """Spherical structured features: the point set, the FFT projection, the index-set search, the
 exact kernels, the error against i.i.d. features, the spec, numerics and golden vectors.
 
-Facts checked (ALGORITHMS.md "SSF"; app/featurehash/maps/fourier/ssf.py):
+Facts checked (docs/methods/fourier.md, "SSF: Lyu 2017"; app/featurehash/maps/fourier/ssf.py):
 - every column of V = [[Re F_L, -Im F_L], [Im F_L, Re F_L]] / sqrt(m) has unit norm, and one
   inverse FFT gives V^T diag(s) x exactly (to 1e-10 in float64);
 - the Riesz log-energy formulas in h_p equal the brute-force sum over point pairs; coordinate

@@ -1,6 +1,6 @@
-"""Random binning features (ALGORITHMS.md "Random binning features"; app/featurehash/maps/minhash/binning.py) against the
-exact Laplacian kernel, the code layout, sparse input, LSH bands, speed, the spec, the service and golden
-vectors.
+"""Random binning features (docs/methods/minhash.md, "Random binning"; app/featurehash/maps/minhash/binning.py)
+against the exact Laplacian kernel, the code layout, sparse input, LSH bands, speed, the spec, the service and
+golden vectors.
 
 Statistics: in each grid the d bins of x and y all agree with probability exactly
 k(x, y) = exp(-gamma ||x - y||_1) (pitch ~ Gamma(2, 1/gamma) per coordinate, independent coordinates),

@@ -1,4 +1,4 @@
-"""GCWS (generalized consistent weighted sampling, ALGORITHMS.md "GCWS") against its exact kernel.
+"""GCWS (generalized consistent weighted sampling; docs/methods/minhash.md, "GCWS") against its exact kernel.
 
 Statistics: for each sample j the full code (i*, t*) of u and v agree with probability exactly GMM(u, v)
 (Theorem 1), independently across samples, so the match fraction over k samples is Binomial(k, G)/k with

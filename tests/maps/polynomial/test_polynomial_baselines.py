@@ -1,4 +1,5 @@
-"""Random Maclaurin and TensorSketch: the polynomial-kernel baselines of papers/000_*.
+"""Random Maclaurin and TensorSketch: the polynomial-kernel baselines of Pennington, Yu & Kumar
+(NIPS 2015; docs/methods/polynomial.md).
 
 - Both are unbiased for (q + <x, y>)^p: the mean estimate over seeds is within 4.5 standard
   errors (from the spread over the seeds) of the exact kernel.
