@@ -1,6 +1,7 @@
 """Gaussian-quadrature features (docs/methods/fourier.md, "Gaussian quadrature";
-app/featurehash/maps/fourier/quadrature.py): the rules, the kernel estimate against the exact kernels and RFF, the reweighted fit and its spec, the
-sparse ANOVA kernels, spec validation, numerics, the service and golden vectors.
+app/featurehash/maps/fourier/quadrature.py): the rules, the kernel estimate against the exact kernels and RFF,
+the reweighted fit and its spec, the sparse ANOVA kernels, spec validation, numerics, the service and golden
+vectors.
 
 Facts checked:
 - the L-point Gauss-Hermite rule, and so the dense grid, integrates every monomial of degree <= 2L - 1 in
