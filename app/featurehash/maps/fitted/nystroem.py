@@ -36,7 +36,8 @@ fit to seconds: docs/methods/fitted.md, "Measurements behind the design").
 `fit_sample` is a list of rows or a numpy array (`inputs.SampleRows`: checked whole, no round trip through
 lists; the same id either way).
 Transform: by blocks of rows, the kernel block K(X, S) in float64 (Gaussian and polynomial through one BLAS
-product), times L^-T by BLAS's triangular product in place (trmm: half the flops of a general product), cast to float32 unless float64 is asked for;
+product), times L^-T by BLAS's triangular product in place (trmm: half the flops of a general product), cast
+to float32 unless float64 is asked for;
 sparse CSR input is densified per chunk except for the Gaussian and polynomial kernels (O(nnz k) for the
 product). The triangular product is numpy's OpenBLAS's, called without the GIL (`numerics._triangular_product`:
 scipy's wrapper holds it). Threads share a large batch by blocks, BLAS single-threaded in each (`shares_rows`). The dense

@@ -4,10 +4,10 @@
     cos_sin: out = [w_j cos(P_j), w_j sin(P_j)]  (P of width m = half the output width)
 where P = project(X) is whatever the map computes (a dense or sparse product X W^T, a structured
 transform, an FFT): `project(rows, into)` writes the projection of `rows` into the C-contiguous block
-`into`. phase: the whole chunk is projected straight into the output (one product packs W once), then offset, cos, weight (and
-nrff's row normalisation) are applied in place, row by row. cos_sin: the chunk goes by blocks (`block_rows`: at
-least PRODUCT_BLOCK_ROWS rows for a BLAS product, which packs W anew for each, else about BLOCK_ELEMENTS
-projections), each projected into a scratch block that stays in cache and turned into its cos and sin
+`into`. phase: the whole chunk is projected straight into the output (one product packs W once), then offset,
+cos, weight (and nrff's row normalisation) are applied in place, row by row. cos_sin: the chunk goes by blocks
+(`block_rows`: at least PRODUCT_BLOCK_ROWS rows for a BLAS product, which packs W anew for each, else about
+BLOCK_ELEMENTS projections), each projected into a scratch block that stays in cache and turned into its cos and sin
 columns of the output. Memory traffic is at most one more read and write of the output,
 against the numpy one-shot form's product written out, read and written again by each of its
 elementwise passes.

@@ -2,8 +2,8 @@
 
 On the unit sphere S^{d-1} the polynomial kernel is a radial function of z = ||x - y||,
 K(z) = (1 - z^2/a^2)^p on [0, 2] (Pennington et al., NIPS 2015, eq. 2; docs/methods/fourier.md, "SRF").
-SRF approximates it by K^, the Fourier transform of a nonnegative spectral density k^ (then E<z(x), z(y)> = K^ by Bochner). The paper
-parametrises k^ as the clipped Gaussian mixture max(0, sum_i c_i N(0, 2 sigma_i^2 I)) and fits
+SRF approximates it by K^, the Fourier transform of a nonnegative spectral density k^ (then E<z(x), z(y)> = K^
+by Bochner). The paper parametrises k^ as the clipped Gaussian mixture max(0, sum_i c_i N(0, 2 sigma_i^2 I)) and fits
 (c, sigma) to L = 1/2 int_0^2 (K - K^)^2 dz (eq. 5): a nonconvex fit whose optimum moved with the
 last bits of the BLAS kernels (`_spherical_mixture`, kept for stored specs).
 
