@@ -17,7 +17,8 @@ always an underestimate, largest at k = 5^(-1/4) = 0.67: 0.067 / D, i.e. 2.6e-4 
 6.5e-5 at D = 1024, against a standard deviation sqrt(V_n / D) of about 0.036 and 0.018 there: the
 bias is 1% of the error's spread and 1e-4 of its mean square. tests/maps/fourier/test_nrff.py checks the formula
 at D = 16 and 64 (the measurements: docs/methods/fourier.md, "NRFF's bias"). The "cos_sin" form's norms are
-exactly 1 (cos^2 + sin^2 for every frequency), so its normalisation changes nothing and it is unbiased, with plain RFF's variance.
+exactly 1 (cos^2 + sin^2 for every frequency), so its normalisation changes nothing and it is unbiased, with
+plain RFF's variance.
 """
 
 from __future__ import annotations
