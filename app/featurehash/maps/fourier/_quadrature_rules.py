@@ -332,8 +332,8 @@ def fit_weights(gram: np.ndarray, moment: np.ndarray, target_square: float, coun
        penalty mostly shrinks the total weight and selects weakly. "adaptive_l1" (default): s_i = the
        NNLS weight of step 1 (Zou's adaptive lasso, an l1 on the rescaled weights a_i / s_i), so
        candidates that NNLS already found important are cheap to keep; candidates at 0 in step 1 are
-       dropped. Measured (bench/results/quadrature_reweighted.txt, both fitted on sample pairs alone) its
-       held-out RMSE is 15-50% below the plain l1 path's at equal D on diabetes, breast_cancer and digits.
+       dropped; its held-out RMSE is below the plain l1 path's at equal D (docs/methods/fourier.md,
+       "Reweighted quadrature").
     3. Debiasing: NNLS again on the chosen `count` candidates alone (the penalty shrank the weights).
     If the path jumps over `count` (two weights enter at one lambda), the support just below `count`
     is completed by the largest weights of the solution just above it. If step 1 already has at most
@@ -397,9 +397,8 @@ def fit_weights_forward(gram: np.ndarray, moment: np.ndarray, target_square: flo
     step 3 of the l1 path. If that refit leaves some weights at 0, those places are chosen again: the
     positive ones stay (entered first, in their order) and the selection continues from them, at most
     FORWARD_ROUNDS rounds. No penalty parameter, no path: about candidates * count^2 flops plus the NNLS.
-    Measured (bench/bench_quadrature.py, section "reweighted"), its held-out RMSE at equal D is 5-15%
-    below the adaptive l1 path's on digits and breast_cancer, and it keeps improving with more
-    candidates where the l1 path's choice gets worse. If fewer than `count` candidates ever correlate
+    Its held-out RMSE at equal D is below the adaptive l1 path's, and it keeps improving with more
+    candidates where the l1 path's choice gets worse (docs/methods/fourier.md, "Reweighted quadrature"). If fewer than `count` candidates ever correlate
     positively with the residual, the rest are the next candidates in index order (weight 0 unless the
     refit gives them some), as in `fit_weights`."""
     problem = _GramProblem(gram, moment, target_square)
