@@ -135,7 +135,7 @@ def test_dense_rows_are_checked_as_the_cost_model_checks_them(multiplier):
     fit are the cost model's own, the first row over is refused with check_rows's message, every time."""
     from featurehash.maps import InputError, create_map
     from featurehash.maps.cost import check_rows
-    from featurehash.service.api.deps import ServiceState
+    from featurehash.service.api.state import ServiceState
     from featurehash.service.config import Settings
 
     budget = 0.01

@@ -254,7 +254,7 @@ def test_the_openapi_examples_cover_text(http):
 def test_text_work_is_priced_by_its_characters():
     """The hashing formula (z = characters) bounds a text request before any analysis."""
     from featurehash.maps.text.stage import build  # noqa: F401  (the stage the map carries)
-    from featurehash.service.api.deps import ServiceState
+    from featurehash.service.api.state import ServiceState
 
     state = ServiceState(Settings(request_work_seconds=0.01), None, None, None, None)
     feature_map = create_map(TEXT_GCWS)

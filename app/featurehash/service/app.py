@@ -18,7 +18,7 @@ from .. import __version__
 from . import compile_cache
 from .api import routes_compute, routes_health, routes_indexes, routes_maps
 from .api.admission import Admission
-from .api.deps import ServiceState
+from .api.state import ServiceState
 from .api.quotas import RequestQuotas
 from .auth import KeySource
 from .api.errors import install_error_handlers

@@ -33,11 +33,12 @@ from ...protocol.codecs import JSON, parse_body, wants_npy
 from ...protocol.options import check_bands_value
 from ...protocol.text_inputs import takes_text
 from .responses import json_response
-from .deps import READ, SCOPE_EXTENSION, ServiceState, checked_state, get_state, n_rows, query_value, refuse_unknown_query
+from .deps import READ, SCOPE_EXTENSION, checked_state, get_state, query_value, refuse_unknown_query
 from .errors import NotAcceptable
 from .lanes import run_batch
 from .metrics import BATCH_ROWS
 from .plain_route import PlainRoute
+from .state import ServiceState, n_rows
 from ...protocol.examples import MAP_ID_EXAMPLES, TEXT_MAP, query_examples
 from ...protocol.schemas import (NPY_CONTENT, DenseFeatures, HashRequest, HashResponse, KernelRequest, KernelResponse,
                       OneHotFeaturesResponse, SparseFeaturesResponse, VectorsRequest, body_doc, errors, operation_id,

@@ -7,7 +7,8 @@ from fastapi.responses import PlainTextResponse
 from redis.exceptions import RedisError
 
 from .responses import json_response
-from .deps import ServiceState, get_state
+from .deps import get_state
+from .state import ServiceState
 from .errors import error_response
 from .metrics import render
 from ...protocol.schemas import HealthResponse, ReadyResponse, errors, operation_id

@@ -26,9 +26,10 @@ from ...protocol.codecs import parse_body, parse_model
 from ...protocol.options import check_path_item_id, check_top_k, query_item_ids
 from .responses import json_response
 from ...store.lsh_indexes import AsyncLSHIndexes
-from .deps import (ADMIN, READ, WRITE, ServiceState, get_state, index_tenant, percent_decoded_utf8, refuse_unknown_query,
+from .deps import (ADMIN, READ, WRITE, get_state, index_tenant, percent_decoded_utf8, refuse_unknown_query,
                    require_api_key)
 from .errors import MapNotFound
+from .state import ServiceState
 from .quotas import tenant_stored_bytes
 from .duplicates import NDJSON, bounded_duplicates, duplicates_answer
 from .metrics import BATCH_ROWS

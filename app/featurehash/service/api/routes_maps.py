@@ -24,7 +24,8 @@ from ...store.map_accounting import MapPayer
 from ...protocol.codecs import parse_model
 from .responses import json_response
 from ..auth import Principal
-from .deps import READ, WRITE, ServiceState, get_state, refuse_unknown_query, require_api_key
+from .deps import READ, WRITE, get_state, refuse_unknown_query, require_api_key
+from .state import ServiceState
 from .errors import MapInUse, MapNotFound
 from ...protocol.examples import EXAMPLE_GCWS_ID, MAP_ID_EXAMPLES, query_examples
 from ...protocol.schemas import LOCATION, CreateMapRequest, MapListResponse, MapSpecResponse, body_doc, errors, operation_id
