@@ -159,7 +159,7 @@ class _CompactQuerySteps:
         known = pool.fetched.astype("<u4").tobytes() if pool.fetched.size and track else b""
         cap = -1 if bounds.per_row is None else bounds.per_row
         bands, total = self.config.bands, rows.size * self.config.bands
-        parts: list[list[bytes]] = [[] for _ in range(rows.size)]
+        parts: list[list[bytes]] | None = None  # made only when the probe takes more than one call
         deferred: list[tuple[int, int]] = []
         start, walked, before = 0, 0, pool.walked
         while True:
@@ -168,14 +168,20 @@ class _CompactQuerySteps:
                                        *self._probe_options[2:], start, walked, cap, *_PROBE_BOUNDS,
                                        b"1" if track else b"0")])
             blobs, stop, walked, left, whole = raw[4:]
-            pool.walked += sum(len(blob) for blob in blobs) // 4 + sum(np.frombuffer(left, "<u4")[1::2].tolist())
-            bounds.check(pool.walked, pool.walked - before, stop // bands, rows.size)
+            if bounds.total is not None:
+                pool.walked += sum(len(blob) for blob in blobs) // 4
+                if left:
+                    pool.walked += sum(np.frombuffer(left, "<u4")[1::2].tolist())
+                bounds.check(pool.walked, pool.walked - before, stop // bands, rows.size)
             if whole:  # the whole probe in one call, tails included
                 return self._decoded_probe(raw[:5])
+            if parts is None:
+                parts = [[] for _ in range(rows.size)]
             for offset, blob in enumerate(blobs):
                 parts[start // bands + offset].append(blob)
-            pairs = np.frombuffer(left, "<u4").reshape(-1, 2)
-            deferred.extend(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist()))
+            if left:
+                pairs = np.frombuffer(left, "<u4").reshape(-1, 2)
+                deferred.extend(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist()))
             if stop >= total:
                 break
             start = stop
