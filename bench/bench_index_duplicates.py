@@ -28,7 +28,7 @@ import scipy.sparse as sp
 
 from featurehash.dedup import duplicate_clusters
 from featurehash.maps import create_map
-from featurehash.maps.lsh import choose_bands
+from featurehash.lsh.banding import choose_bands
 from featurehash.store import LSHIndexes
 
 D, K, THRESHOLD = 5000, 256, 0.8

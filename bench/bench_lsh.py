@@ -60,7 +60,8 @@ from sklearn.datasets import load_digits, make_multilabel_classification
 from featurehash.client import FeatureHashClient
 from featurehash.maps.kernels import gmm
 from featurehash.maps import create_map
-from featurehash.maps.lsh import collision_probability, exact_similarities
+from featurehash.lsh.banding import collision_probability
+from featurehash.lsh.similarity import GMM
 from featurehash.store import LSHIndexes
 from featurehash.store.lsh_vectors import VectorCodec
 from bench_service import SERVER_ENV_DROP, _raise_sigterm, featurehash_command, free_port, stop_server, wait_ready
@@ -174,9 +175,9 @@ def exact_gmm(Q: np.ndarray, X: np.ndarray, X_split: np.ndarray | None = None) -
 
 def exact_top10(Q, X) -> tuple[np.ndarray, np.ndarray]:
     """(GMM of every query to every row, the 10th largest per query). Sparse sets go through
-    featurehash.maps.lsh.exact_similarities (O(nnz) a row), dense ones through the L1 identity."""
+    featurehash.lsh.similarity's GMM query (O(nnz) a row), dense ones through the L1 identity."""
     if sp.issparse(X):
-        G = np.vstack([exact_similarities("gcws", {"power": 1.0}, Q[q].toarray().ravel(), X) for q in range(Q.shape[0])])
+        G = np.vstack([GMM(1.0).query(Q[q].toarray().ravel(), X) for q in range(Q.shape[0])])
         np.testing.assert_allclose(G[:3, :500], gmm(Q[:3].toarray(), X[:500].toarray()), rtol=1e-12, atol=1e-12)
     else:
         Xs = _split(X)
@@ -250,12 +251,12 @@ def memory_breakdown(store: redis.Redis, prefix: bytes, n_items: int) -> dict:
 
 def brute_force_seconds(Q, X, repeat: int) -> tuple[float, float]:
     """Median seconds of one exact top-10 search: numpy (L1 identity; for sparse sets
-    exact_similarities), and featurehash.maps.kernels.gmm (dense sets only: nan for sparse)."""
+    GMM.query), and featurehash.maps.kernels.gmm (dense sets only: nan for sparse)."""
     fast, library = [], []
     if sp.issparse(X):
         for q in range(repeat):
             start = time.perf_counter()
-            np.argpartition(-exact_similarities("gcws", {"power": 1.0}, Q[q].toarray().ravel(), X), 10)[:10]
+            np.argpartition(-GMM(1.0).query(Q[q].toarray().ravel(), X), 10)[:10]
             fast.append(time.perf_counter() - start)
         return float(np.median(fast)), float("nan")
     Xs = _split(X)

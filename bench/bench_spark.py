@@ -166,7 +166,7 @@ def main() -> None:
 
     import featurehash.spark as fhs
     from featurehash import create_map
-    from featurehash.maps.lsh import choose_bands, collision_probability
+    from featurehash.lsh.banding import choose_bands, collision_probability
     from pyspark.ml.feature import MinHashLSH
     from pyspark.ml.linalg import SparseVector
     from pyspark.sql import functions as F

@@ -70,7 +70,7 @@ def measure(path: str, threshold: float, args, contenders, repeat: int) -> dict:
 
 
 def row_line(threshold, name, n, runs, truth) -> str:
-    from featurehash.maps.lsh import collision_probability
+    from featurehash.lsh.banding import collision_probability
 
     entry = runs[name]
     recall, precision = scores(entry["pairs"], truth, threshold, n)
@@ -145,7 +145,7 @@ def seeds(args) -> list[str]:
                              sparse_gmm_pairs, sparse_set)
     from featurehash import create_map
     from featurehash.dedup import similarity_join
-    from featurehash.maps.lsh import choose_bands, collision_probability
+    from featurehash.lsh.banding import choose_bands, collision_probability
 
     cases = [("dense", dense_set(), "gcws", dense_gmm_pairs, (0.5, 0.7, 0.9)),
              ("sparse", sparse_set(), "gcws", sparse_gmm_pairs, (0.5, 0.7, 0.9)),

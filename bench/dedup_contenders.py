@@ -12,7 +12,7 @@ the verified pairs (i < j) of each variant (.npz, arrays `<variant>_i`, `<varian
 
 featurehash: `similarity_join(X, gcws map, threshold, target_recall=0.95, verify="exact")`.
 datasketch (2.0), the pipeline its users write: a MinHash per row, insert all into a MinHashLSH, query each row,
-then verify each candidate exactly with the same kernel (featurehash.dedup.verify.ExactPairs, GMM), so both
+then verify each candidate exactly with the same kernel (featurehash.lsh.similarity.ExactPairs, GMM), so both
 sides return pairs with precision 1.0 and only the candidate stage differs.
 - sparse rows: `MinHash.bulk` over each row's set of nonzero coordinates (bytes), num_perm = k: Jaccard of the
   supports, the set view users take of sparse data (the weights are ignored until verification). A planted
@@ -120,10 +120,10 @@ def datasketch_pairs(hashes, threshold: float, k: int, params, score):
 
 
 def run_datasketch(X, threshold: float, k: int, sampler: str):
-    from featurehash.dedup.verify import ExactPairs
-    from featurehash.maps.lsh import choose_bands
+    from featurehash.lsh.banding import choose_bands
+    from featurehash.lsh.similarity import ExactPairs, similarity_of
 
-    score = ExactPairs(gcws_map(X.shape[1], k, sampler), X)
+    score = ExactPairs(similarity_of(gcws_map(X.shape[1], k, sampler)), X)
     datasketch_minhashes(X[:4], k)   # imports and first-call costs outside the timing
     score(np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int64))
     ready = peak_rss()

@@ -9,7 +9,7 @@ from collections import defaultdict
 import numpy as np
 import redis
 
-from featurehash.maps.lsh import band_digests
+from featurehash.lsh.banding import band_digests
 from featurehash.store import LSHIndexes
 from featurehash.store.lsh_layout import item_number
 

@@ -1,6 +1,7 @@
 """The layout's import rules (ARCHITECTURE.md; the contracts are [tool.importlinter] in pyproject.toml): arrows
-only point down (adapters -> service -> protocol -> store, npy -> maps), map families are independent over the
-numerical floor, the numerics never import the web framework or Redis, and nothing imports in a cycle."""
+only point down (adapters -> service -> protocol -> store, npy, dedup -> lsh -> maps), map families are
+independent over the numerical floor, the numerics never import the web framework or Redis, and nothing imports
+in a cycle."""
 
 from __future__ import annotations
 
@@ -41,7 +42,12 @@ def test_the_import_graph_keeps_every_contract():
     ("maps/numerics/_row_threads.py", "import redis", "Maps and npy know no web framework"),
     # dedup beside the store, independent of it, and free of Redis
     ("dedup/join.py", "from ..store import lsh_index", "Layers: adapters"),
-    ("dedup/verify.py", "import redis", "Maps and npy know no web framework"),
+    ("dedup/join.py", "import redis", "Maps and npy know no web framework"),
+    # lsh between the maps and store / dedup, with no Redis; within it, banding at the bottom
+    ("maps/base.py", "from ..lsh import similarity", "Layers: adapters"),
+    ("lsh/similarity.py", "from ..dedup import join", "Layers: adapters"),
+    ("lsh/clusters.py", "import redis", "Maps and npy know no web framework"),
+    ("lsh/banding.py", "from . import similarity", "LSH: rerank"),
     # the engine adapters: independent of each other, calling the library only; their shared steps engine-free
     ("spark/join.py", "from ..ray import join as ray_join", "Layers: adapters"),
     ("ray/batches.py", "from ..store import specs", "Engine adapters only call the library"),

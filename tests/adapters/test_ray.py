@@ -26,7 +26,7 @@ from feature_promises import FLOAT64_RELATIVE, assert_dense_features_match
 from featurehash import create_map
 from featurehash.dedup import candidates, duplicate_clusters, similarity_join
 from featurehash.maps import InputError
-from featurehash.maps.lsh import choose_bands
+from featurehash.lsh.banding import choose_bands
 
 CASES = cases()
 # One worker runs this module (pyproject's --dist loadgroup), so one Ray cluster is started, not one per worker.

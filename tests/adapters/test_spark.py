@@ -21,7 +21,7 @@ from feature_promises import assert_dense_features_match
 from featurehash import create_map
 from featurehash.dedup import candidates, duplicate_clusters
 from featurehash.maps import InputError, UnsupportedOperation
-from featurehash.maps.lsh import choose_bands
+from featurehash.lsh.banding import choose_bands
 from pyspark.ml.linalg import SparseVector
 from pyspark.sql import SparkSession
 

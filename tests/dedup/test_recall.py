@@ -31,7 +31,7 @@ from dedup_truth import (dense_gmm_pairs, dense_set, digits_set, laplacian_pairs
                          sparse_gmm_pairs, sparse_set)
 from featurehash import create_map
 from featurehash.dedup import similarity_join
-from featurehash.maps.lsh import collision_probability
+from featurehash.lsh.banding import collision_probability
 
 K_CODES = 256
 MAP_SEED = 7

@@ -26,7 +26,7 @@ from dedup_support import brute_force_pairs, dense_planted, nonnegative_gmm, spa
 from featurehash import create_map
 from featurehash.dedup import similarity_join
 from featurehash.maps import InputError
-from featurehash.maps.lsh import collision_probability
+from featurehash.lsh.banding import collision_probability
 
 K_CODES = 256
 THRESHOLDS = (0.5, 0.7, 0.9)

@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from featurehash.client import FeatureHashAPIError, FeatureHashClient
 from featurehash.maps import OneHotFeatures, create_map
-from featurehash.maps.lsh import band_keys
+from featurehash.lsh.banding import band_keys
 from service_support import (DENSE_MAPS, GCWS_MAPS, JSON, MAIN_SPECS, NPY, list_all, load_npy, map_ids,
                              npy_bytes, sparse_rows)
 

@@ -18,7 +18,7 @@ import scipy.sparse as sp
 import featurehash.client.operations
 from featurehash.client import FeatureHashAPIError, FeatureHashClient
 from featurehash.maps.kernels import gmm
-from featurehash.maps.lsh import code_fingerprints
+from featurehash.lsh.banding import code_fingerprints
 from featurehash.maps import METHODS, create_map
 from featurehash.store import LSHIndexes, plan_index
 from service_support import (JSON, MAIN_MAX_BATCH_ROWS, NPY, ServiceProcess, list_all, npy_bytes, sparse_rows,

@@ -195,7 +195,7 @@ def test_streamed_answers_hold_a_few_chunks_not_the_answer(tmp_path):
 
 
 def test_streamed_codes_and_band_keys_are_byte_identical(server, maps):
-    from featurehash.maps.lsh import band_keys
+    from featurehash.lsh.banding import band_keys
 
     gcws = create_map(GCWS)
     codes, one_hot = gcws.hash(X), gcws.transform(X)

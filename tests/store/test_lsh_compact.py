@@ -17,7 +17,7 @@ import redis
 import scipy.sparse as sp
 import test_lsh_index
 from featurehash.maps import create_map
-from featurehash.maps.lsh import b_bit_match_fractions
+from featurehash.lsh.matches import b_bit_match_fractions
 from featurehash.store import LSHIndexes
 from featurehash.store.lsh_queries import SUNION_ROWS
 from featurehash.store.lsh_compact import INLINE_MEMBERS, partition_bits
@@ -144,9 +144,9 @@ def test_old_and_new_layouts_side_by_side(client, indexes):
 
 @pytest.mark.parametrize("vectors", ["sparse", "float16", "float32"])
 def test_one_round_trip_and_packed_reranking_answer_as_layout_2(client, indexes, vectors):
-    """Layout 3's query (one script call a level, re-ranked over the packed vectors by maps.lsh_rerank) gives
+    """Layout 3's query (one script call a level, re-ranked over the packed vectors by lsh.rerank) gives
     layout 2's answers (records read after the probe, re-ranked through scipy.sparse and
-    maps.lsh.exact_similarities): the same ids, similarities equal bit for bit, the same candidate counts, for
+    lsh.similarity): the same ids, similarities equal bit for bit, the same candidate counts, for
     dense and sparse queries, widened over the forest, and for stored items."""
     m = create_map(GCWS)
     rng = np.random.default_rng(12)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from featurehash.maps.lsh import band_digests, code_fingerprints
+from featurehash.lsh.banding import band_digests, code_fingerprints
 from featurehash.store.lsh_compact import FINGERPRINT_BITS, CompactLayout
 from featurehash.store.lsh_compact_kernels import (TAIL_FIXED, TAIL_ID_ONLY, TAIL_SPARSE, merged_by_number,
                                                    query_plan, rows_of, tail_positions)

@@ -19,7 +19,7 @@ import redis.asyncio
 import test_lsh_index
 from featurehash.dedup import duplicate_clusters
 from featurehash.maps import InputError, create_map
-from featurehash.maps.lsh import choose_bands, collision_probability
+from featurehash.lsh.banding import choose_bands, collision_probability
 from featurehash.store import AsyncLSHIndexes, ItemNotFound, plan_index
 from featurehash.store.lsh_layout import IndexLayout
 from test_lsh_index import GCWS, assert_layout_consistent

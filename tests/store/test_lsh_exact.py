@@ -20,9 +20,9 @@ import scipy.sparse as sp
 
 import test_lsh_index
 from cluster_support import cluster_or_skip
-from featurehash.maps.kernels import gmm, laplacian
+from featurehash.maps.kernels import gmm
 from featurehash.maps import InputError, create_map
-from featurehash.maps.lsh import collision_probability, exact_similarities
+from featurehash.lsh.banding import collision_probability
 from featurehash.store import AsyncLSHIndexes, IndexConflict, IndexNotFound, LSHIndexes, plan_index
 from featurehash.store.lsh_layout import IndexLayout, item_number
 from featurehash.store.lsh_vectors import VectorCodec
@@ -42,20 +42,6 @@ def recall_at_k(results, exact: np.ndarray, k: int = 10) -> float:
 
 
 # -- numerics (no Redis) ------------------------------------------------------------------------
-
-@pytest.mark.parametrize("power", [1.0, 0.5, 2.0])
-def test_exact_similarities_are_the_kernels_on_dense_and_sparse_rows(power):
-    rng = np.random.default_rng(3)
-    X = rng.normal(size=(40, 30)) * (rng.random((40, 30)) < 0.3) * 50.0  # signed, sparse, wide range
-    q = rng.normal(size=30)
-    expected = gmm(q[None], X, power)[0]
-    for candidates in (X, sp.csr_matrix(X)):
-        np.testing.assert_allclose(exact_similarities("gcws", {"power": power}, q, candidates), expected,
-                                   rtol=1e-12, atol=1e-14)
-    expected = laplacian(q[None], X, 0.01)[0]
-    np.testing.assert_allclose(exact_similarities("binning", {"gamma": 0.01}, q, sp.csr_matrix(X)), expected,
-                               rtol=1e-12)
-
 
 def test_vector_codecs_round_trip_within_their_precision():
     rng = np.random.default_rng(4)

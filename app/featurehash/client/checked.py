@@ -14,7 +14,7 @@ import orjson
 import scipy.sparse as sp
 
 from ..maps import OneHotFeatures
-from ..maps.lsh import band_key_dtype
+from ..lsh.banding import band_key_dtype
 from ..protocol import schemas
 from .answers import (JSON_HEADROOM, MAX_WIDTH, NEIGHBOUR_BYTES, NONZEROS_PER_CHARACTER, NUMBER_BYTES,
                       Expect, NpyLayout, document, json_bytes, matrix, mismatch, npy_bytes, row_lengths)

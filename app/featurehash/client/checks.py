@@ -34,7 +34,7 @@ from ..protocol.text_inputs import TEXT_KINDS, Rows, TextLimits, check_input_kin
 from ..maps import FeatureHashError, FeatureMap, InputError, SpecError, create_map
 from ..maps.base import DenseFeatureMap
 from ..maps.inputs import check_input
-from ..maps.lsh import band_keys
+from ..lsh.banding import band_keys
 from ..store.lsh_layout import check_fraction, check_item_ids, check_name
 
 DTYPE = TypeAdapter(Literal["float32", "float64"])

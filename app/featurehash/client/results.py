@@ -91,7 +91,7 @@ class DuplicatesAnswer(TypedDict):
 
 
 class BandedCodes(NamedTuple):
-    """Codes (int64 n x k) and band keys (n x bands, str: featurehash.maps.lsh.band_keys, as the library gives)."""
+    """Codes (int64 n x k) and band keys (n x bands, str: featurehash.lsh.banding.band_keys, as the library gives)."""
 
     codes: np.ndarray
     band_keys: np.ndarray

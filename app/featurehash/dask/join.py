@@ -12,7 +12,7 @@ The task graph, for B row blocks of X (By of Y; By = B for a self join) and P ke
 4. take, per (block of X, block of Y): those rows of Y, their band keys (and fingerprints).
 5. verify, per row block of X: each candidate is kept in the first band it shares only (so a pair
    found in several bands, or partitions, is verified and returned once), scored exactly by the
-   dedup package's pair kernel (`dedup.verify.ExactPairs`) or from the codes (`CodePairs`), and the
+   pair kernel of `featurehash.lsh.similarity` (`ExactPairs`) or from the codes (`lsh.matches.CodePairs`), and the
    pairs >= threshold returned as a pandas frame (i, j, similarity), sorted.
 No step gathers all keys or all pairs: a task holds one row block, one key partition, or the
 candidates of one row block with the rows they name. The graph has O(B P + B By) tasks (the
@@ -29,7 +29,8 @@ from dask import delayed
 
 from ..dedup import candidates
 from ..dedup.join import DEFAULT_BLOCK_PAIRS, plan_bands
-from ..dedup.verify import CodePairs, ExactPairs
+from ..lsh.matches import CodePairs
+from ..lsh.similarity import ExactPairs, similarity_of
 from ..maps import InputError
 from .features import _resolve, _row_blocks, _worker_map
 
@@ -221,7 +222,7 @@ def _verify(candidates_i, block, keys, prints, start: int, taken: list, document
         if verify == "exact":
             rows_y = [t[1] for t in taken]
             Y = sp.vstack(rows_y, format="csr") if sp.issparse(rows_y[0]) else np.concatenate(rows_y)
-            score = ExactPairs(feature_map, _checked(feature_map, block, "x"), Y)
+            score = ExactPairs(similarity_of(feature_map), _checked(feature_map, block, "x"), Y)
         else:
             score = CodePairs(prints, np.concatenate([t[3] for t in taken]))
         similarity = score(local_i, local_j)

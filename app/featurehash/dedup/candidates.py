@@ -3,9 +3,9 @@ Ullman, "Mining of Massive Datasets", ch. 3.4).
 
 k codes per row split into L bands of r consecutive codes; two rows are a candidate pair when
 all r codes of some band agree. A code agrees with probability s (the map's kernel), independently
-across samples, so Pr[candidate] = 1 - (1 - s^r)^L: the S-curve (`featurehash.maps.lsh`).
+across samples, so Pr[candidate] = 1 - (1 - s^r)^L: the S-curve (`featurehash.lsh.banding`).
 
-Each band's r codes are mixed into one uint64 key (`maps.lsh.band_digests` over 32-bit code
+Each band's r codes are mixed into one uint64 key (`lsh.banding.band_digests` over 32-bit code
 fingerprints, seeded by the band): equal band codes give equal keys, and a spurious key collision
 (about r 2^-32 per band of different codes) only adds a candidate that verification removes.
 
@@ -25,7 +25,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..maps.lsh import band_digests, code_fingerprints
+from ..lsh.banding import band_digests, code_fingerprints
 
 
 def band_keys(codes: np.ndarray, bands: int, rows: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,4 +1,5 @@
-"""Near-duplicate clusters from the verified pairs of a similarity join, streamed in blocks."""
+"""Near-duplicate clusters from the verified pairs of a similarity join, streamed in blocks through the cluster
+kernels of featurehash.lsh.clusters."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import numba as nb
 import numpy as np
 
+from ..lsh.clusters import CLUSTER_MODES, greedy_representatives, roots, scatter_earlier, union_pairs
 from ..maps.errors import InputError
 from .join import DEFAULT_BLOCK_PAIRS, DEFAULT_CHUNK_ROWS, SimilarPairs, similarity_join
 
@@ -62,7 +63,7 @@ def duplicate_clusters(X, feature_map, threshold: float, *, mode: str = "compone
     compiled pass. Clusters are numbered by their representatives' order; a row with no pair is its own
     cluster.
     """
-    if mode not in ("components", "representatives"):
+    if mode not in CLUSTER_MODES:
         raise InputError("mode", "must be 'components' or 'representatives'")
     workdir = None
     try:
@@ -92,8 +93,8 @@ def row_representatives(pairs, n: int, mode: str, block_pairs: int = DEFAULT_BLO
     if mode == "components":
         parent = np.arange(n, dtype=np.int64)
         for i, j, _ in pairs.blocks(block_pairs):
-            _union(parent, np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64))
-        return _roots(parent)
+            union_pairs(parent, np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64))
+        return roots(parent)
     return _representatives(pairs, n, block_pairs, workdir)
 
 
@@ -107,57 +108,5 @@ def _representatives(pairs: SimilarPairs, n: int, block_pairs: int, workdir: Pat
                np.asarray(np.memmap(workdir / "earlier.i8", dtype=np.int64, mode="w+", shape=(total,))))
     cursor = starts[:-1].copy()
     for i, j, _ in pairs.blocks(block_pairs):
-        _scatter(cursor, earlier, np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64))
-    return _greedy_representatives(starts, earlier)
-
-
-@nb.njit(cache=True, nogil=True)
-def _find(parent: np.ndarray, row: int) -> int:
-    root = row
-    while parent[root] != root:
-        root = parent[root]
-    while parent[row] != root:   # path compression
-        parent[row], row = root, parent[row]
-    return root
-
-
-@nb.njit(cache=True, nogil=True)
-def _union(parent: np.ndarray, i: np.ndarray, j: np.ndarray) -> None:
-    for t in range(i.size):
-        a, b = _find(parent, i[t]), _find(parent, j[t])
-        if a < b:
-            parent[b] = a
-        elif b < a:
-            parent[a] = b
-
-
-@nb.njit(cache=True, nogil=True)
-def _roots(parent: np.ndarray) -> np.ndarray:
-    """Each row's root: parent[row] <= row always (roots are their components' lowest rows), so one
-    ascending pass finds every root from the already final roots below it."""
-    out = np.empty_like(parent)
-    for row in range(parent.size):
-        out[row] = out[parent[row]] if parent[row] != row else row
-    return out
-
-
-@nb.njit(cache=True, nogil=True)
-def _scatter(cursor: np.ndarray, earlier: np.ndarray, i: np.ndarray, j: np.ndarray) -> None:
-    for t in range(i.size):
-        earlier[cursor[j[t]]] = i[t]
-        cursor[j[t]] += 1
-
-
-@nb.njit(cache=True, nogil=True)
-def _greedy_representatives(starts: np.ndarray, earlier: np.ndarray) -> np.ndarray:
-    """For rows in index order: the lowest earlier neighbour that is a representative, else itself.
-    `earlier[starts[j]:starts[j + 1]]` are row j's earlier neighbours, in any order."""
-    n = starts.size - 1
-    out = np.empty(n, dtype=np.int64)
-    for row in range(n):
-        out[row] = row
-        for position in range(starts[row], starts[row + 1]):
-            neighbour = earlier[position]
-            if out[neighbour] == neighbour and neighbour < out[row]:
-                out[row] = neighbour
-    return out
+        scatter_earlier(cursor, earlier, np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64))
+    return greedy_representatives(starts, earlier)

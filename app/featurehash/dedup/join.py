@@ -11,14 +11,17 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from ..lsh.banding import choose_bands, collision_probability
+from ..lsh.matches import CodePairs
+from ..lsh.similarity import ExactPairs, has_exact_similarity, similarity_of
 from ..maps.errors import InputError
-from ..maps.lsh import choose_bands, collision_probability
 from . import candidates, sources
 from . import output as pair_output
 from .keys import hash_collection, row_chunks
 from .spill import BandKeySpill, plan_spill
-from .verify import SUPPORTED_METHODS, CodePairs, ExactPairs
 
+# the methods whose codes estimate an exact similarity (featurehash.lsh.similarity's table), for messages
+CODE_METHODS = "gcws, binning"
 DEFAULT_CHUNK_ROWS = 8192
 DEFAULT_BLOCK_PAIRS = 1 << 20
 # bytes of memory per pair of a block while it is verified (indices, gathered keys, similarities, masks)
@@ -121,9 +124,8 @@ def similarity_join(X, feature_map, threshold: float, *, Y=None, target_recall: 
     found, and the result holds no pairs in memory (`SimilarPairs.path`, `.count`, `.blocks()`).
     """
     method = getattr(feature_map, "method", None)
-    if not getattr(feature_map, "has_hash", False) or method not in SUPPORTED_METHODS:
-        raise InputError("feature_map", f"needs a map with discrete codes ({', '.join(SUPPORTED_METHODS)}), "
-                                        f"got '{method}'")
+    if not getattr(feature_map, "has_hash", False) or not has_exact_similarity(feature_map):
+        raise InputError("feature_map", f"needs a map with discrete codes ({CODE_METHODS}), got '{method}'")
     if not 0.0 < threshold <= 1.0:
         raise InputError("threshold", "must lie in (0, 1]")
     if verify not in ("exact", "codes"):
@@ -164,7 +166,7 @@ def similarity_join(X, feature_map, threshold: float, *, Y=None, target_recall: 
             block_pairs = max(1, min(block_pairs, int(memory_budget // _PAIR_WORK)))
         hx, hy = hashed["x"], hashed["x" if self_join else "y"]
         keys_x, keys_y = hx.keys, hy.keys
-        score = (ExactPairs(feature_map, collections["x"], None if self_join else collections["y"])
+        score = (ExactPairs(similarity_of(feature_map), collections["x"], None if self_join else collections["y"])
                  if verify == "exact" else CodePairs(hx.prints, None if self_join else hy.prints))
         if spill is not None:
             blocks = spill.candidate_blocks(self_join, block_pairs, lambda units: _bar(units, progress, "partitions"))
@@ -196,9 +198,8 @@ def similarity_join(X, feature_map, threshold: float, *, Y=None, target_recall: 
 def plan_bands(feature_map, threshold: float, target_recall: float, verify: str) -> tuple[int, int]:
     """The checks of a join of rows given by a spec (the Dask, Spark and Ray joins: errors name `spec` and
     `target_recall`), then its banding (L bands of r codes)."""
-    if feature_map.method not in SUPPORTED_METHODS:
-        raise InputError("spec", f"needs a map with discrete codes ({', '.join(SUPPORTED_METHODS)}), "
-                                 f"got '{feature_map.method}'")
+    if not has_exact_similarity(feature_map):
+        raise InputError("spec", f"needs a map with discrete codes ({CODE_METHODS}), got '{feature_map.method}'")
     if not 0.0 < threshold <= 1.0:
         raise InputError("threshold", "must lie in (0, 1]")
     if not 0.0 < target_recall < 1.0:

@@ -2,11 +2,11 @@
 
 An engine join (Spark, Ray) runs the in-process join's steps as a plan of batches:
 1. keys: each batch of rows -> the map's codes -> L uint64 band keys per row (`dedup.candidates.band_keys`,
-   the same banding (L, r) as in process: `maps.lsh.choose_bands`), kept as int64 (the engines' bigint);
+   the same banding (L, r) as in process: `lsh.banding.choose_bands`), kept as int64 (the engines' bigint);
 2. candidates: rows with an equal (band, key) are paired (i < j), by the engine's join or shuffle;
 3. verify: each candidate carries both rows and both rows' keys; it is kept in the first band it shares
    only (`dedup.candidates.first_shared_band`, so a pair found in several bands is verified once), and
-   scored by the dedup pair kernel (`dedup.verify.ExactPairs`, or `CodePairs` from fingerprints).
+   scored by the pair kernel (`lsh.similarity.ExactPairs`, or `lsh.matches.CodePairs` from fingerprints).
 So the pairs are those of `featurehash.dedup.similarity_join` on the same rows, with the same
 similarities (to float rounding: a batch's pairs are summed in the same order; with gcws power != 1 the
 rows are scaled per batch rather than once, ~1e-15 relative).
@@ -18,7 +18,8 @@ import numpy as np
 
 from ..dedup import candidates
 from ..dedup.join import plan_bands  # noqa: F401  (the engines' joins take it from here)
-from ..dedup.verify import CodePairs, ExactPairs
+from ..lsh.matches import CodePairs
+from ..lsh.similarity import ExactPairs, similarity_of
 
 
 def batch_keys(feature_map, rows, bands: int, rows_per_band: int) -> tuple[np.ndarray, np.ndarray]:
@@ -49,4 +50,4 @@ def verify_pairs(feature_map, rows_i, rows_j, verify: str, prints_i=None, prints
         return CodePairs(np.asarray(prints_i), np.asarray(prints_j))(positions, positions)
     X, Y = feature_map.check(rows_i, "x"), feature_map.check(rows_j, "y")
     positions = np.arange(X.shape[0])
-    return ExactPairs(feature_map, X, Y)(positions, positions)
+    return ExactPairs(similarity_of(feature_map), X, Y)(positions, positions)

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..maps import InputError, UnsupportedOperation
-from ..maps.lsh import choose_bands
+from ..lsh.banding import choose_bands
 from .columns import VECTOR_TYPE, features_column, list_column, sparse_features
 from .join_steps import batch_keys
 from .worker import resolve

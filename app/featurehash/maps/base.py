@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import functools
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -50,6 +51,14 @@ def without_default_empty_rows(params: dict) -> dict:
     return params
 
 
+class CodeFamily(enum.Enum):
+    """What a match of two discrete codes estimates: the key of featurehash.lsh.similarity's table, so the layers
+    above look a map's exact similarity up by its family (`FeatureMap.code_family`), never by method name."""
+
+    GMM = "gmm"              # (p)GMM of the split vectors raised to params.power (gcws, either sampler)
+    LAPLACIAN = "laplacian"  # exp(-params.gamma ||x - y||_1) (binning)
+
+
 @dataclass(frozen=True)
 class OneHotFeatures:
     """Features that are one-hot blocks: row r has value `scale` at `indices[r]`, else 0.
@@ -79,6 +88,7 @@ class FeatureMap(ABC):
     method: ClassVar[str]
     Params: ClassVar[type[BaseModel]]
     has_hash: ClassVar[bool] = False
+    code_family: ClassVar[CodeFamily | None] = None  # set by the maps whose codes estimate an exact similarity
     one_hot: ClassVar[bool] = False  # transform returns OneHotFeatures
     # The spec's text front stage (`spec.input`), set by `create_map`: it turns documents, token lists or
     # weighted tokens into the sparse rows `check` validates (featurehash.maps.text.stage).

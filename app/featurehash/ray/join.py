@@ -9,7 +9,7 @@ as a plan of map_batches and hash joins.
    the rows of ds joined with those of Y, every (x, y) of a bucket a candidate;
 3. each candidate joined with both rows and their keys (two hash joins on the ids);
 4. verify, per batch of candidates: dedup's first-shared-band rule (each pair kept in the first band its
-   rows share, so it is verified once) and dedup's pair kernel (`ExactPairs`, or `CodePairs`).
+   rows share, so it is verified once) and the lsh pair kernel (`ExactPairs`, or `CodePairs`).
 No step gathers all keys or all pairs in one task; the joins shuffle into `partitions` blocks.
 """
 

@@ -11,7 +11,7 @@ The plan (no step collects to the driver; every arrow is a Spark shuffle or a na
 3. each candidate joined with both rows and their keys (two joins on id), and kept only in the first
    band its rows share (dedup's `first_shared_band` rule, as a SQL filter before any row reaches Python:
    array_position(zip_with(keys_i, keys_j, =), true) - 1 = band), so each pair is verified once;
-4. verify: mapInArrow over batches of candidates -> the exact kernel (`dedup.verify.ExactPairs`: GMM /
+4. verify: mapInArrow over batches of candidates -> the exact kernel (`lsh.similarity.ExactPairs`: GMM /
    pGMM for gcws, Laplacian for binning) or the codes' estimate -> (i, j, similarity) >= threshold.
 The pairs are those of `featurehash.dedup.similarity_join` on the same rows in id order (i < j), or of
 its cross join (`Y=`: i an id of df, j an id of Y).

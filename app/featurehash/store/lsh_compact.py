@@ -16,11 +16,11 @@ import re
 
 import numpy as np
 
-from ..maps.lsh import band_digests
-from ..maps.lsh_rerank import band_identities
+from ..lsh.band_kernels import band_identities
+from ..lsh.banding import band_digests
 from .lsh_compact_kernels import probe_addresses
 
-FINGERPRINT_BITS = 8           # b-bit minwise hashing (featurehash.maps.lsh.b_bit_match_fractions)
+FINGERPRINT_BITS = 8           # b-bit minwise hashing (featurehash.lsh.matches.b_bit_match_fractions)
 HASH_FILL = 48                 # mean entries of a partition hash at the expected item count (listpack: <= 128)
 MAX_PARTITION_BITS = 24
 INLINE_MEMBERS = 16            # 16 x 4 bytes = 64: Redis's hash-max-listpack-value default
@@ -76,7 +76,7 @@ class CompactLayout:
         return self.prefix + b"r" + (number // self.chunk_items).to_bytes(4, "big")
 
     def identities(self, fingerprints: np.ndarray) -> np.ndarray:
-        """(n, L x levels) uint32: the top 32 bits of each band digest (maps.lsh.band_digests), level 0 (the bands)
+        """(n, L x levels) uint32: the top 32 bits of each band digest (lsh.banding.band_digests), level 0 (the bands)
         first; compiled for a few rows (a query), numpy's for batches (the same bits)."""
         if fingerprints.shape[0] <= 64:
             return band_identities(fingerprints, self.bands, self.rows, self.level_rows)

@@ -6,8 +6,8 @@ candidate's vector and id lie in the probe's reply, sorted by item number) took 
 call, with the same results bit for bit:
 
 - `query_plan`: from a map's codes, the low FINGERPRINT_BITS of each 32-bit fingerprint
-  (featurehash.maps.lsh.code_fingerprints) and the bucket identities of every level
-  (featurehash.maps.lsh_rerank.band_identities);
+  (featurehash.lsh.banding.code_fingerprints) and the bucket identities of every level
+  (featurehash.lsh.band_kernels.band_identities);
 - `probe_addresses`: CompactLayout.probe_addresses (level byte, partition u32 BE, field big-endian) of
   some rows, each at its own level;
 - `tail_positions`: the word starts, byte ends and id starts of the padded tails a probe returned
@@ -21,8 +21,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ..maps.lsh import _FINGERPRINT_SALT
-from ..maps.lsh_rerank import _identities, _mix
+from ..lsh.band_kernels import identities, mix
+from ..lsh.banding import FINGERPRINT_SALT
 
 # how a tail starts (featurehash.store.lsh_vectors): no vector, a sparse one (uint32 nnz first), a fixed width
 TAIL_ID_ONLY, TAIL_SPARSE, TAIL_FIXED = 0, 1, 2
@@ -36,10 +36,10 @@ def _plan(words, bands, rows, level_rows, bits):
     mask = np.uint32((1 << bits) - 1)
     for i in range(n):
         for j in range(k):
-            fingerprint = np.uint32(_mix(words[i, j] + _FINGERPRINT_SALT) >> np.uint64(32))
+            fingerprint = np.uint32(mix(words[i, j] + FINGERPRINT_SALT) >> np.uint64(32))
             fingerprints[i, j] = fingerprint
             low[i, j] = np.uint8(fingerprint & mask)
-    return low, _identities(fingerprints, bands, rows, level_rows)
+    return low, identities(fingerprints, bands, rows, level_rows)
 
 
 def query_plan(codes: np.ndarray, bands: int, rows: int, level_rows: np.ndarray, bits: int):

@@ -3,7 +3,7 @@ query loop (the plan, the probe, the pool, the code similarity) for compact reco
 and 2 go on to lsh_queries' own. A level of a query is one round trip (the PROBE_FETCH script returns the
 bucket members and the new candidates' vectors and ids together; with a near cache, featurehash.store.
 lsh_near_cache, one compiled call over the local replica returns the same, decoded), and the exact re-ranking
-reads the packed vectors in place (featurehash.maps.lsh_rerank): no scipy.sparse matrix is built. The client's own
+reads the packed vectors in place (featurehash.lsh.rerank): no scipy.sparse matrix is built. The client's own
 steps (the plan, the addresses, where each tail lies, the pool's rows) are compiled calls
 (featurehash.store.lsh_compact_kernels); ids are decoded for the results only."""
 
@@ -16,9 +16,9 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
+from ..lsh.matches import aligned_match_fractions, b_bit_match_fractions
+from ..lsh.rerank import packed_similarities
 from ..maps import InputError
-from ..maps.lsh import b_bit_match_fractions
-from ..maps.lsh_rerank import packed_similarities
 from . import lsh_compact_scripts as scripts
 from .lsh_compact import FINGERPRINT_BITS
 from .lsh_compact_kernels import (TAIL_FIXED, TAIL_ID_ONLY, TAIL_SPARSE, merged_by_number, query_plan, rows_of,
@@ -56,11 +56,11 @@ class _Scan:
 class _PackedPool(_CandidatePool):
     """The candidates as the probe returned them, sorted by item number: their b-bit fingerprints (codes-only
     indexes) and their tails (packed vector, then id) in one uint32 array, each from a word (`starts`, in
-    words), which the compiled re-ranking (featurehash.maps.lsh_rerank) reads in place; ids are decoded only
+    words), which the compiled re-ranking (featurehash.lsh.rerank) reads in place; ids are decoded only
     for the results."""
 
-    def __init__(self, config, codec):
-        super().__init__(config, codec)
+    def __init__(self, config, codec, similarity):
+        super().__init__(config, codec, similarity)
         self.fingerprints = np.empty((0, config.n_codes), np.uint8)
         self.starts = _NO_POSITIONS  # shared empty arrays (read only): a query makes a pool, ~0.2 us an array
         self.ends = _NO_POSITIONS  # byte end of each tail
@@ -101,9 +101,8 @@ class _PackedPool(_CandidatePool):
 
     def similarities(self, X, q: int, rows: np.ndarray) -> np.ndarray:
         query = X[q:q + 1] if sp.issparse(X) else X[q]
-        spec = self.config.map_spec
-        return packed_similarities(spec["method"], spec["params"], query, self.codec.kind, self.words,
-                                   self.starts[rows], self.codec.input_dim)
+        return packed_similarities(self.similarity, query, self.codec.kind, self.words, self.starts[rows],
+                                   self.codec.input_dim)
 
     def results(self, rows: np.ndarray, similarities: np.ndarray) -> list[tuple[str, float]]:
         words = self.words  # a small pool copied (slicing bytes is faster), a large one viewed
@@ -269,11 +268,11 @@ class _CompactQuerySteps:
     def _pair_code_similarities(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if self.config.layout < 3:
             return super()._pair_code_similarities(a, b)
-        chance = 2.0 ** -FINGERPRINT_BITS
-        return np.clip(((a == b).mean(axis=1) - chance) / (1.0 - chance), 0.0, 1.0)
+        return aligned_match_fractions(a, b, FINGERPRINT_BITS)
 
     def _new_pool(self) -> _CandidatePool:
-        return _PackedPool(self.config, self.codec) if self.config.layout >= 3 else super()._new_pool()
+        return (_PackedPool(self.config, self.codec, self.similarity) if self.config.layout >= 3
+                else super()._new_pool())
 
     def _code_similarities(self, query: np.ndarray, items: np.ndarray) -> np.ndarray:
         if self.config.layout < 3:

@@ -8,10 +8,10 @@ Leskovec, Rajaraman & Ullman, "Mining of Massive Datasets", ch. 3.4): the answer
 requested threshold as `recall_at_threshold` (below the index's own threshold it falls quickly).
 Verification, in blocks of VERIFY_BLOCK_PAIRS pairs whose records are read by `_records_steps` (never
 the records of all items at once): the map's exact kernel on the stored vectors when the index keeps
-them (featurehash.maps.lsh.exact_similarities: GMM / pGMM for gcws, Laplacian for binning; precision
+them (featurehash.lsh.similarity, the map's code family: GMM / pGMM for gcws, Laplacian for binning; precision
 1), else the match fraction of the k codes (`verify` = "codes": standard deviation sqrt(s (1 - s) / k),
 and biased upward for candidates, which share a band by construction: pairs near the threshold are
-both missed and wrongly kept). Pairs >= threshold are grouped as featurehash.dedup.duplicate_clusters
+both missed and wrongly kept). Pairs >= threshold are grouped by featurehash.lsh.clusters, as featurehash.dedup.duplicate_clusters
 groups rows, with items ordered by id (Python string order): mode "components", the connected
 components of the verified pairs (transitive: a chain becomes one cluster), or "representatives", no
 chaining: in id order an item joins the first earlier representative it is similar to, else becomes
@@ -32,15 +32,16 @@ import functools
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
+from ..lsh.banding import collision_probability
+from ..lsh.clusters import CLUSTER_MODES, representatives
+from ..lsh.matches import aligned_match_fractions
+from ..lsh.similarity import aligned_pairs
 from ..maps import InputError
-from ..maps.lsh import collision_probability
 from .lsh_layout import check_fraction, check_positive_int, unpack_records_and_vectors
 from .redis_steps import Compute, RoundTrip, Scan
 
-DUPLICATE_MODES = ("components", "representatives")
+DUPLICATE_MODES = CLUSTER_MODES
 DEFAULT_MAX_PAIRS = 10_000_000  # 16 bytes a pair; a merge holds up to ~4x max_pairs of them (~640 MB)
 SCAN_PAGE_KEYS = 1000           # bucket keys per SCAN page
 VERIFY_BLOCK_PAIRS = 4096       # pairs verified per block (at most twice as many records read)
@@ -154,7 +155,7 @@ class _VerifiedPairs:
 
 
 class _DuplicateSteps:
-    """Needs what _IndexSteps sets up (lsh_index.py): config, layout, codec, and its two layout reads."""
+    """Needs what _IndexSteps sets up (lsh_index.py): config, layout, codec, similarity, and its two layout reads."""
 
     def _duplicates_steps(self, threshold: float | None, mode: str, max_pairs: int, min_cluster_size: int):
         threshold = self.config.threshold if threshold is None else check_fraction(threshold, "threshold")
@@ -209,7 +210,7 @@ class _DuplicateSteps:
 
     def _pair_code_similarities(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """The match fraction of each pair of rows of fingerprints."""
-        return (a == b).mean(axis=1)
+        return aligned_match_fractions(a, b)
 
     def _verify_block(self, block: np.ndarray, numbers: np.ndarray, records, threshold: float,
                       verified: _VerifiedPairs) -> None:
@@ -225,44 +226,13 @@ class _DuplicateSteps:
         if vectors is None:
             similarity = self._pair_code_similarities(fingerprints[lo], fingerprints[hi])
         else:
-            similarity = pair_similarities(self.config.map_spec["method"], self.config.map_spec["params"],
-                                           vectors[lo], vectors[hi])
+            similarity = aligned_pairs(self.similarity, vectors[lo], vectors[hi])
         keep = similarity >= threshold
         lo, hi = lo[keep], hi[keep]
         verified.lo.append(numbers[lo])
         verified.hi.append(numbers[hi])
         for row in np.unique(np.concatenate([lo, hi])):
             verified.ids[int(numbers[row])] = ids[row]
-
-
-def pair_similarities(method: str, params: dict, A, B) -> np.ndarray:
-    """The kernel of each pair of rows (A[t], B[t]) (dense or CSR): featurehash.maps.lsh.exact_similarities
-    (its formulas: pGMM = (S - D) / (S + D) over signed powers for gcws, exp(-gamma D) for binning)
-    for pairs rather than one query; the common scale is the block's largest magnitude."""
-    if method == "binning":
-        return np.exp(-params["gamma"] * _row_l1(A - B))
-    if method != "gcws":
-        raise ValueError(f"no exact similarity for '{method}' codes")
-    power = params.get("power", 1.0)
-    if power != 1.0:
-        peak = max(float(abs(A).max()) if A.shape[0] else 0.0, float(abs(B).max()) if B.shape[0] else 0.0)
-        A, B = _signed_power(A, peak, power), _signed_power(B, peak, power)
-    total, distance = _row_l1(A) + _row_l1(B), _row_l1(A - B)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(total + distance > 0, (total - distance) / (total + distance), 1.0)
-
-
-def _row_l1(X) -> np.ndarray:
-    return np.asarray(abs(X).sum(axis=1)).ravel()
-
-
-def _signed_power(X, peak: float, power: float):
-    scale = 1.0 / peak if peak > 0 else 1.0
-    if sp.issparse(X):
-        X = sp.csr_matrix(X, copy=True)
-        X.data = np.sign(X.data) * np.abs(X.data * scale) ** power
-        return X
-    return np.sign(X) * np.abs(X * scale) ** power
 
 
 def _clusters(verified: _VerifiedPairs, mode: str, min_cluster_size: int) -> tuple[list[DuplicateCluster], int]:
@@ -278,30 +248,9 @@ def _clusters(verified: _VerifiedPairs, mode: str, min_cluster_size: int) -> tup
     rank[ordered] = np.arange(n)
     ids = [verified.ids[int(numbers[node])] for node in ordered]
     a, b = rank[np.searchsorted(numbers, lo)], rank[np.searchsorted(numbers, hi)]
-    i, j = np.minimum(a, b), np.maximum(a, b)
-    if mode == "components":
-        graph = sp.coo_matrix((np.ones(i.size, np.int8), (i, j)), shape=(n, n)).tocsr()
-        _, labels = connected_components(graph, directed=False)
-        first = np.full(labels.max(initial=-1) + 1, n, np.int64)
-        np.minimum.at(first, labels, np.arange(n))
-        representative = first[labels]
-    else:
-        representative = _greedy_representatives(i, j, n)
+    representative = representatives(np.minimum(a, b), np.maximum(a, b), n, mode)
     order = np.lexsort((np.arange(n), representative))
     bounds = np.flatnonzero(np.diff(representative[order])) + 1
     clusters = [DuplicateCluster(ids[int(group[0])], [ids[int(member)] for member in group])
                 for group in np.split(order, bounds) if group.size >= min_cluster_size]
     return clusters, int(lo.size)
-
-
-def _greedy_representatives(i: np.ndarray, j: np.ndarray, n: int) -> np.ndarray:
-    """In rank order, each node's first earlier neighbour that is a representative, else itself (i < j)."""
-    order = np.lexsort((i, j))
-    earlier, starts = i[order], np.concatenate(([0], np.cumsum(np.bincount(j, minlength=n))))
-    representative = np.arange(n)
-    for node in range(n):  # one pass over the pairs (bounded by max_pairs)
-        for neighbour in earlier[starts[node]:starts[node + 1]]:
-            if representative[neighbour] == neighbour:
-                representative[node] = neighbour
-                break
-    return representative

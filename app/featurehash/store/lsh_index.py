@@ -19,7 +19,7 @@
 accept Redis Cluster clients (every key of an index shares one hash slot).
 This module is one index (items and queries); featurehash.store.lsh_indexes creates, lists and
 deletes them. The numerics (fingerprints, band digests, the S-curve, ranking) are
-featurehash.maps.lsh, the key layout featurehash.store.lsh_layout; each operation is written once as a
+featurehash.lsh, the key layout featurehash.store.lsh_layout; each operation is written once as a
 generator of steps (featurehash.store.redis_steps) that a sync or an async driver runs.
 
 Writes: an add is cut into batches of about WRITE_BATCH_COMMANDS Redis commands, each one
@@ -38,7 +38,7 @@ Layout-3 indexes (the default; featurehash.store.lsh_compact) do the same with L
 check what was read and write a whole batch in one call (featurehash.store.lsh_compact_steps).
 Queries: one pipelined round trip of SUNIONs (one per query vector over its L buckets),
 one of MGETs of the candidates' records, then re-ranking: by the exact similarity of the
-map's kernel (featurehash.maps.lsh.exact_similarities) when the index keeps vectors
+map's kernel (featurehash.lsh.similarity) when the index keeps vectors
 (`vectors`: "sparse", "float32", "float16"; featurehash.store.lsh_vectors), else by the
 match fraction of all k fingerprints. A candidate whose record is gone is skipped.
 
@@ -67,8 +67,9 @@ from typing import Any, Awaitable, Callable
 
 import numpy as np
 
+from ..lsh.banding import band_digests, code_fingerprints
+from ..lsh.similarity import similarity_of
 from ..maps import FeatureMap, InputError
-from ..maps.lsh import band_digests, code_fingerprints
 from .durability import check_durability
 from .lsh_layout import IndexConfig, IndexLayout, unpack_records_and_vectors
 from .lsh_near_cache import NearCache
@@ -118,6 +119,8 @@ class _IndexSteps(_CompactSteps, _CompactQuerySteps, _WriteSteps, _QuerySteps, _
         self.layout = IndexLayout(key_prefix, config.name, config.layout)
         self.compact = CompactLayout(self.layout.prefix, config) if config.layout >= 3 else None
         self.codec = VectorCodec.for_storage(config.vectors, feature_map.input_dim)
+        # the exact similarity of the map's code family (featurehash.lsh.similarity), when vectors are kept
+        self.similarity = None if self.codec is None else similarity_of(feature_map)
         self.items_when_opened = items
         self.created = False
         self.near_cache: NearCache | None = None  # LSHIndex.enable_near_cache

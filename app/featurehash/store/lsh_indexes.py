@@ -31,8 +31,9 @@ from typing import Any, Awaitable, Callable
 
 import scipy.sparse as sp
 
+from ..lsh.banding import check_bands, choose_bands
+from ..lsh.similarity import has_exact_similarity
 from ..maps import FeatureMap, InputError, create_map
-from ..maps.lsh import check_bands, choose_bands
 from .lsh_index import AsyncLSHIndex, IndexConflict, IndexNotFound, LSHIndex
 from .lsh_layout import (DEFAULT_TENANT, LATEST_LAYOUT, MAX_BANDS, NAME_PATTERN, IndexConfig, IndexLayout,
                          check_fraction, check_name, check_positive_int, tenant_key_prefix, tenants_key)
@@ -144,7 +145,7 @@ def plan_index(feature_map: FeatureMap, *, name: str | None = None, bands: int |
     check_bands(n_codes, bands, rows)
     if bands > MAX_BANDS:
         raise InputError("bands", f"at most {MAX_BANDS}")
-    if vectors != "none" and feature_map.spec.method not in ("gcws", "binning"):
+    if vectors != "none" and not has_exact_similarity(feature_map):
         raise InputError("vectors", f"no exact kernel to re-rank '{feature_map.spec.method}' codes: use \"none\"")
     if vectors in ("float32", "float16") and feature_map.input_dim > MAX_DENSE_STORED_DIM:
         # Each item would be stored (and first made) as a dense row: 4 GiB at a text stage's 2^30 columns.

@@ -13,7 +13,7 @@ are the same in every run and every process, and an index is found again by name
                              then the item's vector if the index keeps them
                              (featurehash.store.lsh_vectors), then the item id (UTF-8)
     P b<2 bytes><8 bytes>    bucket: a set of item numbers; band (big-endian u16) and the
-                             band's 64-bit digest (featurehash.maps.lsh.band_digests)
+                             band's 64-bit digest (featurehash.lsh.banding.band_digests)
     P p<1 byte><2 bytes><8 bytes>  bucket of a shorter prefix (forest level): its row
                              count, the band, the digest of the band's first rows codes
 
@@ -49,7 +49,7 @@ with its stored fingerprints.
 
 Fingerprints keep b = 8 bits (b-bit minwise hashing, Li & Konig 2010): two codes' 8-bit fingerprints
 agree with probability P = s + (1 - s) / 256, and (m - 1/256) / (1 - 1/256), clipped to [0, 1], is
-the similarity estimate (featurehash.maps.lsh.b_bit_match_fractions). Its sd, sqrt(P (1 - P) / k) /
+the similarity estimate (featurehash.lsh.matches.b_bit_match_fractions). Its sd, sqrt(P (1 - P) / k) /
 (1 - 1/256), is that of the full fingerprints times ~1.004 at s = 0.7 and ~1.01 at s = 0.3: the ranking
 noise 8 bits add is under 1% of what k codes have anyway. An identity of 32 bits lets a foreign item
 share a bucket by chance with probability ~N 2^-32 a band (0.001 per query at N = 10^6, L = 35):
@@ -96,7 +96,7 @@ import numpy as np
 import orjson
 
 from ..maps.errors import InputError
-from ..maps.lsh import FINGERPRINT_DTYPE, collision_probability, half_point
+from ..lsh.banding import FINGERPRINT_DTYPE, collision_probability, half_point
 from .lsh_vectors import VectorCodec
 
 # Matched whole (fullmatch): `re.match` with a trailing `$` also accepted a name ending in "\n".

@@ -10,10 +10,12 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ..lsh.banding import collision_probability
+from ..lsh.matches import match_fractions
+from ..lsh.rerank import top_matches
+from ..lsh.similarity import RowSimilarity
 from ..maps import InputError
 from ..maps.kernels import shared_columns
-from ..maps.lsh import collision_probability, exact_similarities, match_fractions
-from ..maps.lsh_rerank import top_matches
 from .lsh_inline import INLINE_COMPARISONS, INLINE_ROWS, _small_input
 from .lsh_layout import (IndexConfig, check_fraction, check_positive_int, check_query_ids, item_number,
                          unpack_records_and_vectors)
@@ -56,8 +58,9 @@ class QueryResult:
 class _CandidatePool:
     """The records a query batch fetched so far, decoded, sorted by item number."""
 
-    def __init__(self, config: IndexConfig, codec: VectorCodec | None):
+    def __init__(self, config: IndexConfig, codec: VectorCodec | None, similarity: RowSimilarity | None):
         self.config, self.codec = config, codec
+        self.similarity = similarity  # of the map's code family (featurehash.lsh.similarity), with vectors
         self.fetched = np.empty(0, np.int64)  # every number asked for (records gone included)
         self.walked = 0  # bucket members the query's probes returned (CandidateBounds.total)
         self.numbers = np.empty(0, np.int64)  # those with a record
@@ -92,8 +95,7 @@ class _CandidatePool:
     def similarities(self, X, q: int, rows: np.ndarray) -> np.ndarray:
         """Exact similarities of query q (row q of X) to the candidates at `rows`."""
         query, candidates = _over_shared_columns(X, q, self.vectors[rows])
-        spec = self.config.map_spec
-        return exact_similarities(spec["method"], spec["params"], query, candidates)
+        return self.similarity.query(query, candidates)
 
     def results(self, rows: np.ndarray, similarities: np.ndarray) -> list[tuple[str, float]]:
         """(id, similarity) of the candidates at `rows`."""
@@ -262,7 +264,7 @@ class _QuerySteps:
         return (yield from self._records_steps(wanted))
 
     def _new_pool(self) -> _CandidatePool:
-        return _CandidatePool(self.config, self.codec)
+        return _CandidatePool(self.config, self.codec, self.similarity)
 
     def _code_similarities(self, query: np.ndarray, items: np.ndarray) -> np.ndarray:
         return match_fractions(query, items)

@@ -24,7 +24,7 @@ from scipy import stats
 
 from featurehash.maps import kernels
 from featurehash.maps import SpecError, create_map, resolve_spec
-from featurehash.maps.lsh import band_keys
+from featurehash.lsh.banding import band_keys
 
 P = 4096
 N_PAIRS = 100

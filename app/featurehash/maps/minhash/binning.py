@@ -37,7 +37,7 @@ from .. import kernels
 from . import _binning_kernels
 from ..numerics import _counter_random
 from .. import randomness
-from ..base import DiscreteCodeMap, OneHotFeatures
+from ..base import CodeFamily, DiscreteCodeMap, OneHotFeatures
 from .gcws import _PARALLEL_KERNEL_LOCK, PARALLEL_MIN_ROWS
 from ..inputs import csr_parts
 from ..spec import MapSpec
@@ -58,6 +58,7 @@ class BinningParams(BaseModel):
 
 class BinningMap(DiscreteCodeMap):
     method = "binning"
+    code_family = CodeFamily.LAPLACIAN
     Params = BinningParams
 
     def __init__(self, spec: MapSpec, *, table_budget_bytes: int = DEFAULT_TABLE_BUDGET_BYTES):

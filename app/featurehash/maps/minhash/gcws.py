@@ -53,7 +53,8 @@ from ..numerics import _counter_random
 from . import _gcws_kernels
 from .. import randomness
 from .gcws_dart import DartSampler
-from ..base import EMPTY_CODE, EMPTY_ROWS, DiscreteCodeMap, OneHotFeatures, without_default_empty_rows
+from ..base import (EMPTY_CODE, EMPTY_ROWS, CodeFamily, DiscreteCodeMap, OneHotFeatures,
+                    without_default_empty_rows)
 from ..inputs import csr_parts, zero_rows
 from ..spec import MapSpec
 
@@ -101,6 +102,7 @@ class GCWSParams(BaseModel):
 
 class GCWSMap(DiscreteCodeMap):
     method = "gcws"
+    code_family = CodeFamily.GMM
     Params = GCWSParams
 
     @classmethod

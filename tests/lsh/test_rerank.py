@@ -1,16 +1,20 @@
-"""The compiled re-ranking over packed vectors (featurehash.maps.lsh_rerank) equals the reference
-(featurehash.maps.lsh.exact_similarities over the decoded vectors, after shared_columns as the index did)
-bit for bit, and the exact kernels of featurehash.maps.kernels to rounding."""
+"""The compiled re-ranking over packed vectors (featurehash.lsh.rerank) equals the reference
+(featurehash.lsh.similarity's `query` over the decoded vectors, after shared_columns as the index did)
+bit for bit, and the exact kernels of featurehash.maps.kernels to rounding; the best matches."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
+from featurehash.lsh.rerank import (
+    _dense_rows,
+    best_matches,
+    packed_similarities,
+    top_matches,
+)
+from featurehash.lsh.similarity import GMM, Laplacian
 from featurehash.maps.kernels import gmm, laplacian, shared_columns
-from featurehash.maps.lsh import band_digests, best_matches, code_fingerprints, exact_similarities
-from featurehash.maps.lsh_rerank import _dense_rows, band_identities, packed_similarities, top_matches
 from featurehash.store.lsh_vectors import VectorCodec
 
 
@@ -22,16 +26,16 @@ def packed(kind: str, X) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(b"".join(padded), "<u4"), starts
 
 
-def reference(method, params, kind, query, X):
+def reference(similarity, kind, query, X):
     """What the index computed before: the decoded vectors, a sparse query restricted to shared columns."""
     codec = VectorCodec(kind, X.shape[1])
     candidates = codec.unpack(codec.pack(X))[0]
     if sp.issparse(query):
         if sp.issparse(candidates):
             row, candidates = shared_columns(sp.csr_matrix(query), candidates)
-            return exact_similarities(method, params, row.toarray().ravel(), candidates), candidates
-        return exact_similarities(method, params, query.toarray().ravel(), candidates), candidates
-    return exact_similarities(method, params, query, candidates), candidates
+            return similarity.query(row.toarray().ravel(), candidates), candidates
+        return similarity.query(query.toarray().ravel(), candidates), candidates
+    return similarity.query(query, candidates), candidates
 
 
 def rows(rng, m, d, density):
@@ -50,11 +54,10 @@ def test_packed_similarities_equal_the_reference_bit_for_bit(kind):
             q = rows(rng, 1, d, density)
             select = rng.permutation(X.shape[0])[: max(1, X.shape[0] // 2)]  # any subset, any order
             words, starts = packed(kind, X)
-            for method, params in (("gcws", {"power": 1.0}), ("gcws", {"power": 0.7}), ("gcws", {"power": 2.0}),
-                                   ("binning", {"gamma": 0.05})):
+            for similarity in (GMM(1.0), GMM(0.7), GMM(2.0), Laplacian(0.05)):
                 for query in (q[0], sp.csr_matrix(q)):
-                    expected, _ = reference(method, params, kind, query, X[select])
-                    got = packed_similarities(method, params, query, kind, words, starts[select], d)
+                    expected, _ = reference(similarity, kind, query, X[select])
+                    got = packed_similarities(similarity, query, kind, words, starts[select], d)
                     np.testing.assert_array_equal(got, expected)
                     cases += 1
     assert cases == 7 * 3 * 4 * 2
@@ -68,10 +71,10 @@ def test_packed_similarities_are_the_exact_kernels(kind):
     q = np.abs(rows(rng, 1, 50, 0.3))
     words, starts = packed(kind, X)
     for power in (1.0, 0.5):
-        np.testing.assert_allclose(packed_similarities("gcws", {"power": power}, q[0], kind, words, starts, 50),
+        np.testing.assert_allclose(packed_similarities(GMM(power), q[0], kind, words, starts, 50),
                                    gmm(q, X, power)[0], rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(packed_similarities("binning", {"gamma": 0.02}, sp.csr_matrix(q), kind, words,
-                                                   starts, 50), laplacian(q, X, 0.02)[0], rtol=1e-12)
+    np.testing.assert_allclose(packed_similarities(Laplacian(0.02), sp.csr_matrix(q), kind, words, starts, 50),
+                               laplacian(q, X, 0.02)[0], rtol=1e-12)
 
 
 def test_a_wide_sparse_query_never_becomes_dense():
@@ -80,8 +83,27 @@ def test_a_wide_sparse_query_never_becomes_dense():
     X = sp.csr_matrix((np.array([1.0, 2.0, 3.0]), np.array([5, d - 1, 77]), np.array([0, 2, 3])), shape=(2, d))
     q = sp.csr_matrix((np.array([2.0, 1.0]), np.array([5, 9]), np.array([0, 2])), shape=(1, d))
     words, starts = packed("sparse", X)
-    got = packed_similarities("gcws", {"power": 1.0}, q, "sparse", words, starts, d)
+    got = packed_similarities(GMM(1.0), q, "sparse", words, starts, d)
     np.testing.assert_allclose(got, [0.2, 0.0], atol=1e-15)  # sum min / sum max: 1 / (2 + 2 + 1); 0 / 6
+
+
+def test_best_matches_order_ties_and_floor():
+    similarities = np.array([0.5, 0.9, 0.5, 0.1, 0.9, 0.7])
+    tie_breaks = np.array([60, 50, 40, 30, 20, 10])
+    assert best_matches(similarities, tie_breaks, 3, 0.0).tolist() == [4, 1, 5]
+    assert best_matches(similarities, tie_breaks, 10, 0.5).tolist() == [4, 1, 5, 2, 0]
+    assert best_matches(similarities, tie_breaks, 1, 0.95).tolist() == []
+    assert best_matches(np.empty(0), np.empty(0, np.int64), 5, 0.0).tolist() == []
+
+
+def test_packed_similarities_look_the_family_up_and_refuse_an_unknown_one():
+    class Unknown(GMM):
+        family = None
+
+    words, starts = packed("float32", np.ones((2, 3)))
+    assert packed_similarities(GMM(1.0), np.ones(3), "float32", words, starts[:0], 3).size == 0
+    with pytest.raises(ValueError):
+        packed_similarities(Unknown(1.0), np.ones(3), "float32", words, starts, 3)
 
 
 def test_top_matches_are_best_matches():
@@ -93,14 +115,6 @@ def test_top_matches_are_best_matches():
             for floor in (0.0, 0.5):
                 np.testing.assert_array_equal(top_matches(similarities, numbers, top_k, floor),
                                               best_matches(similarities, numbers, top_k, floor))
-
-
-def test_band_identities_are_the_band_digests_top_bits():
-    fingerprints = code_fingerprints(np.random.default_rng(8).integers(0, 2**62, (5, 64)))
-    for bands, rows, levels in ((16, 4, [4]), (9, 7, [7, 5, 2]), (1, 64, [64, 1])):
-        expected = np.hstack([band_digests(fingerprints, bands, rows, None if level == 0 else prefix)
-                              for level, prefix in enumerate(levels)]) >> np.uint64(32)
-        np.testing.assert_array_equal(band_identities(fingerprints, bands, rows, levels), expected.astype(np.uint32))
 
 
 @pytest.mark.parametrize("d", [65536, 65535])  # an odd d leaves the last word's high half to the id

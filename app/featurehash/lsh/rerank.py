@@ -1,8 +1,9 @@
-"""Exact re-ranking of LSH candidates straight from their packed vectors (compiled; no scipy.sparse).
+"""Exact re-ranking of LSH candidates straight from their packed vectors (compiled; no scipy.sparse), and the
+choice of the best matches.
 
 An LSH index that keeps its items' vectors ranks a query's candidates by the exact similarity the codes
-estimate: GMM / pGMM for GCWS, exp(-gamma ||x - y||_1) for random binning. featurehash.maps.lsh.
-exact_similarities is the reference (numpy and scipy.sparse; its docstring has the formulas:
+estimate: GMM / pGMM for GCWS, exp(-gamma ||x - y||_1) for random binning. featurehash.lsh.similarity's
+`RowSimilarity.query` is the reference (numpy and scipy.sparse; its module docstring has the formulas:
 pGMM = (S - D) / (S + D), S = ||t(x)||_1 + ||t(y)||_1, D = ||t(x) - t(y)||_1, t(x) = sign(x) |x / peak|^p).
 This module computes the same numbers, bit for bit, from the bytes the index stores
 (featurehash.store.lsh_vectors: "sparse" = uint32 nnz, uint32 columns, float32 values; "float32";
@@ -17,20 +18,22 @@ This module computes the same numbers, bit for bit, from the bytes the index sto
   and exp differ from libm's in the last bit; elementwise results do not depend on the array's shape);
   p = 1 needs no power (numpy's x ** 1.0 is x).
 
-Entry points: `packed_similarities(method, params, query, kind, words, starts, d)`, where `words` is the packed
-blob as little-endian uint32 words, each vector starting at a word (`starts`, in words); GMM (p = 1) of a
-dense query is one compiled call. `top_matches`: featurehash.maps.lsh.best_matches compiled; `band_identities`:
-a layout-3 index's bucket identities of a query (maps.lsh.band_digests of every level) in one call.
-tests/maps/test_lsh_rerank.py checks it against exact_similarities and the kernels of maps/kernels.py.
+Entry points: `packed_similarities(similarity, query, kind, words, starts, d)`, where `similarity` is the map's
+entry of featurehash.lsh.similarity's table and `words` the packed blob as little-endian uint32 words, each vector
+starting at a word (`starts`, in words); one function per code family (`PACKED`); GMM (p = 1) of a dense query is
+one compiled call. `best_matches` (numpy) and `top_matches` (the same, compiled): the best candidates.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
-from .lsh import _BAND_SALT, _MIX_1, _MIX_2
+from ..maps.base import CodeFamily
+from .similarity import GMM, Laplacian, RowSimilarity
 
 _BLOCK = 128  # numpy's PW_BLOCKSIZE
 
@@ -247,9 +250,21 @@ def _gmm_sparse(words, starts, q):
     return _ratios(absolute + sums, absolute + changes)
 
 
+def best_matches(similarities: np.ndarray, tie_breaks: np.ndarray, top_k: int,
+                 min_similarity: float) -> np.ndarray:
+    """Positions of the `top_k` highest similarities >= min_similarity, best first; equal
+    similarities in `tie_breaks` order (so results do not depend on storage order)."""
+    eligible = np.flatnonzero(similarities >= min_similarity)
+    if eligible.size > top_k:  # keep every tie of the k-th value before the exact sort
+        kth = np.partition(similarities[eligible], eligible.size - top_k)[eligible.size - top_k]
+        eligible = eligible[similarities[eligible] >= kth]
+    order = np.lexsort((tie_breaks[eligible], -similarities[eligible]))
+    return eligible[order[:top_k]]
+
+
 @nb.njit(cache=True, nogil=True)
 def top_matches(similarities, tie_breaks, top_k, min_similarity):
-    """featurehash.maps.lsh.best_matches compiled: positions of the top_k highest similarities >=
+    """best_matches compiled: positions of the top_k highest similarities >=
     min_similarity, best first, equal similarities in tie_breaks order."""
     eligible = np.flatnonzero(similarities >= min_similarity)
     by_tie = eligible[np.argsort(tie_breaks[eligible], kind="mergesort")]
@@ -257,98 +272,79 @@ def top_matches(similarities, tie_breaks, top_k, min_similarity):
     return order[:top_k]
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
-def _mix(z):
-    z = z ^ (z >> np.uint64(30))
-    z = z * _MIX_1
-    z = z ^ (z >> np.uint64(27))
-    z = z * _MIX_2
-    return z ^ (z >> np.uint64(31))
-
-
-@nb.njit(cache=True, nogil=True)
-def _identities(fingerprints, bands, rows, level_rows):
-    n = fingerprints.shape[0]
-    out = np.empty((n, bands * level_rows.size), np.uint32)
-    for i in range(n):
-        for level in range(level_rows.size):
-            depth = rows if level == 0 else level_rows[level]
-            for band in range(bands):
-                digest = _mix(np.uint64(band) + _BAND_SALT)
-                for sample in range(depth):
-                    digest = _mix(digest ^ np.uint64(fingerprints[i, band * rows + sample]))
-                out[i, level * bands + band] = np.uint32(digest >> np.uint64(32))
-    return out
-
-
-def band_identities(fingerprints: np.ndarray, bands: int, rows: int, level_rows) -> np.ndarray:
-    """(n, bands x levels) uint32: the top 32 bits of featurehash.maps.lsh.band_digests of every level (level 0
-    the bands, then each forest prefix), in one compiled call: what a layout-3 index files a row under
-    (featurehash.store.lsh_compact.CompactLayout.identities), without ~6 numpy calls per sample and level."""
-    return _identities(np.ascontiguousarray(fingerprints, np.uint32), bands, rows,
-                       np.asarray(level_rows, dtype=np.int64))
-
-
-def _signed_power(values: np.ndarray, scale: float, power: float) -> np.ndarray:
-    return np.sign(values) * np.abs(values * scale) ** power  # exact_similarities' t(x), elementwise
-
-
 def _ratio(total: np.ndarray, distance: np.ndarray) -> np.ndarray:
     return _ratios(np.ascontiguousarray(total, np.float64), np.ascontiguousarray(distance, np.float64))
 
 
-def packed_similarities(method: str, params: dict, query, kind: str, words: np.ndarray, starts: np.ndarray,
-                        d: int) -> np.ndarray:
-    """exact_similarities(method, params, query, candidates) of the candidates packed in `words` (uint32)
-    at `starts`; `query` a dense (d,) float64 row or a 1 x d CSR row (then, for "sparse" rows, the
-    reference's shared-columns restriction applies)."""
-    if method not in ("gcws", "binning"):
-        raise ValueError(f"no exact re-ranking for '{method}' codes")
-    starts = np.ascontiguousarray(starts, np.int64)
-    if starts.size == 0:
-        return np.empty(0)
-    if kind != "sparse":
-        q = query.toarray().ravel() if sp.issparse(query) else np.asarray(query, dtype=np.float64)
-        if method == "gcws" and params.get("power", 1.0) == 1.0:
-            return _gmm_dense(words, starts, d, kind == "float16", q)
-        V = _dense_rows(words, starts, d, kind == "float16")
-        if method == "binning":
-            return np.exp(-params["gamma"] * _dense_distances(q, V)[1])
-        power = params.get("power", 1.0)
-        peak = max(float(np.abs(q).max(initial=0.0)), float(np.abs(V).max()))
-        scale = 1.0 / peak if peak > 0 else 1.0
-        q, V = _signed_power(q, scale, power), _signed_power(V, scale, power)
-        sums, distances = _dense_distances(q, V)
-        absolute = np.abs(q).sum()
-        return _ratio(absolute + sums, distances)
-    if method == "gcws" and params.get("power", 1.0) == 1.0 and not sp.issparse(query):
-        return _gmm_sparse(words, starts, np.asarray(query, dtype=np.float64))
-    indptr, columns, values = _sparse_rows(words, starts)
+def _sparse_query(query):
+    """(columns int64 or None, values float64) of a query: a 1 x d CSR row's canonical entries, or a dense row."""
     if sp.issparse(query):
         row = sp.csr_matrix(query)
         if not row.has_canonical_format:  # repeated columns add up first, as the reference's toarray() does
             row = row.copy()
             row.sum_duplicates()
-        q_columns, q_values = row.indices.astype(np.int64), row.data.astype(np.float64)
-    else:
-        q_values = np.asarray(query, dtype=np.float64)
-        q_columns = None
-    peak_q = float(np.abs(q_values).max(initial=0.0))
-    if method == "binning":
-        power, scale = 1.0, 1.0
-    else:
-        power = params.get("power", 1.0)
-        peak = max(peak_q, float(np.abs(values).max(initial=0.0)))
-        scale = 1.0 / peak if peak > 0 else 1.0
-    if method == "gcws":
-        q_values, values = _signed_power(q_values, scale, power), _signed_power(values, scale, power)
+        return row.indices.astype(np.int64), row.data.astype(np.float64)
+    return None, np.asarray(query, dtype=np.float64)
+
+
+def _dense_query(query) -> np.ndarray:
+    return query.toarray().ravel() if sp.issparse(query) else np.asarray(query, dtype=np.float64)
+
+
+def _packed_gmm(similarity: GMM, query, kind: str, words: np.ndarray, starts: np.ndarray, d: int) -> np.ndarray:
+    power = similarity.power
+    if kind != "sparse":
+        q = _dense_query(query)
+        if power == 1.0:
+            return _gmm_dense(words, starts, d, kind == "float16", q)
+        V = _dense_rows(words, starts, d, kind == "float16")
+        scale = similarity.scale(max(float(np.abs(q).max(initial=0.0)), float(np.abs(V).max())))
+        q, V = similarity.signed_power(q, scale), similarity.signed_power(V, scale)
+        sums, distances = _dense_distances(q, V)
+        absolute = np.abs(q).sum()
+        return _ratio(absolute + sums, distances)
+    if power == 1.0 and not sp.issparse(query):
+        return _gmm_sparse(words, starts, np.asarray(query, dtype=np.float64))
+    indptr, columns, values = _sparse_rows(words, starts)
+    q_columns, q_values = _sparse_query(query)
+    scale = similarity.scale(max(float(np.abs(q_values).max(initial=0.0)), float(np.abs(values).max(initial=0.0))))
+    q_values, values = similarity.signed_power(q_values, scale), similarity.signed_power(values, scale)
     if q_columns is None:
         q = q_values
     else:
         q, columns = _on_shared_columns(q_columns, q_values, columns)
     absolute = np.abs(q).sum()
     sums, changes = _sparse_distances(q, indptr, columns, values)
-    distances = absolute + changes
-    if method == "binning":
-        return np.exp(-params["gamma"] * distances)
-    return _ratio(absolute + sums, distances)
+    return _ratio(absolute + sums, absolute + changes)
+
+
+def _packed_laplacian(similarity: Laplacian, query, kind: str, words: np.ndarray, starts: np.ndarray,
+                      d: int) -> np.ndarray:
+    if kind != "sparse":
+        V = _dense_rows(words, starts, d, kind == "float16")
+        return similarity.combine(None, _dense_distances(_dense_query(query), V)[1])
+    indptr, columns, values = _sparse_rows(words, starts)
+    q_columns, q = _sparse_query(query)
+    if q_columns is not None:
+        q, columns = _on_shared_columns(q_columns, q, columns)
+    absolute = np.abs(q).sum()
+    _, changes = _sparse_distances(q, indptr, columns, values)
+    return similarity.combine(None, absolute + changes)
+
+
+# Code family -> its similarity from packed vectors (featurehash.lsh.similarity.SIMILARITIES's entries, compiled).
+PACKED: dict[CodeFamily, Callable[..., np.ndarray]] = {CodeFamily.GMM: _packed_gmm,
+                                                       CodeFamily.LAPLACIAN: _packed_laplacian}
+
+
+def packed_similarities(similarity: RowSimilarity, query, kind: str, words: np.ndarray, starts: np.ndarray,
+                        d: int) -> np.ndarray:
+    """similarity.query(query, candidates) of the candidates packed in `words` (uint32) at `starts`; `query` a
+    dense (d,) float64 row or a 1 x d CSR row (then, for "sparse" rows, the reference's shared-columns
+    restriction applies)."""
+    if similarity.family not in PACKED:
+        raise ValueError(f"no exact re-ranking for code family {similarity.family}")
+    starts = np.ascontiguousarray(starts, np.int64)
+    if starts.size == 0:
+        return np.empty(0)
+    return PACKED[similarity.family](similarity, query, kind, words, starts, d)
