@@ -6,8 +6,7 @@ exactly when all r codes agree. For GCWS a code matches with probability GMM = s
 Pr[some band of L collides] = 1 - (1 - s^r)^L: the S-curve.
 
 - `band_keys`: the strings of POST /hash: the band index and a 128-bit BLAKE2b digest of
-  its r codes (up to a 2^-128 digest collision, equal keys <=> equal band codes); defined in
-  featurehash.maps.lsh while the service imports them from there, re-exported here.
+  its r codes (up to a 2^-128 digest collision, equal keys <=> equal band codes).
 - `code_fingerprints` / `band_digests`: the compact form an index stores. A code becomes a
   32-bit fingerprint (a 64-bit mixer's top half), so two different codes agree with
   probability 2^-32: the match fraction of fingerprints overestimates s by at most
@@ -22,12 +21,12 @@ Pr[some band of L collides] = 1 - (1 - s^r)^L: the S-curve.
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
 
 from ..maps.errors import InputError
-from ..maps.lsh import band_key_dtype, band_keys  # noqa: F401  (re-exported: see the module doc)
 
 FINGERPRINT_DTYPE = np.dtype("<u4")
 # splitmix64's finaliser constants, and the salts of fingerprints and band digests (featurehash.lsh.band_kernels
@@ -37,6 +36,24 @@ FINGERPRINT_SALT = np.uint64(0x9E3779B97F4A7C15)
 BAND_SALT = np.uint64(0x632BE59BD9B4E019)
 # Similarities at which the S-curve's false-positive area is integrated (see choose_bands).
 _CURVE_GRID = np.linspace(0.0, 1.0, 1001)
+
+
+def band_keys(codes: np.ndarray, bands: int, field: str = "bands") -> np.ndarray:
+    """The (n, bands) array of band keys of int64 codes (n, k): strings "<band>:<32 hex digits>" (numpy's
+    fixed-width str dtype), the same strings a JSON answer lists. A 128-bit digest does not fit a uint64,
+    and the strings are what POST /hash has always answered."""
+    n, k = codes.shape
+    if bands < 1 or k % bands:
+        raise InputError(field, f"must be a positive divisor of the number of samples ({k})")
+    blocks = np.ascontiguousarray(codes, dtype="<i8").reshape(n, bands, k // bands)
+    keys = [f"{band}:{hashlib.blake2b(row[band].tobytes(), digest_size=16).hexdigest()}"
+            for row in blocks for band in range(bands)]
+    return np.array(keys, dtype=band_key_dtype(bands)).reshape(n, bands)
+
+
+def band_key_dtype(bands: int) -> np.dtype:
+    """The str dtype that holds a band key of `bands` bands: the band's digits, ':' and 32 hex digits."""
+    return np.dtype(f"<U{len(str(bands - 1)) + 33}")
 
 
 def mix64(z: np.ndarray) -> np.ndarray:

@@ -75,7 +75,7 @@ def _exercise(feature_map, inputs: tuple) -> None:
                 feature_map.transform(X, dtype=dtype)
         else:
             feature_map.transform(X)
-        if feature_map.spec.method in ("gcws", "binning"):
+        if feature_map.has_hash:
             feature_map.hash(X)
 
 

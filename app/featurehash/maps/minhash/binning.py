@@ -14,7 +14,7 @@ Outputs (like GCWS, discrete codes):
 - `hash`: one int64 code >= 0 per grid, a hash of the grid's d bin numbers: equal bins give equal
   codes, different bins equal codes with probability ~2^-63 (`_binning_kernels`: an additive 64-bit
   hash of (grid, coordinate, bin) with the top bit cleared). LSH band keys follow from the codes
-  (app/featurehash/maps/lsh.py, POST /hash with "bands"): Pr[band of r grids collides] = k^r.
+  (featurehash.lsh.banding, POST /hash with "bands"): Pr[band of r grids collides] = k^r.
 - `transform`: the one-hot linearisation, the lowest `bits` bits of each code in a block of 2^bits
   per grid, indices p 2^bits + (code & (2^bits - 1)), P nonzeros each 1/sqrt(P) (so <f(x), f(y)> is
   the match fraction of the b-bit codes, k plus the chance 2^-bits of a spurious low-bit match).

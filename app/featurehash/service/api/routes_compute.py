@@ -26,7 +26,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ...maps import FeatureMap, InputError
 from ...maps.base import DenseFeatureMap
-from ...maps.lsh import band_keys
+from ...lsh.banding import band_keys
 from ...maps.spec import MAX_COMPONENTS
 from .admission import read_body, reserve_work
 from ...protocol.codecs import JSON, parse_body, wants_npy
