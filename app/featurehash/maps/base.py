@@ -89,6 +89,8 @@ class FeatureMap(ABC):
     Params: ClassVar[type[BaseModel]]
     has_hash: ClassVar[bool] = False
     code_family: ClassVar[CodeFamily | None] = None  # set by the maps whose codes estimate an exact similarity
+    # the map caches per-(sample, coordinate) randomness in a table up to `table_budget_bytes` (a constructor option)
+    randomness_table: ClassVar[bool] = False
     one_hot: ClassVar[bool] = False  # transform returns OneHotFeatures
     # The spec's text front stage (`spec.input`), set by `create_map`: it turns documents, token lists or
     # weighted tokens into the sparse rows `check` validates (featurehash.maps.text.stage).

@@ -60,6 +60,7 @@ class BinningMap(DiscreteCodeMap):
     method = "binning"
     code_family = CodeFamily.LAPLACIAN
     Params = BinningParams
+    randomness_table = True
 
     def __init__(self, spec: MapSpec, *, table_budget_bytes: int = DEFAULT_TABLE_BUDGET_BYTES):
         super().__init__(spec)

@@ -104,6 +104,7 @@ class GCWSMap(DiscreteCodeMap):
     method = "gcws"
     code_family = CodeFamily.GMM
     Params = GCWSParams
+    randomness_table = True
 
     @classmethod
     def complete_new_request(cls, params: GCWSParams) -> GCWSParams:

@@ -29,6 +29,7 @@ from ..config import Settings
 from ..map_cache import MapCache
 from ...maps import FeatureMap, InputError, create_map
 from ...maps.cost import check_rows, row_seconds, transform_cost
+from ...maps.registry import METHODS
 from ...protocol.text_inputs import TextLimits, check_input_kind, rows_from
 from ...store import SpecStore
 from ...store.lsh_indexes import AsyncLSHIndexes
@@ -73,7 +74,9 @@ class ServiceState:
 
     def map_options(self, method: str | None) -> dict:
         # Maps with per-(sample, coordinate) randomness cache it in a table up to this budget.
-        return {"table_budget_bytes": self.settings.table_budget_bytes} if method in ("gcws", "binning") else {}
+        if method in METHODS and METHODS[method].randomness_table:
+            return {"table_budget_bytes": self.settings.table_budget_bytes}
+        return {}
 
     def build_map(self, spec: dict, *, work_seconds: float | None = None) -> FeatureMap:
         """The materialised map of `spec`. Sized before anything grows with it (a fit, a subset family, the
