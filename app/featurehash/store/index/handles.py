@@ -83,7 +83,7 @@ __all__ = ["AsyncLSHIndex", "CandidateBounds", "DuplicateCluster", "Duplicates",
            "ItemNotFound", "LSHIndex", "QueryResult"]
 
 
-class _IndexSteps(IndexState):
+class _IndexHandle(IndexState):
     """One index's state and the storage layout's hooks (`steps`), chosen here once: layout 3 (the default)
     or the keyed layouts 1 and 2. The operations (queries, writes, duplicates) are written once over them."""
 
@@ -119,7 +119,7 @@ class _IndexSteps(IndexState):
         return self.steps.code_similarities(query, items)
 
 
-class LSHIndex(_IndexSteps):
+class LSHIndex(_IndexHandle):
     """An index over a sync `redis.Redis` (batch jobs). Get one from LSHIndexes."""
 
     def add(self, ids: list[str], X) -> dict[str, int]:
@@ -189,7 +189,7 @@ class LSHIndex(_IndexSteps):
         return run_sync(self.redis, self._describe_steps())
 
 
-class AsyncLSHIndex(_IndexSteps):
+class AsyncLSHIndex(_IndexHandle):
     """An index over `redis.asyncio.Redis`; CPU steps run through `offload` (a worker thread)."""
 
     def __init__(self, *args, offload: Callable[..., Awaitable[Any]] = asyncio.to_thread, **kwargs):

@@ -16,7 +16,7 @@ from ...maps import InputError
 from ..lsh_layout import item_number, pack_record, unpack_records_and_vectors
 from ..redis_steps import MAX_TRANSACTION_ATTEMPTS, Compute, RoundTrip, Scan, Transaction, TransactionConflict
 from .inline import INLINE_ROWS
-from .queries import _CandidatePool
+from .queries import CandidatePool
 from .state import IndexState, ItemNotFound
 
 WRITE_BATCH_COMMANDS = 10_000   # per transaction: bounds how long its script blocks Redis (~10 ms)
@@ -222,11 +222,11 @@ class KeyedSteps:
         return [np.sort(np.fromiter((int(m) for m in members), np.int64, len(members))) for members in unions], None
 
     def fetch_steps(self, wanted: np.ndarray):
-        """The records of item numbers (None where gone), as _CandidatePool.add takes them."""
+        """The records of item numbers (None where gone), as CandidatePool.add takes them."""
         return (yield from self.records_steps(wanted))
 
-    def new_pool(self) -> _CandidatePool:
-        return _CandidatePool(self.index.config, self.index.codec, self.index.similarity)
+    def new_pool(self) -> CandidatePool:
+        return CandidatePool(self.index.config, self.index.codec, self.index.similarity)
 
     def code_similarities(self, query: np.ndarray, items: np.ndarray) -> np.ndarray:
         return match_fractions(query, items)

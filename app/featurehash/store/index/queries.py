@@ -46,7 +46,7 @@ class QueryResult:
     rows_probed: list[int] = field(default_factory=list)  # per query vector: the band prefix length used
 
 
-class _CandidatePool:
+class CandidatePool:
     """The records a query batch fetched so far, decoded, sorted by item number."""
 
     def __init__(self, config: IndexConfig, codec: VectorCodec | None, similarity: RowSimilarity | None):

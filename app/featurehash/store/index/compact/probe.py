@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from ....lsh.rerank import packed_similarities
 from ...redis_steps import RoundTrip
-from ..queries import _CandidatePool
+from ..queries import CandidatePool
 from . import scripts
 from .kernels import TAIL_FIXED, TAIL_ID_ONLY, TAIL_SPARSE, merged_by_number, rows_of, tail_positions
 from .near.lookup import sorted_distinct
@@ -48,7 +48,7 @@ class _Scan:
     done: bool = False
 
 
-class _PackedPool(_CandidatePool):
+class PackedPool(CandidatePool):
     """The candidates as the probe returned them, sorted by item number: their b-bit fingerprints (codes-only
     indexes) and their tails (packed vector, then id) in one uint32 array, each from a word (`starts`, in
     words), which the compiled re-ranking (featurehash.lsh.rerank) reads in place; ids are decoded only

@@ -27,7 +27,7 @@ from ..state import IndexState, ItemNotFound
 from . import scripts
 from .kernels import query_plan
 from .keys import FINGERPRINT_BITS, CompactLayout, members_of, pack_strings
-from .probe import _PackedPool, bounded_probe_steps
+from .probe import PackedPool, bounded_probe_steps
 
 READ_CHUNK = 2048  # ids or item numbers a LOOKUP or RECORDS call reads (a few ms of Redis)
 COMPACT_BATCH_OPERATIONS = 6_000  # bucket operations per script call: ~10-25 ms of Redis (~2-4 us each)
@@ -212,7 +212,7 @@ class CompactSteps:
         return shared, cursor
 
     def decode_records(self, records):
-        """(live mask, fingerprints, ids, vectors) of records read by _records_steps (duplicates' verification)."""
+        """(live mask, fingerprints, ids, vectors) of records read by records_steps (duplicates' verification)."""
         fingerprints, _, tails = records
         live = np.array([bool(tail) for tail in tails], dtype=bool)
         blobs, vectors = [tail for tail in tails if tail], None
@@ -227,7 +227,7 @@ class CompactSteps:
 
     def plan(self, X):
         """The checked vectors, their b-bit fingerprints and their bucket identities (all levels), the latter two
-        in one compiled call (compact.kernels.query_plan)."""
+        in one compiled call (featurehash.store.index.compact.kernels.query_plan)."""
         X = self.index.feature_map.check(X, "vectors")
         codes = self.index.feature_map.hash(X)
         if codes.shape[1] != self.config.n_codes:
@@ -245,8 +245,8 @@ class CompactSteps:
         X = None if self.codec is None else self.codec.unpack(list(tails))[0]
         return X, fingerprints, identities, numbers
 
-    def new_pool(self) -> _PackedPool:
-        return _PackedPool(self.config, self.codec, self.index.similarity)
+    def new_pool(self) -> PackedPool:
+        return PackedPool(self.config, self.codec, self.index.similarity)
 
     def code_similarities(self, query: np.ndarray, items: np.ndarray) -> np.ndarray:
         return b_bit_match_fractions(query, items, FINGERPRINT_BITS)
