@@ -359,9 +359,15 @@ class NearCachedSteps:
 
     def __init__(self, inner, cache: NearCache):
         self.inner, self.cache = inner, cache
-
-    def __getattr__(self, name: str):
-        return getattr(self.inner, name)
+        self.batch_items = inner.batch_items
+        # every hook but the probe is the wrapped layout's own
+        self.plan, self.stored_plan_steps, self.new_pool = inner.plan, inner.stored_plan_steps, inner.new_pool
+        self.fetch_steps, self.code_similarities = inner.fetch_steps, inner.code_similarities
+        self.encode, self.add_batch_steps, self.remove_batch_steps = (inner.encode, inner.add_batch_steps,
+                                                                      inner.remove_batch_steps)
+        self.records_steps, self.shared_buckets_steps = inner.records_steps, inner.shared_buckets_steps
+        self.decode_records, self.pair_code_similarities = inner.decode_records, inner.pair_code_similarities
+        self._numbers_steps = inner._numbers_steps
 
     def probe_steps(self, level_keys, active: list[int], level: list[int], pool, bounds):
         rows = np.array(active, np.int64)
