@@ -9,7 +9,7 @@ weights jittered 10%), d = 5,000, ~60 words a document; GCWS k = 256, banding ch
 then `duplicates(0.8)` `--repeats` times (median wall and CPU seconds of this process; Redis's own CPU from
 INFO cpu, used_cpu_user + used_cpu_sys), the candidate pairs, the verified pairs and the clusters, and the
 seconds per stored bucket key (items x L) and per candidate pair that the service's cost model uses
-(featurehash.store.lsh_duplicates.duplicates_seconds); peak RSS of this process at the end. Then
+(featurehash.store.index.duplicates.duplicates_seconds); peak RSS of this process at the end. Then
 dedup.duplicate_clusters (verify "codes" and "exact") on the same rows: median wall, and the ratio.
 Keys go under a random prefix, removed at the end (durability "reply": the machine's Redis keeps no AOF).
 """

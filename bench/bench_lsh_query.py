@@ -18,7 +18,7 @@ Contenders, interleaved query by query (round-robin, the order alternating), one
   each giving a shortlist that the same exact re-ranking orders; the shortlist is the smallest of 10, 20, ...
   320 whose recall@10 over the queries reaches featurehash's (same recall; it prints beside the recall).
 Also interleaved: one PING through the same redis-py client (the floor of any one-round-trip query here), and
-(--near-cache) featurehash with its near cache (featurehash.store.lsh_near_cache: the index replicated in the
+(--near-cache) featurehash with its near cache (featurehash.store.index.compact.near.cache: the index replicated in the
 client, kept coherent by invalidation pushes; no round trip) and in its strict mode (a PING on the replica's
 connection before each query).
 Per contender: wall p50/p99, client CPU per query (the calling thread's CPU time: every contender runs on it,

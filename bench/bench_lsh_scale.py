@@ -1,5 +1,5 @@
 """The LSH index at scale: layout 2 (a key per record and per bucket) against layout 3 (compact records,
-partitioned buckets; featurehash.store.lsh_compact), at 200,000+ items, and what 10 million and 1 billion
+partitioned buckets; featurehash.store.index.compact.keys), at 200,000+ items, and what 10 million and 1 billion
 items would take.
 
     python bench/bench_lsh_scale.py [--items 200000] [--redis embedded,machine] [--layouts 2,3]

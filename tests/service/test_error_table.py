@@ -27,7 +27,7 @@ from featurehash.service.api.quotas import TooManyRequests
 from featurehash.service.auth import Principal, Scope
 from featurehash.store.durability import WriteRefused
 from featurehash.store.lsh_accounting import StoredBytesExceeded
-from featurehash.store.lsh_index import IndexConflict, IndexNotFound, ItemNotFound
+from featurehash.store.index.handles import IndexConflict, IndexNotFound, ItemNotFound
 from featurehash.store.map_accounting import MapBytesExceeded, SpecTooLarge
 from featurehash.store.redis_steps import TransactionConflict
 

@@ -1,6 +1,6 @@
 """/v1/indexes through a real `featurehash serve` and real Redis (embedded, and $REDIS_URL's).
 
-The answers must be the library's: the tests open the same index with featurehash.store.lsh_index
+The answers must be the library's: the tests open the same index with featurehash.store.index.handles
 on the server's own Redis (the embedded server's unix socket, or $REDIS_URL under the
 server's key prefix) and compare. Bad input is a 4xx naming the field and leaves the
 store as it was; an index and its items survive a restart of the service.

@@ -21,7 +21,7 @@ from service_support import RedisProcess, ServiceProcess, start_all
 
 GCWS = {"method": "gcws", "input_dim": 16, "n_components": 32, "seed": 5}
 NEAR_ITEMS = 2000
-WORK_SECONDS = 0.05  # a query may re-rank ~30,000 candidates (featurehash.store.lsh_queries.candidates_within)
+WORK_SECONDS = 0.05  # a query may re-rank ~30,000 candidates (featurehash.store.index.queries.candidates_within)
 LONGEST_CALL_MS = 300
 
 

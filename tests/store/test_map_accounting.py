@@ -12,16 +12,16 @@ import uuid
 import orjson
 import pytest
 import redis.asyncio
-import test_lsh_index
+import index_support
 from featurehash.maps import create_map
 from featurehash.store import LSHIndexes, SpecStore
 from featurehash.store.lsh_accounting import StoredBytesExceeded
 from featurehash.store.map_accounting import MapBytesExceeded, MapCharge, MapPayer, SpecTooLarge
 from featurehash.store.redis_steps import run_sync
 from lsh_support import cleaned_client, process_prefix
-from test_lsh_index import GCWS, positive_rows
+from index_support import GCWS, positive_rows
 
-redis_url = test_lsh_index.redis_url
+redis_url = index_support.redis_url
 PREFIX = process_prefix("mapquota")
 
 

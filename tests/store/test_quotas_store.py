@@ -15,16 +15,17 @@ import pytest
 import redis
 import redis.asyncio.cluster
 import redis.cluster
-import test_lsh_index
+import index_support
 from cluster_support import cluster_or_skip
 from featurehash.maps import create_map
-from featurehash.store import AsyncLSHIndexes, LSHIndexes, lsh_compact_steps
+from featurehash.store import AsyncLSHIndexes, LSHIndexes
+from featurehash.store.index.compact import steps as compact_steps
 from featurehash.store.lsh_accounting import StoredBytesExceeded, tenant_usage_steps
 from featurehash.store.request_limits import CONCURRENCY, RATE, RequestLimits
 from lsh_support import assert_layout_consistent, cleaned_client, process_prefix
-from test_lsh_index import GCWS, positive_rows
+from index_support import GCWS, positive_rows
 
-redis_url = test_lsh_index.redis_url
+redis_url = index_support.redis_url
 PREFIX = process_prefix("quota")
 
 
@@ -256,7 +257,7 @@ def test_on_a_cluster_without_a_limit_a_write_reads_nothing_of_the_other_indexes
         raise AssertionError("the others' counts were read for a tenant without a limit")
         yield
 
-    monkeypatch.setattr(lsh_compact_steps, "tenant_usage_steps", refused)
+    monkeypatch.setattr(compact_steps, "tenant_usage_steps", refused)
     indexes = LSHIndexes(cluster, prefix)
     indexes.create(create_map(GCWS), name="free").add(["a", "b"], positive_rows(4, 2))
     assert indexes.used_bytes() > 0
@@ -332,7 +333,7 @@ def test_on_a_cluster_concurrent_batches_to_other_indexes_pass_the_limit_by_at_m
             meanwhile.pop()()   # b's batch, after a's writer read b's count (0)
         return others
 
-    monkeypatch.setattr(lsh_compact_steps, "tenant_usage_steps", stale)
+    monkeypatch.setattr(compact_steps, "tenant_usage_steps", stale)
     a.add([f"{i}" for i in range(2, 10)], X[5:13])  # 2 + 8 fits the allowance it read; b's 3 went in meanwhile
     assert indexes.used_bytes() == 13 * one_item     # past the limit by the concurrent batch, 3 items
     for index in (a, b):

@@ -42,6 +42,6 @@ def identities(fingerprints, bands, rows, level_rows):
 def band_identities(fingerprints: np.ndarray, bands: int, rows: int, level_rows) -> np.ndarray:
     """(n, bands x levels) uint32: the top 32 bits of featurehash.lsh.banding.band_digests of every level (level 0
     the bands, then each forest prefix), in one compiled call: what a layout-3 index files a row under
-    (featurehash.store.lsh_compact.CompactLayout.identities)."""
+    (featurehash.store.index.compact.keys.CompactLayout.identities)."""
     return identities(np.ascontiguousarray(fingerprints, np.uint32), bands, rows,
                       np.asarray(level_rows, dtype=np.int64))

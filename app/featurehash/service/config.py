@@ -72,12 +72,12 @@ class Settings(BaseSettings):
     max_kernel_entries: int = Field(default=2**21, ge=1)
     # POST /v1/indexes/{name}/duplicates answers synchronously: an index with more items is refused (422 naming
     # index_id, pointing to LSHIndex.duplicates in the library and to `featurehash dedup`), and so is one whose bucket
-    # scan or candidate pairs the cost model (featurehash.store.lsh_duplicates) puts over request_work_seconds.
+    # scan or candidate pairs the cost model (featurehash.store.index.duplicates) puts over request_work_seconds.
     max_duplicates_items: int = Field(default=200_000, ge=1)
     # A query row takes its band buckets in order until they held this many members (the rest of a bucket that
     # passes it is left); a query whose rows find more candidates in all than the cost model
-    # (featurehash.store.lsh_queries.candidates_within) fits in request_work_seconds is refused (422 naming the
-    # rows' field). Every Redis call of a query does bounded work either way (lsh_compact_scripts.PROBE_FETCH).
+    # (featurehash.store.index.queries.candidates_within) fits in request_work_seconds is refused (422 naming the
+    # rows' field). Every Redis call of a query does bounded work either way (compact.scripts.PROBE_FETCH).
     max_query_candidates: int = Field(default=10_000, ge=1)
 
     # Text bodies (documents, tokens, weighted_tokens; featurehash.protocol.text_inputs), counted in characters (a

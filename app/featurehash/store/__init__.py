@@ -7,16 +7,16 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-_WHERE = {"AsyncLSHIndex": "lsh_index", "IndexConflict": "lsh_index", "IndexNotFound": "lsh_index",
-          "ItemNotFound": "lsh_index", "LSHIndex": "lsh_index", "QueryResult": "lsh_index",
-          "DuplicateCluster": "lsh_index", "Duplicates": "lsh_index",
+_WHERE = {"AsyncLSHIndex": "index.handles", "IndexConflict": "index.handles", "IndexNotFound": "index.handles",
+          "ItemNotFound": "index.handles", "LSHIndex": "index.handles", "QueryResult": "index.handles",
+          "DuplicateCluster": "index.handles", "Duplicates": "index.handles",
           "AsyncLSHIndexes": "lsh_indexes", "LSHIndexes": "lsh_indexes", "plan_index": "lsh_indexes",
           "SpecStore": "specs", "WriteRefused": "durability"}
 __all__ = sorted(_WHERE)
 
 if TYPE_CHECKING:
     from .durability import WriteRefused
-    from .lsh_index import (AsyncLSHIndex, DuplicateCluster, Duplicates, IndexConflict, IndexNotFound, ItemNotFound,
+    from .index.handles import (AsyncLSHIndex, DuplicateCluster, Duplicates, IndexConflict, IndexNotFound, ItemNotFound,
                             LSHIndex, QueryResult)
     from .lsh_indexes import AsyncLSHIndexes, LSHIndexes, plan_index
     from .specs import SpecStore

@@ -1,4 +1,4 @@
-"""What a tenant's LSH indexes hold, counted on every write (featurehash.store.lsh_compact_scripts.WRITE).
+"""What a tenant's LSH indexes hold, counted on every write (featurehash.store.index.compact.scripts.WRITE).
 
 Counted bytes are the bytes of the values an item puts in Redis: its record (`width`: fingerprints and bucket
 identities), its tail (the kept vector, then its id), its id-map entry (the id and a 4-byte number) and 4 bytes
@@ -20,7 +20,7 @@ its own index's count + the batch <= allowance, atomically in the index's slot. 
 pass the limit together (each script sees the others' bytes in that index's count), but a batch written to
 ANOTHER index of the tenant between a writer's read and its script is not seen: with w writers on w different
 indexes at once, the tenant may end past its limit by what the other w - 1 wrote meanwhile, at most w - 1
-batches (a batch: featurehash.store.lsh_compact_steps.COMPACT_BATCH_OPERATIONS bucket operations), and every
+batches (a batch: featurehash.store.index.compact.steps.COMPACT_BATCH_OPERATIONS bucket operations), and every
 later write is then refused. A tenant without a limit costs no extra read. An index created but not yet in
 the registry (its create crashed in between, until repeated) is not seen by the others' reads.
 

@@ -1,4 +1,4 @@
-"""Create, open, list and delete LSH indexes (featurehash.store.lsh_index) in Redis.
+"""Create, open, list and delete LSH indexes (featurehash.store.index.handles) in Redis.
 
 An index is created under a name the user picks (or one generated): its keys are
 `{key_prefix}index:{{name}}:*` (featurehash.store.lsh_layout; the braces are a Redis Cluster
@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from ..lsh.banding import check_bands, choose_bands
 from ..lsh.similarity import has_exact_similarity
 from ..maps import FeatureMap, InputError, create_map
-from .lsh_index import AsyncLSHIndex, IndexConflict, IndexNotFound, LSHIndex
+from .index.handles import AsyncLSHIndex, IndexConflict, IndexNotFound, LSHIndex
 from .lsh_layout import (DEFAULT_TENANT, LATEST_LAYOUT, MAX_BANDS, NAME_PATTERN, IndexConfig, IndexLayout,
                          check_fraction, check_name, check_positive_int, tenant_key_prefix, tenants_key)
 from .lsh_vectors import VECTOR_STORAGE
@@ -110,8 +110,8 @@ def plan_index(feature_map: FeatureMap, *, name: str | None = None, bands: int |
     """The configuration of a new index: banding given, or chosen for the threshold; `vectors`
     ("none", "sparse", "float32", "float16") keeps each item's vector for exact re-ranking;
     `forest_rows` (row counts below `rows`) also stores each band's shorter prefixes, the levels a
-    query with a target recall widens to (featurehash.store.lsh_index); `expected_items` (default
-    DEFAULT_EXPECTED_ITEMS) sizes a layout-3 index's partitions (featurehash.store.lsh_compact: up to ~1.5x
+    query with a target recall widens to (featurehash.store.index.handles); `expected_items` (default
+    DEFAULT_EXPECTED_ITEMS) sizes a layout-3 index's partitions (featurehash.store.index.compact.keys: up to ~1.5x
     as many items keep its compact memory, more still work at about twice the bucket memory); `layout` 2
     makes an index of the previous layout (a key per record and per bucket)."""
     if layout not in (2, LATEST_LAYOUT):

@@ -17,7 +17,7 @@ are the same in every run and every process, and an index is found again by name
     P p<1 byte><2 bytes><8 bytes>  bucket of a shorter prefix (forest level): its row
                              count, the band, the digest of the band's first rows codes
 
-Layout 3 (new indexes; featurehash.store.lsh_compact): the same prefix, meta, count and deleting
+Layout 3 (new indexes; featurehash.store.index.compact.keys): the same prefix, meta, count and deleting
 keys, and instead of a key per record and per bucket, Redis hashes small enough to stay one listpack
 (ziplist in Redis 6.2: at most hash-max-listpack-entries 128 fields of at most -value 64 bytes, the
 defaults, which it does not change):
@@ -210,7 +210,7 @@ def tenants_key(key_prefix: str) -> bytes:
 
 class IndexLayout:
     """The key names of one index (bytes, since bucket and record keys are binary). `version` 3:
-    compact records and partitioned buckets (featurehash.store.lsh_compact) under layout 2's hash-tagged
+    compact records and partitioned buckets (featurehash.store.index.compact.keys) under layout 2's hash-tagged
     prefix (one cluster slot per index); 2: a key per record and per bucket; 1: the keys of indexes
     created before hash tags."""
 
@@ -298,7 +298,7 @@ class IndexConfig:
     vectors: str = "none"  # featurehash.store.lsh_vectors.VECTOR_STORAGE
     forest_rows: tuple[int, ...] = ()  # shorter band prefixes also stored, descending
     layout: int = 1
-    expected_items: int = 0  # layout 3: sizes its partitions (featurehash.store.lsh_compact); 0 before
+    expected_items: int = 0  # layout 3: sizes its partitions (featurehash.store.index.compact.keys); 0 before
 
     def to_json(self) -> bytes:
         fields = asdict(self)

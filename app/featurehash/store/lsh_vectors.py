@@ -1,4 +1,4 @@
-"""How an LSH index keeps each item's vector, for exact re-ranking (featurehash.store.lsh_index).
+"""How an LSH index keeps each item's vector, for exact re-ranking (featurehash.store.index.handles).
 
 The user picks the encoding when creating the index (`vectors`):
 

@@ -1,7 +1,7 @@
 """POST /v1/indexes/{name}/duplicates: its work bound before it starts, and its answer streamed.
 
 Bound: the index's item count against settings.max_duplicates_items, then the cost model of
-featurehash.store.lsh_duplicates (CPU seconds of the bucket scan, from the items and bands; the
+featurehash.store.index.duplicates (CPU seconds of the bucket scan, from the items and bands; the
 candidate pairs the rest of FEATUREHASH_REQUEST_WORK_SECONDS pays for, passed on as max_pairs).
 Answer: the clusters are all known once the library returns (union-find needs every pair); they are
 encoded and sent CLUSTERS_PER_CHUNK at a time on the thread pool, so the answer is never held
@@ -20,8 +20,8 @@ from fastapi.responses import StreamingResponse
 
 from ...maps import InputError
 from ...protocol.codecs import JSON
-from ...store.lsh_duplicates import DuplicateCluster, Duplicates, pairs_within, scan_seconds
-from ...store.lsh_index import AsyncLSHIndex
+from ...store.index.duplicates import DuplicateCluster, Duplicates, pairs_within, scan_seconds
+from ...store.index.handles import AsyncLSHIndex
 from ..config import Settings
 
 NDJSON = "application/x-ndjson"

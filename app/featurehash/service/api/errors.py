@@ -28,7 +28,7 @@ from starlette.requests import ClientDisconnect
 
 from ...maps import FeatureHashError
 from ...store.durability import WriteRefused, refusal_of
-from ...store.lsh_index import IndexConflict, IndexNotFound, ItemNotFound
+from ...store.index.handles import IndexConflict, IndexNotFound, ItemNotFound
 from ...store.redis_steps import TransactionConflict
 from .admission import Refused
 from .metrics import QUOTA_REFUSALS

@@ -3,7 +3,7 @@
 Create (idempotent by name), get, list, delete; add or replace items, remove one or a batch, query.
 Indexes belong to a tenant (the key's): names are the tenant's own, another tenant's index is a 404, and an
 admin key names another tenant with ?tenant= (GET /v1/tenants lists them).
-The index itself is featurehash.store.lsh_index, the same code batch jobs run through the library;
+The index itself is featurehash.store.index.handles, the same code batch jobs run through the library;
 the routes decode and validate, then hand over. Body decoding runs in the thread pool,
 and so do the index's CPU steps (hashing, building write batches, re-ranking), except work
 smaller than the hop to a worker thread (single vectors, small bodies).
@@ -18,9 +18,9 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from ...maps import InputError
-from ...store.lsh_index import AsyncLSHIndex, IndexNotFound, ItemNotFound, QueryResult
+from ...store.index.handles import AsyncLSHIndex, IndexNotFound, ItemNotFound, QueryResult
 from ...store.lsh_layout import check_item_ids
-from ...store.lsh_queries import candidates_within
+from ...store.index.queries import candidates_within
 from .admission import read_body
 from ...protocol.codecs import parse_body, parse_model
 from ...protocol.options import check_path_item_id, check_top_k, query_item_ids
@@ -302,7 +302,7 @@ async def query_index(index_id: IndexId, request: Request, indexes: Indexes, sta
 async def find_duplicates(index_id: IndexId, request: Request, indexes: Indexes,
                           state: ServiceState = Depends(get_state)):
     """The clusters of near-duplicates among the stored items: pairs sharing a band bucket, verified
-    (exact kernel on stored vectors, else the codes), grouped (featurehash.store.lsh_duplicates).
+    (exact kernel on stored vectors, else the codes), grouped (featurehash.store.index.duplicates).
     Synchronous, so bounded: an index over FEATUREHASH_MAX_DUPLICATES_ITEMS items, or whose bucket
     scan and candidate pairs the cost model puts over FEATUREHASH_REQUEST_WORK_SECONDS, is refused."""
     fields = parse_model(await request.body(), request.headers.get("content-type"), DuplicatesRequest)

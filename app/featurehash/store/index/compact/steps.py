@@ -1,65 +1,61 @@
-"""Adding, removing and querying items of a layout-3 index (featurehash.store.lsh_compact) as step
-generators (no I/O); indexes of layouts 1 and 2 go on to featurehash.store.lsh_writes / lsh_queries.
+"""Layout 3 of an LSH index (featurehash.store.index.compact.keys): the hooks
+(featurehash.store.index.state.LayoutSteps) the operations of featurehash.store.index.queries, writes and
+duplicates call, as step generators (no I/O).
 
 Writes keep layout 2's guarantees with scripts instead of a MULTI, three round trips a batch: read the
 ids' numbers and records (LOOKUP), give new items numbers (ALLOCATE), then WRITE checks that the meta key
 and every item are still as read (else it writes nothing and the batch is read again) and applies the
 records, the id maps and every bucket operation of the batch. So a record and its buckets change
-together, and nothing is written under a deleted index. The methods the other operations build on:
-`_numbers_steps(ids)`, `_records_steps(numbers)`, `_stored_bucket_keys(identities)` and
-`_shared_buckets_steps(cursor, count)`.
+together, and nothing is written under a deleted index. Queries: the plan and the code similarities here, the
+probe (PROBE_FETCH, bounded per call) and the candidate pool in featurehash.store.index.compact.probe.
 """
 
 from __future__ import annotations
 
 import hashlib
+from functools import cached_property
 
 import numpy as np
 
-from . import lsh_compact_scripts as scripts
-from .lsh_compact import members_of, pack_strings
-from .lsh_inline import INLINE_ROWS, _small_input
-from .lsh_layout import check_item_ids, distinct_ids
-from .lsh_accounting import StoredBytesExceeded, tenant_usage_steps
-from .redis_steps import (MAX_TRANSACTION_ATTEMPTS, Compute, RoundTrip, Scan, TransactionConflict, is_cluster,
-                          persisted, set_members_steps)
+from ....lsh.matches import aligned_match_fractions, b_bit_match_fractions
+from ....maps import InputError
+from ...lsh_accounting import StoredBytesExceeded, tenant_usage_steps
+from ...redis_steps import (MAX_TRANSACTION_ATTEMPTS, Compute, RoundTrip, Scan, TransactionConflict, is_cluster,
+                            set_members_steps)
+from ..inline import INLINE_ROWS
+from ..state import IndexState, ItemNotFound
+from . import scripts
+from .kernels import query_plan
+from .keys import FINGERPRINT_BITS, CompactLayout, members_of, pack_strings
+from .probe import PackedPool, bounded_probe_steps
 
 READ_CHUNK = 2048  # ids or item numbers a LOOKUP or RECORDS call reads (a few ms of Redis)
 COMPACT_BATCH_OPERATIONS = 6_000  # bucket operations per script call: ~10-25 ms of Redis (~2-4 us each)
 _META_CHANGED, _ITEM_CHANGED, _OVER_LIMIT = -1, -2, -3
 
 
-class _CompactSteps:
-    """Needs what _IndexSteps sets up (lsh_index.py): config, layout, compact, codec, feature_map."""
+class CompactSteps:
+    """The hooks of layout 3 over one index's state and its keys (`compact`)."""
 
-    def _compact_batch(self) -> int:
-        return max(1, min(2**15, COMPACT_BATCH_OPERATIONS // (self.config.bands * len(self.config.levels))))
+    def __init__(self, index: IndexState, compact: CompactLayout):
+        self.index, self.compact = index, compact
+        self.config, self.layout, self.codec = index.config, index.layout, index.codec
+        self.batch_items = max(1, min(2**15, COMPACT_BATCH_OPERATIONS // (self.config.bands * len(self.config.levels))))
 
-    def _compact_encode(self, X):
+    # -- writes ----------------------------------------------------------------------------------
+
+    def encode(self, X):
         """Fingerprints, bucket identities and packed vectors (None: codes only) of rows to add."""
-        fingerprints, vectors = self._encode(X)
+        fingerprints, vectors = self.index._encode(X)
         identities = self.compact.identities(fingerprints)
         return fingerprints, identities, vectors
 
-    def _add_steps(self, ids, X):
-        if self.config.layout < 3:
-            return (yield from super()._add_steps(ids, X))
-        fingerprints, identities, vectors = yield Compute(self._compact_encode, (X,),
-                                                          inline=_small_input(X, self.config.n_codes))
-        ids = check_item_ids(ids, fingerprints.shape[0])
-        added, total = 0, self.items_when_opened
-        for start in range(0, len(ids), self._compact_batch()):
-            batch = slice(start, start + self._compact_batch())
-            encoded = [item_id.encode() for item_id in ids[batch]]
-            tails = encoded if vectors is None else [vector + item_id for vector, item_id in zip(vectors[batch], encoded)]
-            try:
-                new, total = yield from self._write_batch(encoded, fingerprints[batch], identities[batch], tails)
-            except StoredBytesExceeded as exc:
-                exc.stored = start  # the batches before this one stay written (and counted)
-                raise
-            added += new
-        yield from persisted(self.durability, self.layout.meta)
-        return {"added": added, "replaced": len(ids) - added, "items": total}
+    def add_batch_steps(self, ids, encoded, batch: slice):
+        fingerprints, identities, vectors = encoded
+        encoded_ids = [item_id.encode() for item_id in ids[batch]]
+        tails = encoded_ids if vectors is None else [vector + item_id for vector, item_id
+                                                     in zip(vectors[batch], encoded_ids)]
+        return (yield from self._write_batch(encoded_ids, fingerprints[batch], identities[batch], tails))
 
     def _numbers_steps(self, ids: list[bytes]):
         """(numbers (0: not stored), records blob of the stored ones) of UTF-8 ids, READ_CHUNK ids a call."""
@@ -76,14 +72,14 @@ class _CompactSteps:
         """Add one batch (retried while other writers change the same items): (added, items). On a Redis Cluster
         with a stored-bytes limit, the tenant's other indexes' counts are read just before the write (two round
         trips; featurehash.store.lsh_accounting says what that bounds)."""
-        compact, account = self.compact, self.stored_bytes
-        spread = account is not None and account.limit is not None and is_cluster(self.redis)
+        compact, account = self.compact, self.index.stored_bytes
+        spread = account is not None and account.limit is not None and is_cluster(self.index.redis)
         for _ in range(MAX_TRANSACTION_ATTEMPTS):
             numbers, old_records = yield from self._numbers_steps(ids)
             fresh = np.flatnonzero(numbers == 0)
             if fresh.size:
                 (given,) = yield RoundTrip([("EVAL", scripts.ALLOCATE, 3, self.layout.meta, compact.next,
-                                             compact.free, hashlib.sha1(self._meta).hexdigest(), fresh.size)])
+                                             compact.free, hashlib.sha1(self.index._meta).hexdigest(), fresh.size)])
                 if given is None:
                     yield from self._meta_gone_steps()
                     continue
@@ -91,7 +87,7 @@ class _CompactSteps:
                 numbers_now[fresh] = np.frombuffer(given, "<u4")
             else:
                 numbers_now = numbers
-            others = (yield from tenant_usage_steps(self.layout.key_prefix, self.name)) if spread else 0
+            others = (yield from tenant_usage_steps(self.layout.key_prefix, self.index.name)) if spread else 0
             command = yield Compute(self._compact_add_command, (ids, numbers, numbers_now, old_records, fingerprints,
                                                                 identities, tails,
                                                                 account.limit - others if spread else None),
@@ -132,15 +128,16 @@ class _CompactSteps:
         width = compact.width
         shas = b"".join(hashlib.sha1(old_records[at:at + width]).hexdigest().encode()
                         for at in range(0, len(old_records), width))
-        account = self.stored_bytes
-        totals = () if account is None or is_cluster(self.redis) else (account.key,)  # another slot (lsh_accounting)
+        account = self.index.stored_bytes
+        # the tenant's total lies in another slot (lsh_accounting)
+        totals = () if account is None or is_cluster(self.index.redis) else (account.key,)
         if totals:
             limit = -1 if account.limit is None else account.limit
         else:  # a negative allowance (the others are past the limit) refuses any growth, as 0 does
             limit = -1 if allowance is None else max(0, allowance)
         return ("EVAL", scripts.WRITE, 4 + len(totals), self.layout.meta, self.layout.count, compact.free,
                 self.layout.size, *totals,
-                hashlib.sha1(self._meta).hexdigest(), mode, items.tobytes(), *pack_strings(ids), shas, records,
+                hashlib.sha1(self.index._meta).hexdigest(), mode, items.tobytes(), *pack_strings(ids), shas, records,
                 *pack_strings(tails), *operations, width, compact.chunk_items, compact.field_bytes, count_change,
                 limit)
 
@@ -148,34 +145,24 @@ class _CompactSteps:
         """Raises IndexNotFound or IndexConflict when the meta key is gone or another; returns when
         it is back as it was (deleted and created again alike): the batch is then read again."""
         (meta,) = yield RoundTrip([("GET", self.layout.meta)])
-        self._check_meta(meta)
+        self.index._check_meta(meta)
 
-    def _remove_steps(self, ids):
-        if self.config.layout < 3:
-            return (yield from super()._remove_steps(ids))
-        ids = distinct_ids(ids)
-        removed: list[str] = []
-        for start in range(0, len(ids), self._compact_batch()):
-            batch = ids[start:start + self._compact_batch()]
-            for _ in range(MAX_TRANSACTION_ATTEMPTS):
-                numbers, old_records = yield from self._numbers_steps([item_id.encode() for item_id in batch])
-                present = np.flatnonzero(numbers > 0)
-                if not present.size:
-                    break
-                command = yield Compute(self._compact_remove_command, ([batch[row].encode() for row in present],
-                                                               numbers[present], old_records),
-                                        inline=present.size <= INLINE_ROWS)
-                (reply,) = yield RoundTrip([command])
-                if reply == _META_CHANGED:
-                    yield from self._meta_gone_steps()
-                elif reply != _ITEM_CHANGED:
-                    removed += [batch[row] for row in present]
-                    break
-            else:
-                raise TransactionConflict(f"{MAX_TRANSACTION_ATTEMPTS} attempts met concurrent changes to the same "
-                                          "items")
-        yield from persisted(self.durability, self.layout.meta)
-        return removed
+    def remove_batch_steps(self, ids):
+        """Read the items' numbers and records, then one WRITE removes them if still as read (else read again)."""
+        for _ in range(MAX_TRANSACTION_ATTEMPTS):
+            numbers, old_records = yield from self._numbers_steps([item_id.encode() for item_id in ids])
+            present = np.flatnonzero(numbers > 0)
+            if not present.size:
+                return []
+            command = yield Compute(self._compact_remove_command, ([ids[row].encode() for row in present],
+                                                                   numbers[present], old_records),
+                                    inline=present.size <= INLINE_ROWS)
+            (reply,) = yield RoundTrip([command])
+            if reply == _META_CHANGED:
+                yield from self._meta_gone_steps()
+            elif reply != _ITEM_CHANGED:
+                return [ids[row] for row in present]
+        raise TransactionConflict(f"{MAX_TRANSACTION_ATTEMPTS} attempts met concurrent changes to the same items")
 
     def _compact_remove_command(self, ids, numbers, old_records) -> tuple:
         _, identities = self.compact.unpack_records(old_records)
@@ -189,11 +176,11 @@ class _CompactSteps:
         CompactLayout.bucket_keys: row << 40 | level << 32 | identity (query by stored id probes these)."""
         return self.compact.bucket_keys(np.arange(identities.shape[0]), identities)
 
-    def _records_steps(self, numbers: np.ndarray):
+    # -- reads: records and shared buckets (duplicates) -----------------------------------------
+
+    def records_steps(self, numbers: np.ndarray):
         """(b-bit fingerprints (m, k) uint8, identities (m, L x levels), tails) of item numbers; a
         tail is the item's vector bytes (if kept) then its id, b"" for a number that holds no item."""
-        if self.config.layout < 3:
-            return (yield from super()._records_steps(numbers))
         records, tails = [], []
         for start in range(0, max(len(numbers), 1), READ_CHUNK):
             blob = np.ascontiguousarray(numbers[start:start + READ_CHUNK], "<u4").tobytes()
@@ -203,13 +190,11 @@ class _CompactSteps:
         fingerprints, identities = self.compact.unpack_records(b"".join(records))
         return fingerprints, identities, tails
 
-    def _shared_buckets_steps(self, cursor: int, count: int):
+    def shared_buckets_steps(self, cursor: int, count: int):
         """(arrays of the item numbers of each level-0 bucket with >= 2 members; the next SCAN cursor, 0 at the
         end): a SCAN MATCH page of the level-0 partition hashes that exist (so the cost follows the stored
         buckets, not the partitions planned from `expected_items`), then their fields. A hash may come twice
         (SCAN's guarantee): callers tolerate repeated buckets."""
-        if self.config.layout < 3:
-            return (yield from super()._shared_buckets_steps(cursor, count))
         cursor, keys = yield Scan(self.compact.bucket_scan_pattern(0), cursor, count, self.layout.meta)
         if not keys:
             return [], cursor
@@ -225,3 +210,73 @@ class _CompactSteps:
             sets = yield from set_members_steps(overflowed)
             shared += [np.array(sorted(int(m) for m in members), np.int64) for members in sets]
         return shared, cursor
+
+    def decode_records(self, records):
+        """(live mask, fingerprints, ids, vectors) of records read by records_steps (duplicates' verification)."""
+        fingerprints, _, tails = records
+        live = np.array([bool(tail) for tail in tails], dtype=bool)
+        blobs, vectors = [tail for tail in tails if tail], None
+        if self.codec is not None and blobs:
+            vectors, blobs = self.codec.unpack(blobs)
+        return live, fingerprints[live], [blob.decode() for blob in blobs], vectors
+
+    def pair_code_similarities(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return aligned_match_fractions(a, b, FINGERPRINT_BITS)
+
+    # -- queries ---------------------------------------------------------------------------------
+
+    def plan(self, X):
+        """The checked vectors, their b-bit fingerprints and their bucket identities (all levels), the latter two
+        in one compiled call (featurehash.store.index.compact.kernels.query_plan)."""
+        X = self.index.feature_map.check(X, "vectors")
+        codes = self.index.feature_map.hash(X)
+        if codes.shape[1] != self.config.n_codes:
+            raise InputError("vectors", f"the map gave {codes.shape[1]} codes, the index expects {self.config.n_codes}")
+        low, identities = query_plan(codes, self.config.bands, self.config.rows, self._level_rows, FINGERPRINT_BITS)
+        return X, low, identities
+
+    def stored_plan_steps(self, ids: list[str]):
+        """(vectors or None, b-bit fingerprints, stored bucket identities, item numbers) of stored items."""
+        numbers, _ = yield from self._numbers_steps([item_id.encode() for item_id in ids])
+        for item_id, number in zip(ids, numbers):
+            if number == 0:
+                raise ItemNotFound(item_id)
+        fingerprints, identities, tails = yield from self.records_steps(numbers)
+        X = None if self.codec is None else self.codec.unpack(list(tails))[0]
+        return X, fingerprints, identities, numbers
+
+    def new_pool(self) -> PackedPool:
+        return PackedPool(self.config, self.codec, self.index.similarity)
+
+    def code_similarities(self, query: np.ndarray, items: np.ndarray) -> np.ndarray:
+        return b_bit_match_fractions(query, items, FINGERPRINT_BITS)
+
+    def probe_steps(self, level_keys, active: list[int], level: list[int], pool, bounds):
+        """The bucket members of each active query and the tails (and, codes only, the records) of those not in
+        the pool yet: one script call a level when the probe is small, else bounded calls
+        (featurehash.store.index.compact.probe.bounded_probe_steps)."""
+        rows = np.array(active, np.int64)
+        levels = np.array(level, np.int64)[rows]
+        return self.probe_reply((yield from bounded_probe_steps(self, level_keys, rows, levels, pool, bounds)))
+
+    def probe_reply(self, reply) -> tuple:
+        """probe_steps' answer from (members, numbers, tail lengths, tails, records or None) as the probe (or the
+        near cache's replica) gives them."""
+        members, wanted, lengths, tails, records = reply
+        fingerprints = None if records is None else records[:, :self.config.n_codes]
+        return members, (wanted, (fingerprints, lengths, tails))
+
+    def fetch_steps(self, wanted: np.ndarray):
+        raise AssertionError("layout 3's probe fetches the new candidates itself")
+
+    @cached_property
+    def _level_rows(self) -> np.ndarray:
+        return np.asarray(self.config.levels, dtype=np.int64)
+
+    @cached_property
+    def _probe_options(self) -> tuple[bytes, ...]:
+        """PROBE_FETCH's constant arguments (address stride, bands; record width, chunk items, records wanted),
+        encoded once."""
+        return tuple(str(value).encode() for value in (
+            self.compact.address_stride, self.config.bands, self.compact.width, self.compact.chunk_items,
+            0 if self.codec is not None else 1))

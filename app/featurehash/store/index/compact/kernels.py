@@ -1,4 +1,4 @@
-"""The client's work in a layout-3 query (featurehash.store.lsh_compact_queries) as a few compiled calls.
+"""The client's work in a layout-3 query (featurehash.store.index.compact.probe) as a few compiled calls.
 
 A one-vector query spends less time in its arithmetic than in the Python around it: each numpy call costs
 ~1-3 us, and the plan (fingerprints, low bits, bucket identities, bucket addresses) and the pool (where each
@@ -11,7 +11,7 @@ call, with the same results bit for bit:
 - `probe_addresses`: CompactLayout.probe_addresses (level byte, partition u32 BE, field big-endian) of
   some rows, each at its own level;
 - `tail_positions`: the word starts, byte ends and id starts of the padded tails a probe returned
-  (featurehash.store.lsh_compact_scripts.PROBE_FETCH), the items gone (empty tails) left out;
+  (featurehash.store.index.compact.scripts.PROBE_FETCH), the items gone (empty tails) left out;
 - `merged_by_number`: those merged into a pool's, sorted by item number;
 - `rows_of`: the pool rows of a query's candidates (the numbers without a record dropped).
 """
@@ -21,8 +21,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ..lsh.band_kernels import identities, mix
-from ..lsh.banding import FINGERPRINT_SALT
+from ....lsh.band_kernels import identities, mix
+from ....lsh.banding import FINGERPRINT_SALT
 
 # how a tail starts (featurehash.store.lsh_vectors): no vector, a sparse one (uint32 nnz first), a fixed width
 TAIL_ID_ONLY, TAIL_SPARSE, TAIL_FIXED = 0, 1, 2

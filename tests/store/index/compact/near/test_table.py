@@ -1,13 +1,13 @@
-"""The near cache's compiled table (featurehash.store.lsh_near_table) and probe (lsh_near_probe) against plain
-Python models: a dict of keys -> bytes through puts, replacements, deletions (backward shifts), partition drops,
+"""The near cache's compiled table (featurehash.store.index.compact.near.table) and probe (near.lookup) against
+plain Python models: a dict of keys -> bytes through puts, replacements, deletions (backward shifts), partition drops,
 growth and compaction; and the probe against the members, tails and records it should gather."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from featurehash.store.lsh_near_probe import probe, sorted_distinct
-from featurehash.store.lsh_near_table import (BUCKET, CHUNK, OVERFLOW, OVERFLOWED, PARTITION, TAIL, WordTable,
+from featurehash.store.index.compact.near.lookup import probe, sorted_distinct
+from featurehash.store.index.compact.near.table import (BUCKET, CHUNK, OVERFLOW, OVERFLOWED, PARTITION, TAIL, WordTable,
                                               key_of)
 
 

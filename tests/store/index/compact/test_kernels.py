@@ -1,6 +1,6 @@
-"""The compiled client steps of a layout-3 query (featurehash.store.lsh_compact_kernels) against the numpy they
+"""The compiled client steps of a layout-3 query (featurehash.store.index.compact.kernels) against the numpy they
 replace: the same fingerprint bits, bucket identities, bucket addresses, tail positions and pool rows, for
-random inputs (no Redis; the query's end-to-end equality with layout 2 is in test_lsh_compact.py)."""
+random inputs (no Redis; the query's end-to-end equality with layout 2 is in test_steps.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from featurehash.lsh.banding import band_digests, code_fingerprints
-from featurehash.store.lsh_compact import FINGERPRINT_BITS, CompactLayout
-from featurehash.store.lsh_compact_kernels import (TAIL_FIXED, TAIL_ID_ONLY, TAIL_SPARSE, merged_by_number,
+from featurehash.store.index.compact.keys import FINGERPRINT_BITS, CompactLayout
+from featurehash.store.index.compact.kernels import (TAIL_FIXED, TAIL_ID_ONLY, TAIL_SPARSE, merged_by_number,
                                                    query_plan, rows_of, tail_positions)
 from featurehash.store.lsh_layout import IndexConfig
 

