@@ -80,10 +80,11 @@ def test_a_row_takes_at_most_max_candidates(client, near_identical):
 
 def tiny_bounds(patch):
     """Bounds so small that every query is split: a call walks 40 members, sets past 12 are scanned by
-    pages of 5, tails come 7 at a time, a pool of more than 3 candidates is not sent."""
+    pages of 5, two sets a round trip, tails come 7 at a time, a pool of more than 3 candidates is not sent."""
     patch.setattr(probe, "_PROBE_BOUNDS", (b"40", b"12", b"7"))
     patch.setattr(probe, "TAIL_BUDGET", 7)
     patch.setattr(probe, "SSCAN_PAGE", 5)
+    patch.setattr(probe, "SETS_PER_TRIP", 2)
     patch.setattr(probe, "KNOWN_LIMIT", 3)  # a deeper level's pool is not sent
 
 
@@ -111,8 +112,10 @@ def test_bounded_calls_answer_as_one_call(client, vectors, monkeypatch):
     with monkeypatch.context() as patched:
         tiny_bounds(patched)
         calls = []
-        send = index.redis.execute_command
+        send, execute = index.redis.execute_command, redis.client.Pipeline.execute
         patched.setattr(index.redis, "execute_command", lambda *a, **k: calls.append(a[0]) or send(*a, **k))
+        patched.setattr(redis.client.Pipeline, "execute", lambda pipe, *a, **k: calls.extend(
+            command[0][0] for command in pipe.command_stack) or execute(pipe, *a, **k))
         split = answers()
     assert calls.count("EVALSHA") + calls.count("EVAL") > 3 * len(whole) and "SSCAN" in calls
     for one, many in zip(whole, split):

@@ -32,6 +32,7 @@ PROBE_BUDGET = 20_000
 PROBE_BIG_BUCKET = 2_000
 TAIL_BUDGET = 2_500
 SSCAN_PAGE = 5_000
+SETS_PER_TRIP = 8  # deferred sets whose SSCAN pages go in one round trip (~8 x 2-5 ms of Redis)
 KNOWN_LIMIT = 10_000  # candidates already fetched that a query's first call may be sent
 _PROBE_BOUNDS = tuple(str(bound).encode() for bound in (PROBE_BUDGET, PROBE_BIG_BUCKET, TAIL_BUDGET))
 
@@ -144,9 +145,14 @@ def bounded_probe_steps(steps, level_keys, rows: np.ndarray, levels: np.ndarray,
         if stop >= total:
             break
         start = stop
-    scans: dict[bytes, _Scan] = {}  # rows of near-identical items defer the same sets: each is read once
-    for address, take in deferred:
-        parts[address // bands].append((yield from _scanned_members_steps(steps, addresses, address, take, scans)))
+    if deferred:
+        stride = steps.compact.address_stride
+        keys = [steps.layout.prefix + b"o" + addresses[address * stride:(address + 1) * stride]
+                for address, _ in deferred]
+        scans = yield from _scanned_sets_steps(keys, [take for _, take in deferred])
+        for (address, take), key in zip(deferred, keys):
+            found = list(itertools.islice(scans[key].members, take))
+            parts[address // bands].append(np.array(found, np.int64).astype("<u4").tobytes())
     members = [sorted_distinct(np.frombuffer(b"".join(row), "<u4").astype(np.int64)) for row in parts]
     everyone = sorted_distinct(np.concatenate(members)) if members else np.empty(0, np.int64)
     wanted = np.setdiff1d(everyone, pool.fetched, assume_unique=True)
@@ -154,20 +160,26 @@ def bounded_probe_steps(steps, level_keys, rows: np.ndarray, levels: np.ndarray,
     return members, wanted, lengths, tails, records
 
 
-def _scanned_members_steps(steps, addresses: bytes, address: int, take: int, scans: dict):
-    """The first `take` distinct members SSCAN gives of the overflow set at `address` (u32 LE bytes), a page of
-    SSCAN_PAGE (a bounded step in Redis) a round trip; `scans` keeps what each set gave so far."""
-    stride = steps.compact.address_stride
-    entry = addresses[address * stride:(address + 1) * stride]
-    key = steps.layout.prefix + b"o" + entry
-    scan = scans.setdefault(key, _Scan())
-    while len(scan.members) < take and not scan.done:
-        ((cursor, page),) = yield RoundTrip([("SSCAN", key, scan.cursor, "COUNT", SSCAN_PAGE)])
-        scan.members.update(dict.fromkeys(int(member) for member in page))
-        scan.cursor = int(cursor)
-        scan.done = scan.cursor == 0
-    found = list(itertools.islice(scan.members, take))
-    return np.array(found, np.int64).astype("<u4").tobytes()
+def _scanned_sets_steps(keys: list[bytes], takes: list[int]):
+    """The overflow sets at `keys`, each read by SSCAN pages of SSCAN_PAGE (a bounded step in Redis) until it gave as
+    many distinct members as the most any of its deferrals takes, or all: {key: _Scan}. Rows of near-identical items
+    defer the same sets, so each set is read once a query; SETS_PER_TRIP sets' pages go in one round trip."""
+    wanted: dict[bytes, int] = {}
+    for key, take in zip(keys, takes):
+        wanted[key] = max(wanted.get(key, 0), take)
+    scans = {key: _Scan() for key in wanted}
+    pending = list(wanted)
+    while pending:
+        batch, pending = pending[:SETS_PER_TRIP], pending[SETS_PER_TRIP:]
+        replies = yield RoundTrip([("SSCAN", key, scans[key].cursor, "COUNT", SSCAN_PAGE) for key in batch])
+        for key, (cursor, page) in zip(batch, replies):
+            scan = scans[key]
+            scan.members.update(dict.fromkeys(int(member) for member in page))
+            scan.cursor = int(cursor)
+            scan.done = scan.cursor == 0
+            if len(scan.members) < wanted[key] and not scan.done:
+                pending.append(key)
+    return scans
 
 
 def _tails_steps(steps, wanted: np.ndarray):
