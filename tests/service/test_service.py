@@ -337,6 +337,10 @@ def test_band_keys_are_equal_exactly_when_the_band_codes_are(service_client, mai
     # identical rows share every band; a band key never equals another band's key
     assert keys[16] == keys[0] and keys[17] == keys[1]
     assert all(len(set(row)) == bands for row in keys)
+    # codes and band keys are two arrays of two types: no .npy holds both, so asking for one is a 406, not JSON
+    npy = service_client.post(f"/v1/maps/{spec['id']}/hash?bands={bands}", json={"vectors": X.tolist()},
+                              headers={"Accept": "application/x-npy"})
+    assert npy.status_code == 406 and npy.json()["field"] == "accept", npy.text
 
 
 # -- kernel --------------------------------------------------------------------------------------

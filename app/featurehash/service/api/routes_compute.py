@@ -177,6 +177,9 @@ async def hash_vectors(request: Request):
         body = parse_body(raw, content_type)
         bands = _bands(body, query_bands)
         check_bands_value(bands)
+        if bands is not None and wants_npy(accept):
+            raise NotAcceptable("accept", "codes with band keys are two arrays (integers and strings), answered as "
+                                "JSON: leave out Accept: application/x-npy, or ask for the codes alone")
         X, field, spent = state.input_rows(body, "vectors", feature_map)
         if not feature_map.has_hash:   # the answer says the map has no codes
             feature_map.hash(None)
