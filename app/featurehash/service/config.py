@@ -70,7 +70,7 @@ class Settings(BaseSettings):
     # 30: a single row of tensorsketch degree 64 at 2^22 components (~12 s predicted) passes, 4 do not.
     request_work_seconds: float = Field(default=30.0, gt=0)
     max_kernel_entries: int = Field(default=2**21, ge=1)
-    # POST /v1/indexes/{name}/duplicates answers synchronously: an index with more items is refused (422 naming
+    # POST /v1/indexes/{index_id}/duplicates answers synchronously: an index with more items is refused (422 naming
     # index_id, pointing to LSHIndex.duplicates in the library and to `featurehash dedup`), and so is one whose bucket
     # scan or candidate pairs the cost model (featurehash.store.index.duplicates) puts over request_work_seconds.
     max_duplicates_items: int = Field(default=200_000, ge=1)

@@ -1,4 +1,4 @@
-"""POST /v1/indexes/{name}/duplicates: its work bound before it starts, and its answer streamed.
+"""POST /v1/indexes/{index_id}/duplicates: its work bound before it starts, and its answer streamed.
 
 Bound: the index's item count against settings.max_duplicates_items, then the cost model of
 featurehash.store.index.duplicates (CPU seconds of the bucket scan, from the items and bands; the
