@@ -189,8 +189,9 @@ def _search_steps(index, X, fingerprints, level_keys, top_k, min_similarity, tar
             rows = config.levels[level[q]]
             recall = float(collision_probability(kth, config.bands, rows))
             # fewer than top_k found: the promise is about items as similar as the weakest one found
-            weakest = best[-1][1] if 0 < len(best) < top_k else kth
-            outcome[q] = (best, count, float(collision_probability(weakest, config.bands, rows)), rows)
+            promised = recall if not 0 < len(best) < top_k else \
+                float(collision_probability(best[-1][1], config.bands, rows))
+            outcome[q] = (best, count, promised, rows)
             if target_recall is not None and recall < target_recall and level[q] + 1 < len(config.levels):
                 level[q] = _next_level(config, kth, target_recall, level[q])
                 widen.append(q)
