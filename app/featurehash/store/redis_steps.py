@@ -265,11 +265,13 @@ async def _transaction_async(redis, step: Transaction, offload) -> list:
 SET_PAGE, SETS_PER_TRIP = 1000, 16
 
 
-def set_members_steps(keys: list[bytes], page: int = SET_PAGE, per_trip: int = SETS_PER_TRIP):
-    """The members of sets (a list of bytes each, in key order) by SSCAN pages of `page`, `per_trip` sets a round
-    trip: however large a set, no command holds Redis for long (SMEMBERS of 100,000 members holds it ~10 ms).
-    Not atomic: a member added or removed meanwhile may be missing or present; one present throughout is there
-    once (SSCAN may repeat a member: they are made distinct)."""
+def set_members_steps(keys: list[bytes], page: int = SET_PAGE, per_trip: int = SETS_PER_TRIP,
+                      enough: dict[bytes, int] | None = None):
+    """The members of sets (a list of bytes each, in key order, in the order SSCAN gave them) by SSCAN pages of
+    `page`, `per_trip` sets a round trip: however large a set, no command holds Redis for long (SMEMBERS of 100,000
+    members holds it ~10 ms). With `enough`, a set is read no further once it gave that many distinct members (a
+    key read once, however often listed). Not atomic: a member added or removed meanwhile may be missing or present;
+    one present throughout is there once (SSCAN may repeat a member: they are made distinct)."""
     found: dict[bytes, dict[bytes, None]] = {key: {} for key in keys}
     cursors = dict.fromkeys(keys, 0)
     pending = list(dict.fromkeys(keys))
@@ -279,7 +281,6 @@ def set_members_steps(keys: list[bytes], page: int = SET_PAGE, per_trip: int = S
         for key, (cursor, members) in zip(batch, replies):
             found[key].update(dict.fromkeys(members))
             cursors[key] = int(cursor)
-            if cursors[key]:
+            if cursors[key] and (enough is None or len(found[key]) < enough[key]):
                 pending.append(key)
     return [list(found[key]) for key in keys]
-

@@ -9,14 +9,11 @@ only."""
 
 from __future__ import annotations
 
-import itertools
-from dataclasses import dataclass, field
-
 import numpy as np
 import scipy.sparse as sp
 
 from ....lsh.rerank import packed_similarities
-from ...redis_steps import RoundTrip
+from ...redis_steps import RoundTrip, set_members_steps
 from ..queries import CandidatePool
 from . import scripts
 from .kernels import TAIL_FIXED, TAIL_ID_ONLY, TAIL_SPARSE, merged_by_number, rows_of, tail_positions
@@ -38,15 +35,6 @@ _PROBE_BOUNDS = tuple(str(bound).encode() for bound in (PROBE_BUDGET, PROBE_BIG_
 
 _NO_POSITIONS, _NO_WORDS = np.empty(0, np.int64), np.empty(0, "<u4")
 _NO_POSITIONS.flags.writeable = _NO_WORDS.flags.writeable = False
-
-
-@dataclass
-class _Scan:
-    """An overflow set read by SSCAN so far: its distinct members in the order SSCAN gave them, where to go on."""
-
-    members: dict[int, None] = field(default_factory=dict)
-    cursor: int = 0
-    done: bool = False
 
 
 class PackedPool(CandidatePool):
@@ -149,37 +137,21 @@ def bounded_probe_steps(steps, level_keys, rows: np.ndarray, levels: np.ndarray,
         stride = steps.compact.address_stride
         keys = [steps.layout.prefix + b"o" + addresses[address * stride:(address + 1) * stride]
                 for address, _ in deferred]
-        scans = yield from _scanned_sets_steps(keys, [take for _, take in deferred])
+        # rows of near-identical items defer the same sets: each is read once a query, as far as the most any
+        # of its deferrals takes
+        enough: dict[bytes, int] = {}
+        for key, (_, take) in zip(keys, deferred):
+            enough[key] = max(enough.get(key, 0), take)
+        distinct = list(enough)
+        sets = yield from set_members_steps(distinct, SSCAN_PAGE, SETS_PER_TRIP, enough)
+        numbers = {key: np.array([int(m) for m in found], np.int64).astype("<u4") for key, found in zip(distinct, sets)}
         for (address, take), key in zip(deferred, keys):
-            found = list(itertools.islice(scans[key].members, take))
-            parts[address // bands].append(np.array(found, np.int64).astype("<u4").tobytes())
+            parts[address // bands].append(numbers[key][:take].tobytes())
     members = [sorted_distinct(np.frombuffer(b"".join(row), "<u4").astype(np.int64)) for row in parts]
     everyone = sorted_distinct(np.concatenate(members)) if members else np.empty(0, np.int64)
     wanted = np.setdiff1d(everyone, pool.fetched, assume_unique=True)
     lengths, tails, records = yield from _tails_steps(steps, wanted)
     return members, wanted, lengths, tails, records
-
-
-def _scanned_sets_steps(keys: list[bytes], takes: list[int]):
-    """The overflow sets at `keys`, each read by SSCAN pages of SSCAN_PAGE (a bounded step in Redis) until it gave as
-    many distinct members as the most any of its deferrals takes, or all: {key: _Scan}. Rows of near-identical items
-    defer the same sets, so each set is read once a query; SETS_PER_TRIP sets' pages go in one round trip."""
-    wanted: dict[bytes, int] = {}
-    for key, take in zip(keys, takes):
-        wanted[key] = max(wanted.get(key, 0), take)
-    scans = {key: _Scan() for key in wanted}
-    pending = list(wanted)
-    while pending:
-        batch, pending = pending[:SETS_PER_TRIP], pending[SETS_PER_TRIP:]
-        replies = yield RoundTrip([("SSCAN", key, scans[key].cursor, "COUNT", SSCAN_PAGE) for key in batch])
-        for key, (cursor, page) in zip(batch, replies):
-            scan = scans[key]
-            scan.members.update(dict.fromkeys(int(member) for member in page))
-            scan.cursor = int(cursor)
-            scan.done = scan.cursor == 0
-            if len(scan.members) < wanted[key] and not scan.done:
-                pending.append(key)
-    return scans
 
 
 def _tails_steps(steps, wanted: np.ndarray):

@@ -46,14 +46,13 @@ import threading
 import numpy as np
 from redis.exceptions import RedisError, TimeoutError
 
-from ....redis_steps import Compute
+from ....redis_steps import Compute, set_members_steps
 from ..keys import CompactLayout
 from .lookup import probe
 from .table import BUCKET, CHUNK, OVERFLOW, OVERFLOWED, PARTITION, TAIL, WordTable, key_of
 
 MAX_REFETCH_ROUNDS = 8  # refetches in a row that met new invalidations before a query gives up (goes to Redis)
 LOAD_BATCH_KEYS = 1000  # keys read per MULTI/EXEC while loading
-SET_PAGE, SETS_PER_TRIP = 1000, 16  # an overflow set's members per SSCAN page; pages pipelined a round trip
 _U32 = np.dtype("<u4")
 _NO_KEYS = np.empty(0, np.int64)
 
@@ -215,25 +214,18 @@ class NearCache:
             changes.note(key, members)
         changes.apply(self.table)
 
-    def _scanned_sets(self, keys: list[bytes]) -> dict[bytes, set[bytes]]:
-        """The members of sets by SSCAN pages of SET_PAGE, SETS_PER_TRIP sets a round trip (pipelined, not
-        atomic), so that no round trip holds Redis for long."""
-        members: dict[bytes, set[bytes]] = {key: set() for key in keys}
-        cursors = dict.fromkeys(keys, 0)
-        pending = list(keys)
-        connection = self.connection
-        while pending:
-            batch, pending = pending[:SETS_PER_TRIP], pending[SETS_PER_TRIP:]
+    def _scanned_sets(self, keys: list[bytes]) -> dict[bytes, list[bytes]]:
+        """The members of sets by redis_steps.set_members_steps (SSCAN pages, pipelined, not atomic), its round
+        trips sent on the tracking connection."""
+        operation, reply, connection = set_members_steps(keys), None, self.connection
+        while True:
+            try:
+                step = operation.send(reply)
+            except StopIteration as done:
+                return dict(zip(keys, done.value))
             self._drained = False
-            connection.send_packed_command(connection.pack_commands(
-                [("SSCAN", key, cursors[key], "COUNT", SET_PAGE) for key in batch]))
-            for key in batch:
-                cursor, page = connection.read_response()
-                members[key].update(page)
-                cursors[key] = int(cursor)
-                if cursors[key]:
-                    pending.append(key)
-        return members
+            connection.send_packed_command(connection.pack_commands(step.commands))
+            reply = [connection.read_response() for _ in step.commands]
 
     def _clear(self) -> None:
         self.table = WordTable()
