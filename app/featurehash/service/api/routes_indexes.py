@@ -20,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from ...maps import InputError
 from ...store.index.handles import AsyncLSHIndex, IndexNotFound, ItemNotFound, QueryResult
 from ...store.lsh_layout import check_item_ids
-from ...store.index.queries import candidates_within
+from ...store.index.queries import TooManyCandidates, candidates_within
 from .admission import read_body
 from ...protocol.codecs import parse_body, parse_model
 from ...protocol.options import check_path_item_id, check_top_k, query_item_ids
@@ -272,25 +272,21 @@ async def query_index(index_id: IndexId, request: Request, indexes: Indexes, sta
             if len(ids) > state.settings.max_batch_rows:
                 raise InputError("ids", f"{len(ids)} ids exceed the batch limit of {state.settings.max_batch_rows}")
             BATCH_ROWS.labels("index_query").observe(len(ids))
-            return ids, top_k, min_similarity, target_recall
+            return ids, top_k, min_similarity, target_recall, "ids", 0.0
         X, field, spent = state.input_rows(body, "vectors", index.feature_map)
         state.check_work(index.feature_map, X, field, spent=spent)   # the query rows' codes (not the re-ranking)
         BATCH_ROWS.labels("index_query").observe(X.shape[0])
         return X, top_k, min_similarity, target_recall, field, spent
 
-    rows, top_k, min_similarity, target_recall, *priced = await _cpu(len(raw) <= SMALL_BODY_BYTES, decode)
-    field, spent = priced if priced else ("ids", 0.0)
+    rows, top_k, min_similarity, target_recall, field, spent = await _cpu(len(raw) <= SMALL_BODY_BYTES, decode)
     search = index.query_items if isinstance(rows, list) else index.query
     total = candidates_within(index.config.vectors, index.feature_map.input_dim,
                               state.settings.request_work_seconds - spent)
     try:
         result = await search(rows, top_k=top_k, min_similarity=min_similarity, target_recall=target_recall,
                               max_candidates=state.settings.max_query_candidates, max_total_candidates=total)
-    except InputError as refused:
-        if refused.field != "max_total_candidates":
-            raise
-        what = refused.message.split(";")[0]  # "the query's buckets hold (or would hold) more than N candidates"
-        raise InputError(field, f"{what}, more than this service re-ranks in one request "
+    except TooManyCandidates as refused:
+        raise InputError(field, f"{refused.reason}, more than this service re-ranks in one request "
                          "(FEATUREHASH_REQUEST_WORK_SECONDS); query fewer rows at a time") from None
     return await _cpu(len(result.results) <= SMALL_ANSWER_ROWS, _results_document, result)
 

@@ -100,11 +100,22 @@ class CandidatePool:
         return rows[self.numbers[rows] == numbers]
 
 
+class TooManyCandidates(InputError):
+    """A query's buckets hold (or, extrapolated from its first rows, would hold) more than `total` candidates:
+    `reason` says which, the message adds what to do (an InputError naming max_total_candidates)."""
+
+    def __init__(self, total: int, extrapolated: bool):
+        would = "would hold (extrapolated from its first rows)" if extrapolated else "hold"
+        self.total = total
+        self.reason = f"the query's buckets {would} more than {total} candidates in all"
+        super().__init__("max_total_candidates", f"{self.reason}; query fewer rows at a time")
+
+
 @dataclass(frozen=True)
 class CandidateBounds:
     """The bucket members a query may walk: each row's buckets are taken in band order until they held `per_row`
-    (layout 3), and the whole query (every row and level) may find `total` candidates, past which it stops with an
-    InputError naming max_total_candidates. None: no bound. Either way every Redis call a query makes does bounded
+    (layout 3), and the whole query (every row and level) may find `total` candidates, past which it stops with
+    TooManyCandidates (an InputError naming max_total_candidates). None: no bound. Either way every Redis call a query makes does bounded
     work (layout 3: featurehash.store.index.compact.scripts.PROBE_FETCH)."""
 
     per_row: int | None = None
@@ -126,9 +137,7 @@ class CandidateBounds:
         if 0 < rows_done < rows and rows_done >= PROJECT_AFTER_ROWS:
             projected = walked + level_walked * (rows - rows_done) // rows_done
         if projected > self.total:
-            would = "hold" if projected == walked else "would hold (extrapolated from its first rows)"
-            raise InputError("max_total_candidates", f"the query's buckets {would} more than {self.total} "
-                             "candidates in all; query fewer rows at a time")
+            raise TooManyCandidates(self.total, extrapolated=projected != walked)
 
 
 def _query_options(top_k, min_similarity, target_recall, bounds) -> tuple[int, float, float | None, CandidateBounds]:
