@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .lsh_layout import IndexLayout
+from .lsh_layout import IndexLayout, shard_tags
 from .redis_steps import RoundTrip
 
 
@@ -48,12 +48,28 @@ def tenant_total_key(tenant_key_prefix: str) -> bytes:
     return f"{tenant_key_prefix}stored-bytes".encode()
 
 
-def tenant_usage_steps(tenant_key_prefix: str, leave_out: str | None = None):
-    """Steps: the sum of the counts of the tenant's registered indexes but `leave_out` (its total on a Redis
-    Cluster). The registry (one slot), then every count in one non-transactional pipeline, which a cluster
-    client sends to every node at once (as its mget_nonatomic): each count is read atomically, the sum is not."""
-    (names,) = yield RoundTrip([("ZRANGE", IndexLayout.registry(tenant_key_prefix), 0, -1)])
-    keys = [IndexLayout(tenant_key_prefix, name.decode()).size for name in names if name.decode() != leave_out]
+def shards_key(tenant_key_prefix: str) -> bytes:
+    """Hash beside the registry (its slot): index name -> shards, for the sharded indexes
+    (featurehash.store.index.sharded), whose counts lie in their shards' slots."""
+    return IndexLayout.registry(tenant_key_prefix) + b":shards"
+
+
+def size_keys(tenant_key_prefix: str, name: str, shards: int) -> list[bytes]:
+    """The keys counting an index's bytes: its own, or each shard's."""
+    if not shards:
+        return [IndexLayout(tenant_key_prefix, name).size]
+    return [IndexLayout(tenant_key_prefix, tag).size for tag in shard_tags(name, shards)]
+
+
+def tenant_usage_steps(tenant_key_prefix: str, leave_out: bytes | None = None):
+    """Steps: the sum of the counts of the tenant's registered indexes but the count key `leave_out` (its total
+    on a Redis Cluster). The registry and its shard counts (one slot), then every count in one non-transactional
+    pipeline, which a cluster client sends to every node at once (as its mget_nonatomic): each count is read
+    atomically, the sum is not."""
+    names, sharded = yield RoundTrip([("ZRANGE", IndexLayout.registry(tenant_key_prefix), 0, -1),
+                                      ("HGETALL", shards_key(tenant_key_prefix))])
+    keys = [key for name in names for key in size_keys(tenant_key_prefix, name.decode(), int(sharded.get(name, 0)))
+            if key != leave_out]
     if not keys:
         return 0
     counts = yield RoundTrip([("GET", key) for key in keys])

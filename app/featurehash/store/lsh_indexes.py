@@ -35,11 +35,12 @@ from ..lsh.banding import check_bands, choose_bands
 from ..lsh.similarity import has_exact_similarity
 from ..maps import FeatureMap, InputError, create_map
 from .index.handles import AsyncLSHIndex, IndexConflict, IndexNotFound, LSHIndex
-from .lsh_layout import (DEFAULT_TENANT, LATEST_LAYOUT, MAX_BANDS, NAME_PATTERN, IndexConfig, IndexLayout,
-                         check_fraction, check_name, check_positive_int, tenant_key_prefix, tenants_key)
+from .index.sharded.placement import shards_for
+from .lsh_layout import (DEFAULT_TENANT, LATEST_LAYOUT, MAX_BANDS, MAX_SHARDS, NAME_PATTERN, IndexConfig, IndexLayout,
+                         check_fraction, check_name, check_positive_int, shard_tags, tenant_key_prefix, tenants_key)
 from .lsh_vectors import VECTOR_STORAGE
 from .durability import check_durability
-from .lsh_accounting import StoredBytes, tenant_total_key, tenant_usage_steps
+from .lsh_accounting import StoredBytes, shards_key, tenant_total_key, tenant_usage_steps
 from .redis_steps import RoundTrip, Scan, check_client, is_cluster, persisted, run_async, run_sync
 
 DEFAULT_THRESHOLD = 0.8
@@ -62,11 +63,13 @@ return {'created'}
 # Atomic drop of the index's identity in its slot: the meta key goes, the marker comes (or stays,
 # when a crashed delete left only the marker). Its other keys are then SCANned and UNLINKed. The
 # index's counted bytes leave the tenant's total (featurehash.store.lsh_accounting; KEYS: meta, marker, size, the
-# tenant's total unless on a cluster, where dropping the count gives the bytes back). The marker is set only after a DEL that removed something: Redis at maxmemory refuses a script whose
-# first write may grow memory, and deleting must work then.
+# tenant's total unless on a cluster, where dropping the count gives the bytes back; ARGV: the marker's value, the
+# index's shards, so that a delete that crashed is finished over every shard). The marker is set only after a
+# DEL that removed something: Redis at maxmemory refuses a script whose first write may grow memory, and
+# deleting must work then.
 _DROP_SCRIPT = """
 if redis.call('DEL', KEYS[1]) == 1 then
-  redis.call('SET', KEYS[2], '1')
+  redis.call('SET', KEYS[2], ARGV[1])
   local size = tonumber(redis.call('GET', KEYS[3]) or '0')
   if KEYS[4] and size > 0 and redis.call('DECRBY', KEYS[4], size) <= 0 then redis.call('DEL', KEYS[4]) end
   redis.call('DEL', KEYS[3])
@@ -106,20 +109,29 @@ def plan_index(feature_map: FeatureMap, *, name: str | None = None, bands: int |
                rows: int | None = None, threshold: float = DEFAULT_THRESHOLD,
                recall_at_threshold: float = DEFAULT_RECALL_AT_THRESHOLD, vectors: str = "none",
                forest_rows: list[int] | None = None, expected_items: int | None = None,
-               layout: int = LATEST_LAYOUT) -> IndexConfig:
+               layout: int = LATEST_LAYOUT, shards: int | str | None = None) -> IndexConfig:
     """The configuration of a new index: banding given, or chosen for the threshold; `vectors`
     ("none", "sparse", "float32", "float16") keeps each item's vector for exact re-ranking;
     `forest_rows` (row counts below `rows`) also stores each band's shorter prefixes, the levels a
     query with a target recall widens to (featurehash.store.index.handles); `expected_items` (default
     DEFAULT_EXPECTED_ITEMS) sizes a layout-3 index's partitions (featurehash.store.index.compact.keys: up to ~1.5x
     as many items keep its compact memory, more still work at about twice the bucket memory); `layout` 2
-    makes an index of the previous layout (a key per record and per bucket)."""
+    makes an index of the previous layout (a key per record and per bucket); `shards` (layout 3) spreads it over
+    that many shards, each under a hash tag of its own (so over every master of a Redis Cluster;
+    featurehash.store.index.sharded), "auto" one per ITEMS_PER_SHARD expected items (at least 2); None keeps one
+    slot."""
     if layout not in (2, LATEST_LAYOUT):
         raise InputError("layout", f"2 or {LATEST_LAYOUT}")
     expected_items = DEFAULT_EXPECTED_ITEMS if expected_items is None else check_positive_int(expected_items,
                                                                                               "expected_items")
-    if expected_items > MAX_EXPECTED_ITEMS:
-        raise InputError("expected_items", f"at most {MAX_EXPECTED_ITEMS} (uint32 item numbers)")
+    if shards == "auto":
+        shards = shards_for(expected_items)
+    elif shards is not None:
+        shards = check_positive_int(shards, "shards")
+        if shards > MAX_SHARDS or layout < 3:
+            raise InputError("shards", f"1 to {MAX_SHARDS} shards, of a layout-{LATEST_LAYOUT} index")
+    if expected_items > MAX_EXPECTED_ITEMS * (shards or 1):
+        raise InputError("expected_items", f"at most {MAX_EXPECTED_ITEMS} a shard (uint32 item numbers)")
     if vectors not in VECTOR_STORAGE:
         raise InputError("vectors", f"one of {', '.join(VECTOR_STORAGE)}")
     if not feature_map.has_hash:
@@ -154,7 +166,7 @@ def plan_index(feature_map: FeatureMap, *, name: str | None = None, bands: int |
     return IndexConfig(name=name, map_spec=feature_map.describe(), n_codes=n_codes, bands=bands, rows=rows,
                        threshold=threshold, recall_at_threshold=recall_at_threshold, bands_chosen_by=chosen_by,
                        vectors=vectors, forest_rows=check_forest_rows(forest_rows, rows), layout=layout,
-                       expected_items=expected_items if layout >= 3 else 0)
+                       expected_items=expected_items if layout >= 3 else 0, shards=shards or 0)
 
 
 class _RegistrySteps:
@@ -190,10 +202,16 @@ class _RegistrySteps:
             (reply,) = yield RoundTrip([("EVAL", _CREATE_SCRIPT, 2, layout.meta, layout.deleting_marker, meta)])
             if reply[0] == b"deleting":
                 raise IndexConflict("name", f"index {config.name!r} is still being deleted; retry shortly")
+            stored_config = config if reply[0] == b"created" else IndexConfig.from_json(reply[1])
+            shard_metas = [] if not stored_config.shards or not stored_config.same_index(config) else \
+                [IndexLayout(self.key_prefix, tag).meta for tag in shard_tags(config.name, stored_config.shards)]
+            if shard_metas:  # each shard's copy of the meta, which its scripts check (also repairs a crash before)
+                yield RoundTrip([("SET", key, reply[1] if reply[0] != b"created" else meta) for key in shard_metas]
+                                + [("HSET", shards_key(self.key_prefix), config.name, stored_config.shards)])
             # also repairs a crash before it; a tenant other than "default" is noted where map deletion looks
             yield RoundTrip([("ZADD", self._registry, 0, config.name)]
                             + ([("SADD", self._tenants, self.tenant)] if self.tenant != DEFAULT_TENANT else []))
-            yield from persisted(self.durability, layout.meta, self._registry)
+            yield from persisted(self.durability, layout.meta, self._registry, *shard_metas)
             if reply[0] == b"created":
                 return config, meta, True
             stored = reply[1]
@@ -222,8 +240,17 @@ class _RegistrySteps:
             replies = yield RoundTrip(commands)
             meta, count = replies[0] if version == LATEST_LAYOUT else replies
             if meta is not None:
-                return IndexConfig.from_json(meta), meta, int(count or 0)
+                config = IndexConfig.from_json(meta)
+                if config.shards:
+                    count = yield from self._shard_items_steps(config)
+                return config, meta, int(count or 0)
         raise IndexNotFound(name)
+
+    def _shard_items_steps(self, config: IndexConfig):
+        """The items of a sharded index: the sum of its shards' counts (one round trip)."""
+        counts = yield RoundTrip([("GET", IndexLayout(self.key_prefix, tag).count)
+                                  for tag in shard_tags(config.name, config.shards)])
+        return sum(int(count or 0) for count in counts)
 
     def _describe_steps(self, name: str):
         config, _, items = yield from self._load_steps(name)
@@ -245,22 +272,35 @@ class _RegistrySteps:
         for name, (meta, count) in zip(page, found):
             if meta is not None:  # else registered but deleted (or its create crashed before writing it)
                 config = IndexConfig.from_json(meta)
+                if config.shards:
+                    count = yield from self._shard_items_steps(config)
                 described.append(config.describe(IndexLayout(self.key_prefix, name, config.layout), int(count or 0)))
         return described, (page[-1] if more else None)
 
     def _delete_steps(self, name: str):
         """Forget the index at once, then UNLINK its keys page by page; the number of keys removed."""
         layout = self._layout(name)
-        totals = () if is_cluster(self.redis) else (self.stored_bytes_key,)
-        (existed,) = yield RoundTrip([("EVAL", _DROP_SCRIPT, 3 + len(totals), layout.meta, layout.deleting_marker,
-                                       layout.size, *totals)])
+        meta, marker = yield RoundTrip([("GET", layout.meta), ("GET", layout.deleting_marker)])
+        shards = IndexConfig.from_json(meta).shards if meta is not None else int(marker or 0)
+        (existed,) = yield RoundTrip([self._drop_command(layout, shards)])
         if existed:
-            yield RoundTrip([("ZREM", self._registry, name)])
-            removed = yield from self._unlink_steps(layout, keep=layout.deleting_marker)
+            yield RoundTrip([("ZREM", self._registry, name), ("HDEL", shards_key(self.key_prefix), name)])
+            removed = 0
+            for tag in shard_tags(name, shards) if shards else ():  # each shard as an index of its own
+                shard = IndexLayout(self.key_prefix, tag)
+                yield RoundTrip([self._drop_command(shard, shards)])
+                removed += yield from self._unlink_steps(shard)
+            removed += yield from self._unlink_steps(layout, keep=layout.deleting_marker)
             yield RoundTrip([("DEL", layout.deleting_marker)])
             yield from persisted(self.durability, layout.meta, self._registry)
             return removed
         return (yield from self._delete_layout1_steps(name))
+
+    def _drop_command(self, layout: IndexLayout, shards: int) -> tuple:
+        """_DROP_SCRIPT over one index's (or shard's) keys, its bytes leaving the tenant's total."""
+        totals = () if is_cluster(self.redis) else (self.stored_bytes_key,)
+        return ("EVAL", _DROP_SCRIPT, 3 + len(totals), layout.meta, layout.deleting_marker, layout.size, *totals,
+                shards)
 
     def _delete_layout1_steps(self, name: str):
         layout = self._layout(name, 1)

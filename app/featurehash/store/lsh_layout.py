@@ -90,10 +90,12 @@ import hashlib
 import numbers
 import re
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import orjson
+from redis.crc import key_slot
 
 from ..maps.errors import InputError
 from ..lsh.banding import FINGERPRINT_DTYPE, collision_probability, half_point
@@ -208,6 +210,24 @@ def tenants_key(key_prefix: str) -> bytes:
     return f"{key_prefix}tenants".encode()
 
 
+CLUSTER_SLOTS = 16384
+MAX_SHARDS = 256
+
+
+@lru_cache(maxsize=1024)
+def shard_tags(name: str, shards: int) -> tuple[str, ...]:
+    """Each shard's hash tag `name/s.j` (its keys are IndexLayout(key_prefix, tag)'s): j is the smallest integer
+    that puts the tag's slot in the s-th of `shards` equal slot ranges (featurehash.store.index.sharded.placement)."""
+    tags = []
+    for shard in range(shards):
+        low, high = shard * CLUSTER_SLOTS // shards, (shard + 1) * CLUSTER_SLOTS // shards
+        attempt = 0
+        while not low <= key_slot(f"{name}/{shard}.{attempt}".encode()) < high:
+            attempt += 1
+        tags.append(f"{name}/{shard}.{attempt}")
+    return tuple(tags)
+
+
 class IndexLayout:
     """The key names of one index (bytes, since bucket and record keys are binary). `version` 3:
     compact records and partitioned buckets (featurehash.store.index.compact.keys) under layout 2's hash-tagged
@@ -299,11 +319,13 @@ class IndexConfig:
     forest_rows: tuple[int, ...] = ()  # shorter band prefixes also stored, descending
     layout: int = 1
     expected_items: int = 0  # layout 3: sizes its partitions (featurehash.store.index.compact.keys); 0 before
+    shards: int = 0  # layout 3: S >= 1 shards under tags of their own (featurehash.store.index.sharded); 0: one slot
 
     def to_json(self) -> bytes:
         fields = asdict(self)
-        if not fields["expected_items"]:  # the meta of a layout-2 index stays what earlier releases read
-            del fields["expected_items"]
+        for added_later in ("expected_items", "shards"):  # a meta without them stays what earlier releases read
+            if not fields[added_later]:
+                del fields[added_later]
         return orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
 
     @classmethod
@@ -332,5 +354,5 @@ class IndexConfig:
             "half_point": half_point(self.bands, self.rows),
             "vectors": self.vectors, "ranking": "codes" if self.vectors == "none" else "exact",
             "forest_rows": list(self.forest_rows),
-            "items": items, "key_prefix": layout.prefix.decode(),
+            "items": items, "key_prefix": layout.prefix.decode(), "shards": self.shards or 1,
         }

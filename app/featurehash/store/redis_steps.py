@@ -6,7 +6,7 @@ no I/O itself. `run_sync` executes the steps with a `redis.Redis`, `run_async` w
 
 - `RoundTrip`: commands sent as one non-transactional pipeline (one network round trip; `atomic`:
   as MULTI/EXEC); the result is the list of their replies. A single non-atomic command is sent on its
-  own, and a script (EVAL) as EVALSHA, falling back to EVAL when the server lacks it.
+  own; outside MULTI a script (EVAL) goes as EVALSHA, sent again as EVAL when the server lacks it.
 - `Transaction`: optimistic: WATCH `watch`, run `reads` as one command, build the write
   commands from the read's reply, MULTI/EXEC them; redone from WATCH when a watched key
   changed meanwhile (up to MAX_TRANSACTION_ATTEMPTS). Three round trips. The result is
@@ -173,10 +173,13 @@ def run_sync(redis, operation: Operation) -> Any:
                     except NoScriptError:
                         reply = [redis.execute_command(*command)]
                     continue
-                with redis.pipeline(transaction=step.atomic) as pipe:
-                    for command in step.commands:
-                        pipe.execute_command(*command)
-                    reply = pipe.execute()
+                if step.atomic:
+                    with redis.pipeline(transaction=True) as pipe:
+                        for command in step.commands:
+                            pipe.execute_command(*command)
+                        reply = pipe.execute()
+                    continue
+                reply = _pipelined_sync(redis, step.commands)
             elif isinstance(step, Persisted):
                 for options in _nodes_options(redis, step.slot_keys):
                     _persisted(redis.execute_command("INFO", "persistence", **options))
@@ -190,6 +193,52 @@ def run_sync(redis, operation: Operation) -> Any:
         if refusal is None:
             raise
         raise refusal from exc
+
+
+def _sent_by_digest(commands: list[Command], replies: list) -> list[Command]:
+    """The commands whose EVALSHA met NOSCRIPT (to send again as EVAL); raises any other error reply."""
+    again = []
+    for command, reply in zip(commands, replies):
+        if isinstance(reply, NoScriptError):
+            again.append(command)
+        elif isinstance(reply, Exception):
+            raise reply
+    return again
+
+
+def _merged(replies: list, answers: list) -> list:
+    """The replies with the scripts sent again answered."""
+    answer = iter(answers)
+    return [next(answer) if isinstance(reply, NoScriptError) else reply for reply in replies]
+
+
+def _pipelined_sync(redis, commands: list[Command]) -> list:
+    """A non-transactional pipeline, its scripts sent as EVALSHA (a sharded index sends one a shard)."""
+    with redis.pipeline(transaction=False) as pipe:
+        for command in commands:
+            pipe.execute_command(*_by_digest(command))
+        replies = pipe.execute(raise_on_error=False)
+    again = _sent_by_digest(commands, replies)
+    if not again:
+        return replies
+    with redis.pipeline(transaction=False) as pipe:
+        for command in again:
+            pipe.execute_command(*command)
+        return _merged(replies, pipe.execute())
+
+
+async def _pipelined_async(redis, commands: list[Command]) -> list:
+    async with redis.pipeline(transaction=False) as pipe:
+        for command in commands:
+            pipe.execute_command(*_by_digest(command))
+        replies = await pipe.execute(raise_on_error=False)
+    again = _sent_by_digest(commands, replies)
+    if not again:
+        return replies
+    async with redis.pipeline(transaction=False) as pipe:
+        for command in again:
+            pipe.execute_command(*command)
+        return _merged(replies, await pipe.execute())
 
 
 def _transaction_sync(redis, step: Transaction) -> list:
@@ -226,10 +275,13 @@ async def run_async(redis, operation: Operation,
                     except NoScriptError:
                         reply = [await redis.execute_command(*command)]
                     continue
-                async with redis.pipeline(transaction=step.atomic) as pipe:
-                    for command in step.commands:
-                        pipe.execute_command(*command)
-                    reply = await pipe.execute()
+                if step.atomic:
+                    async with redis.pipeline(transaction=True) as pipe:
+                        for command in step.commands:
+                            pipe.execute_command(*command)
+                        reply = await pipe.execute()
+                    continue
+                reply = await _pipelined_async(redis, step.commands)
             elif isinstance(step, Persisted):
                 for options in _nodes_options(redis, step.slot_keys):
                     _persisted(await redis.execute_command("INFO", "persistence", **options))

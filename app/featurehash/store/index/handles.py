@@ -67,14 +67,17 @@ query reports the recall it achieved and cannot widen.
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any, Awaitable, Callable
 
+from ..lsh_layout import IndexLayout, shard_tags
 from ..redis_steps import RoundTrip, run_async, run_sync
 from .compact.keys import CompactLayout
 from .compact.near.cache import NearCache, NearCachedSteps
 from .compact.steps import CompactSteps
 from .duplicates import DEFAULT_MAX_PAIRS, DuplicateCluster, Duplicates, duplicates_steps
 from .keyed import KeyedSteps
+from .sharded.steps import ShardedSteps, shard_config
 from .queries import CandidateBounds, QueryResult, query_items_steps, query_steps
 from .state import IndexConflict, IndexNotFound, IndexState, ItemNotFound
 from .writes import add_steps, remove_steps
@@ -89,17 +92,27 @@ class _IndexHandle(IndexState):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        if self.config.layout >= 3:
-            self.compact: CompactLayout | None = CompactLayout(self.layout.prefix, self.config)
+        self.compact: CompactLayout | None = None
+        if self.config.shards:
+            self.steps = ShardedSteps(self, [self._shard_steps(tag) for tag in shard_tags(self.name, self.config.shards)])
+        elif self.config.layout >= 3:
+            self.compact = CompactLayout(self.layout.prefix, self.config)
             self.steps = CompactSteps(self, self.compact)
         else:
-            self.compact = None
             self.steps = KeyedSteps(self)
-        self.near_cache: NearCache | None = None  # LSHIndex.enable_near_cache
+        self.near_cache: NearCache | _NearCaches | None = None  # LSHIndex.enable_near_cache
+
+    def _shard_steps(self, tag: str) -> CompactSteps:
+        """Layout 3's hooks over one shard: this index's state with the shard's keys."""
+        shard = copy.copy(self)
+        shard.layout = IndexLayout(self.layout.key_prefix, tag, 3)
+        return CompactSteps(shard, CompactLayout(shard.layout.prefix, shard_config(self.config, self.config.shards)))
 
     def _describe_steps(self):
         meta, count = (yield RoundTrip([("MGET", self.layout.meta, self.layout.count)]))[0]
         self._check_meta(meta)
+        if self.config.shards:
+            count = yield from self.steps.items_steps()
         return self.config.describe(self.layout, int(count or 0))
 
     # the layout's reads by their former names (tests and tools)
@@ -117,6 +130,34 @@ class _IndexHandle(IndexState):
 
     def _code_similarities(self, query, items):
         return self.steps.code_similarities(query, items)
+
+
+class _NearCaches:
+    """The near caches of a sharded index's shards, used as one."""
+
+    def __init__(self, caches: list[NearCache]):
+        self.caches = caches
+
+    @property
+    def strict(self) -> bool:
+        return self.caches[0].strict
+
+    @strict.setter
+    def strict(self, value: bool) -> None:
+        for cache in self.caches:
+            cache.strict = value
+
+    def refresh(self) -> None:
+        for cache in self.caches:
+            cache.refresh()
+
+    def note_write(self) -> None:
+        for cache in self.caches:
+            cache.note_write()
+
+    def close(self) -> None:
+        for cache in self.caches:
+            cache.close()
 
 
 class LSHIndex(_IndexHandle):
@@ -140,9 +181,14 @@ class LSHIndex(_IndexHandle):
         """Keep a local replica of this (layout-3) index that queries read instead of Redis, kept coherent by
         Redis's invalidation pushes (featurehash.store.index.compact.near.cache: what it costs, and the bound on how
         soon another client's write is seen; `strict`: a PING before each query closes it). Loads it now."""
-        if self.compact is None:
+        if self.config.layout < 3:
             raise ValueError(f"index {self.name!r} has layout {self.config.layout}; the near cache reads layout 3")
-        if self.near_cache is None:
+        if self.near_cache is None and self.config.shards:  # a replica of each shard, each with its connection
+            caches = [NearCache(self.redis, shard.layout.prefix, shard.layout.meta, self._meta, shard.compact,
+                                with_records=self.codec is None, strict=strict) for shard in self.steps.shards]
+            self.near_cache = _NearCaches(caches)
+            self.steps = self.steps.mapped(lambda at, shard: NearCachedSteps(shard, caches[at]))
+        elif self.near_cache is None:
             self.near_cache = NearCache(self.redis, self.layout.prefix, self.layout.meta, self._meta, self.compact,
                                         with_records=self.codec is None, strict=strict)
             self.steps = NearCachedSteps(self.steps, self.near_cache)
@@ -154,7 +200,7 @@ class LSHIndex(_IndexHandle):
         """Drop the replica and its connection; queries go to Redis again."""
         cache, self.near_cache = self.near_cache, None
         if cache is not None:
-            self.steps = self.steps.inner
+            self.steps = self.steps.mapped(lambda at, shard: shard.inner) if self.config.shards else self.steps.inner
             cache.close()
 
     def _wrote(self) -> None:

@@ -87,7 +87,7 @@ class CompactSteps:
                 numbers_now[fresh] = np.frombuffer(given, "<u4")
             else:
                 numbers_now = numbers
-            others = (yield from tenant_usage_steps(self.layout.key_prefix, self.index.name)) if spread else 0
+            others = (yield from tenant_usage_steps(self.layout.key_prefix, self.layout.size)) if spread else 0
             command = yield Compute(self._compact_add_command, (ids, numbers, numbers_now, old_records, fingerprints,
                                                                 identities, tails,
                                                                 account.limit - others if spread else None),

@@ -351,7 +351,7 @@ class NearCachedSteps:
 
     def __init__(self, inner, cache: NearCache):
         self.inner, self.cache = inner, cache
-        self.batch_items = inner.batch_items
+        self.layout, self.compact, self.batch_items = inner.layout, inner.compact, inner.batch_items
         # every hook but the probe is the wrapped layout's own
         self.plan, self.stored_plan_steps, self.new_pool = inner.plan, inner.stored_plan_steps, inner.new_pool
         self.fetch_steps, self.code_similarities = inner.fetch_steps, inner.code_similarities
