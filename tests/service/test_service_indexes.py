@@ -29,7 +29,7 @@ D = 16
 GCWS64 = {"method": "gcws", "input_dim": D, "n_components": 64, "seed": 71}
 INDEX_KEYS = {"id", "name", "map_id", "method", "n_codes", "bands", "rows", "threshold", "recall_at_threshold",
               "bands_chosen_by", "collision_probability_at_threshold", "half_point", "items", "key_prefix", "vectors",
-              "ranking", "forest_rows"}
+              "ranking", "forest_rows", "shards"}
 
 
 def positive_rows(seed: int, n: int) -> np.ndarray:

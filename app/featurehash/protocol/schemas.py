@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from ..maps import METHODS
 from ..maps.spec import MAX_COMPONENTS, MAX_INPUT_DIM, MAX_SEED
 from ..store.lsh_indexes import DEFAULT_RECALL_AT_THRESHOLD, DEFAULT_THRESHOLD, MAX_FOREST_LEVELS
-from ..store.lsh_layout import MAX_BANDS, MAX_ITEM_ID_BYTES, NAME_PATTERN
+from ..store.lsh_layout import MAX_BANDS, MAX_ITEM_ID_BYTES, MAX_SHARDS, NAME_PATTERN
 # The documented examples (featurehash.protocol.examples) work in order against a fresh service.
 from .examples import (EXAMPLE_DOCUMENTS, EXAMPLE_GCWS, EXAMPLE_GCWS_ID, EXAMPLE_HASHING,  # noqa: F401
                        EXAMPLE_RFF, EXAMPLE_ROWS, EXAMPLE_TEXT_GCWS, EXAMPLE_TEXT_GCWS_ID)
@@ -186,6 +186,17 @@ class CreateIndexRequest(BaseModel):
                                        "items the index will hold (default 100000): sizes its partitioned hashes so "
                                        "that each item costs under ~1 KB up to ~1.5x that many; more still work, "
                                        "with more memory")
+    shards: int | Literal["auto"] | None = Field(
+        default=None, description="spread the index over this many shards (1-256), each under a Redis Cluster hash "
+        "tag of its own, so that it uses every master of a cluster; 'auto': one per 8,000,000 expected_items (at "
+        "least 2); omitted: one slot")
+
+    @field_validator("shards")
+    @classmethod
+    def _shards_in_range(cls, value):
+        if isinstance(value, int) and (isinstance(value, bool) or not 1 <= value <= MAX_SHARDS):
+            raise ValueError(f"1 to {MAX_SHARDS}, or 'auto'")
+        return value
 
 
 class IndexResponse(BaseModel):
@@ -205,7 +216,8 @@ class IndexResponse(BaseModel):
     vectors: str = Field(default="none", description="how item vectors are kept ('none': codes only)")
     ranking: str = Field(default="codes", description="'exact' (the map's kernel on stored vectors) or 'codes'")
     forest_rows: list[int] = Field(default_factory=list, description="band prefix lengths a query can widen to")
-    key_prefix: str = Field(description="every Redis key of the index starts with it")
+    key_prefix: str = Field(description="every Redis key of the index starts with it (of a sharded index: its meta)")
+    shards: int = Field(default=1, description="the shards it is spread over (each a hash tag of its own)")
 
 
 class TenantListResponse(BaseModel):

@@ -152,7 +152,7 @@ async def create_index(request: Request, indexes: Indexes, state: ServiceState =
     index = await indexes.create(feature_map, name=fields.name, bands=fields.bands, rows=fields.rows,
                                        threshold=fields.threshold, recall_at_threshold=fields.recall_at_threshold,
                                        vectors=fields.vectors, forest_rows=fields.forest_rows,
-                                       expected_items=fields.expected_items)
+                                       expected_items=fields.expected_items, shards=fields.shards)
     if index.created and await state.store.get(fields.map_id) is None:
         # A DELETE of the map ran meanwhile (the map may also have come from the cache, which trusts the
         # store for settings.map_staleness_seconds): it came first, so this create answers as it would
