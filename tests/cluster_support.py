@@ -72,7 +72,8 @@ def cluster_or_skip(directory: Path):
         stop_cluster(nodes)
 
 
-def start_cluster(directory: Path, primaries: int = 3, timeout: float = 30.0) -> list[RedisProcess]:
+def start_cluster(directory: Path, primaries: int = 3, timeout: float = 30.0, replicas: int = 0) -> list[RedisProcess]:
+    """`primaries` masters (the slots split evenly among them), each with `replicas` replicas."""
     import redis
 
     server, cli = _binary("redis-server"), _binary("redis-cli")
@@ -80,13 +81,14 @@ def start_cluster(directory: Path, primaries: int = 3, timeout: float = 30.0) ->
         raise ClusterUnavailable(f"needs redis-server and redis-cli (found {server}, {cli})")
     nodes = []
     try:
-        for number in range(primaries):
+        for number in range(primaries * (1 + replicas)):
             folder = Path(directory) / f"node{number}"
             nodes.append(RedisProcess(folder, port=cluster_port(), executable=server, extra_args=(
                 "--cluster-enabled", "yes", "--cluster-config-file", str(folder / "nodes.conf"),
                 "--cluster-node-timeout", "5000")).start())
         addresses = [f"127.0.0.1:{node.port}" for node in nodes]
-        made = subprocess.run([cli, "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"],
+        made = subprocess.run([cli, "--cluster", "create", *addresses, "--cluster-replicas", str(replicas),
+                               "--cluster-yes"],
                               capture_output=True, text=True, timeout=timeout)
         if made.returncode != 0:
             raise ClusterUnavailable(f"redis-cli --cluster create failed: {made.stdout[-500:]} {made.stderr[-500:]}")
