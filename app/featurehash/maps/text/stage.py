@@ -37,8 +37,9 @@ def resolve_input(document: dict[str, Any], cls) -> dict[str, Any]:
     empty = stage.get("empty", "error")
     if empty not in EMPTY_CHOICES:
         raise SpecError("input.empty", f"one of {', '.join(EMPTY_CHOICES)}")
-    if empty == "code" and cls.method != "gcws":
-        raise SpecError("input.empty", "'code' is for gcws, whose codes need a nonzero row; other maps take an "
+    if empty == "code" and cls.method not in ("gcws", "minhash"):
+        raise SpecError("input.empty", "'code' is for gcws and minhash, whose codes need a nonempty row; other "
+                                       "maps take an "
                                        "empty document as the zero vector (which nrff and srf refuse unless "
                                        "params.empty_rows is 'zero')")
     params = stage["hashing"] if stage["hashing"] is not None else {}
