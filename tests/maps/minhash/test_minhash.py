@@ -197,6 +197,9 @@ def test_token_lists_and_documents_hash_as_the_stage_rows():
     np.testing.assert_array_equal(m.hash(["aa bb cc dd", "Aa bb cc ee ee"]),
                                   m.hash([["aa", "bb", "cc", "dd"], ["aa", "bb", "cc", "ee", "ee"]]))
     np.testing.assert_allclose(m.exact_kernel(lists[:2]), [[1, 0.6], [0.6, 1]])
+    # what the joined fast path cannot read goes the general way, with the same codes
+    odd = [["a\0b", "c"], ("a", "b\0"), ["", "d"]]
+    np.testing.assert_array_equal(m.hash(odd), m.hash(m.text_stage.transform(odd, dtype=np.float64)))
     with pytest.raises(InputError):
         m.hash([["a", 3]])
     with pytest.raises(InputError):

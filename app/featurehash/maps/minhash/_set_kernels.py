@@ -208,3 +208,56 @@ def csr_support(indptr, indices, data):
                 at += 1
         offsets[row + 1] = at
     return offsets, columns[:at]
+
+
+@nb.njit(nogil=True, cache=True)
+def separated_token_columns(data, expected, seed, width):
+    """The text stage's column of each token of `data`: tokens joined by zero bytes (UTF-8 has no zero byte
+    but U+0000's), each hashed by MurmurHash3_x86_32 keyed by `seed` (featurehash.maps.text._murmur, the same
+    bits) and placed as the stage places it, floor(h width / 2^32). Returns an empty array when `data` does not
+    hold exactly `expected` tokens (a token containing U+0000): the caller then takes the general path."""
+    separators = 0
+    for p in range(data.size):
+        separators += data[p] == 0
+    if separators != expected - 1:
+        return np.empty(0, dtype=np.uint64)
+    columns = np.empty(expected, dtype=np.uint64)
+    mask, c1, c2 = np.uint64(0xFFFFFFFF), np.uint64(0xCC9E2D51), np.uint64(0x1B873593)
+    begin, t = 0, 0
+    for stop in range(data.size + 1):
+        if stop < data.size and data[stop] != 0:
+            continue
+        length = stop - begin
+        h1 = np.uint64(seed) & mask
+        blocks = length // 4
+        for b in range(blocks):
+            at = begin + 4 * b
+            k1 = (np.uint64(data[at]) | (np.uint64(data[at + 1]) << np.uint64(8))
+                  | (np.uint64(data[at + 2]) << np.uint64(16)) | (np.uint64(data[at + 3]) << np.uint64(24)))
+            k1 = (k1 * c1) & mask
+            k1 = ((k1 << np.uint64(15)) | (k1 >> np.uint64(17))) & mask
+            h1 ^= (k1 * c2) & mask
+            h1 = ((h1 << np.uint64(13)) | (h1 >> np.uint64(19))) & mask
+            h1 = (h1 * np.uint64(5) + np.uint64(0xE6546B64)) & mask
+        tail = begin + 4 * blocks
+        rest = length & 3
+        k1 = np.uint64(0)
+        if rest == 3:
+            k1 ^= np.uint64(data[tail + 2]) << np.uint64(16)
+        if rest >= 2:
+            k1 ^= np.uint64(data[tail + 1]) << np.uint64(8)
+        if rest >= 1:
+            k1 ^= np.uint64(data[tail])
+            k1 = (k1 * c1) & mask
+            k1 = ((k1 << np.uint64(15)) | (k1 >> np.uint64(17))) & mask
+            h1 ^= (k1 * c2) & mask
+        h1 ^= np.uint64(length) & mask
+        h1 ^= h1 >> np.uint64(16)
+        h1 = (h1 * np.uint64(0x85EBCA6B)) & mask
+        h1 ^= h1 >> np.uint64(13)
+        h1 = (h1 * np.uint64(0xC2B2AE35)) & mask
+        h1 ^= h1 >> np.uint64(16)
+        columns[t] = (h1 * np.uint64(width)) >> _THIRTY_TWO
+        t += 1
+        begin = stop + 1
+    return columns

@@ -237,15 +237,19 @@ class MinHashMap(DiscreteCodeMap):
         from ..text._murmur import murmur3_32_many, token_bytes
         from ..text.token_rows import token_rows
 
-        if all(type(row) is list for row in X):
-            tokens = list(chain.from_iterable(X))
-            try:
-                data, starts = token_bytes(tokens)   # str.join refuses a token that is not a str
+        if all(type(row) is list or type(row) is tuple for row in X):
+            lengths = np.fromiter(map(len, X), dtype=np.int64, count=len(X))
+            if not lengths.all():
+                return None   # an empty list would read as one empty token below
+            try:   # str.join refuses a token that is not a str; encode, text with no UTF-8 form
+                data = "\0".join(map("\0".join, X)).encode("utf-8")
             except (TypeError, UnicodeEncodeError):
                 return None   # the stage's own check names the row at fault
-            lengths = np.fromiter(map(len, X), dtype=np.int64, count=len(X))
             offsets = np.zeros(len(X) + 1, dtype=np.int64)
             np.cumsum(lengths, out=offsets[1:])
+            columns = _set_kernels.separated_token_columns(np.frombuffer(data, dtype=np.uint8), int(offsets[-1]),
+                                                           np.uint32(stage._key), self.spec.input_dim)
+            return (columns, offsets) if columns.size == offsets[-1] else None
         elif isinstance(X[0], (str, bytes)):
             rows = token_rows(X, stage.analyzer)
             if rows.kind != "documents":
