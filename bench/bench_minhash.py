@@ -17,7 +17,14 @@ Quality: 200 planted pairs per set size (sets of `size` distinct random tokens s
 classical k-permutation on sets dense in a small universe (D = 256, |S| = 96-128), where Li & Li (ICML 2022) claim
 a lower variance.
 
-    PYTHONPATH=app python bench/bench_minhash.py [--rounds 5] [--write]
+Index (--index, needs Redis at REDIS_URL, default redis://127.0.0.1:6379/0): 100,000 sets of 50 tokens (ids of
+columns in [0, 2^30)), k = 128, 16 bands of 8 (threshold ~0.7), inserted in batches of 5,000 and queried one set at a
+time (200 near copies: 5 of 50 tokens replaced), hashing included on both sides: featurehash's Redis LSH index
+(library, layout 3, codes only, and with the near cache) against rensa's in-memory RMinHashLSH (digest matrix
+from str token sets, insert_matrix; a query: RMinHash from the set's str tokens, then query). Inserts/s and query
+p50 / p99 (wall; CPU of the client process beside it: Redis's own CPU is not in it).
+
+    PYTHONPATH=app python bench/bench_minhash.py [--rounds 5] [--index] [--write]
 
 --write saves the report to bench/results/minhash.txt (the bench only prints otherwise).
 """
@@ -152,6 +159,94 @@ def quality() -> dict:
     return out
 
 
+def index_bench(n: int = 100_000, size: int = 50, k: int = 128, queries: int = 200) -> dict:
+    import redis
+    import rensa
+    import scipy.sparse as sp
+    from featurehash import create_map
+    from featurehash.store import LSHIndexes
+
+    rng = np.random.default_rng(5)
+    columns = rng.integers(0, 2**30, size=(n, size))
+    copies = columns[:queries].copy()
+    copies[:, :5] = rng.integers(0, 2**30, size=(queries, 5))
+    width = 2**30
+
+    def csr(c):
+        X = sp.csr_matrix((np.ones(c.size), c.ravel(), np.arange(0, c.size + 1, c.shape[1])), shape=(len(c), width))
+        X.sum_duplicates()
+        return X
+
+    X, Q = csr(columns), csr(copies)
+    str_sets = [[str(t) for t in row] for row in columns.tolist()]
+    str_queries = [[str(t) for t in row] for row in copies.tolist()]
+    out = {}
+    m = create_map({"method": "minhash", "input_dim": width, "n_components": k, "seed": SEED})
+    client = redis.Redis.from_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
+    prefix = f"bench-minhash-{os.getpid()}:"
+    indexes = LSHIndexes(client, key_prefix=prefix)
+    try:
+        index = indexes.create(m, name="sets", bands=16, rows=8, expected_items=n)
+        cpu, wall = time.process_time(), time.perf_counter()
+        for start in range(0, n, 5000):
+            index.add([str(i) for i in range(start, min(n, start + 5000))], X[start:start + 5000])
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        out["featurehash redis index"] = {"inserts_per_s": n / wall, "insert_cpu_us": cpu / n * 1e6}
+        for label, handle in (("featurehash redis index", index),
+                              ("featurehash + near cache", indexes.open("sets").enable_near_cache())):
+            walls, cpus, hits = [], [], 0
+            for q in range(queries):
+                c0, w0 = time.process_time(), time.perf_counter()
+                found = handle.query(Q[q], top_k=1).results[0]
+                cpus.append(time.process_time() - c0)
+                walls.append(time.perf_counter() - w0)
+                hits += bool(found) and found[0][0] == str(q)
+            out.setdefault(label, {}).update({"query_p50_us": float(np.median(walls) * 1e6),
+                                              "query_p99_us": float(np.percentile(walls, 99) * 1e6),
+                                              "query_cpu_p50_us": float(np.median(cpus) * 1e6),
+                                              "top1": hits / queries})
+        indexes.delete("sets")
+    finally:
+        for key in client.scan_iter(match=f"{prefix}*", count=1000):
+            client.unlink(key)
+        client.close()
+    lsh = rensa.RMinHashLSH(0.7, k, 16)
+    cpu, wall = time.process_time(), time.perf_counter()
+    for start in range(0, n, 5000):
+        lsh.insert_matrix(rensa.RMinHash.digest_matrix_from_token_sets(str_sets[start:start + 5000], k, SEED),
+                          start_key=start)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    walls, cpus, hits = [], [], 0
+    for q in range(queries):
+        c0, w0 = time.process_time(), time.perf_counter()
+        sketch = rensa.RMinHash(k, SEED)
+        sketch.update(str_queries[q])
+        found = lsh.query(sketch)
+        cpus.append(time.process_time() - c0)
+        walls.append(time.perf_counter() - w0)
+        hits += q in found
+    out["rensa RMinHashLSH (memory)"] = {"inserts_per_s": n / wall, "insert_cpu_us": cpu / n * 1e6,
+                                         "query_p50_us": float(np.median(walls) * 1e6),
+                                         "query_p99_us": float(np.percentile(walls, 99) * 1e6),
+                                         "query_cpu_p50_us": float(np.median(cpus) * 1e6),
+                                         "top1": hits / queries}
+    return out
+
+
+def index_report(rows: dict) -> str:
+    lines = ["", "Index: 100,000 sets of 50 tokens, k = 128, 16 bands x 8; queries one set at a time (near copies)",
+             f"{'':>28} {'inserts/s':>10} {'insert CPU us':>13} {'query p50 us':>13} {'p99 us':>9} "
+             f"{'query CPU p50':>13} {'found':>6}"]
+    for name, row in rows.items():
+        inserts = f"{row['inserts_per_s']:10.0f} {row['insert_cpu_us']:13.1f}" if "inserts_per_s" in row else \
+            f"{'':>10} {'':>13}"
+        lines.append(f"{name:>28} {inserts} {row['query_p50_us']:13.1f} {row['query_p99_us']:9.1f} "
+                     f"{row['query_cpu_p50_us']:13.1f} {row['top1']:6.2f}")
+    lines.append("found: the query's original among the answers (featurehash: as its top-1; rensa: among the "
+                 "candidates, which it does not rank)")
+    return "\n".join(lines) + "\n"
+
+
 def report(one: dict, default: dict, rounds: int, quality_rows: dict) -> str:
     lines = [f"bench/bench_minhash.py: {os.cpu_count()} cores (shared), rounds {rounds}, medians, microseconds a set",
              "CPU = process CPU time (all threads) / sets; wall = elapsed / sets. fh = featurehash minhash",
@@ -188,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--write", action="store_true", help=f"save the report to {RESULT}")
+    parser.add_argument("--index", action="store_true", help="also the index comparison (needs Redis)")
     parser.add_argument("--child", choices=("one", "default"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -204,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
                               capture_output=True, text=True, check=True)
         results[mode] = json.loads(done.stdout)
     text = report(results["one"], results["default"], args.rounds, quality())
+    if args.index:
+        text += index_report(index_bench())
     print(text)
     if args.write:
         RESULT.write_text(text)
