@@ -234,9 +234,6 @@ class MinHashMap(DiscreteCodeMap):
         stage = self.text_stage
         if stage is None or stage.params.hash != "murmur3" or not isinstance(X, (list, tuple)) or not X:
             return None
-        from ..text._murmur import murmur3_32_many, token_bytes
-        from ..text.token_rows import token_rows
-
         if all(type(row) is list or type(row) is tuple for row in X):
             lengths = np.fromiter(map(len, X), dtype=np.int64, count=len(X))
             if not lengths.all():
@@ -250,18 +247,13 @@ class MinHashMap(DiscreteCodeMap):
             columns = _set_kernels.separated_token_columns(np.frombuffer(data, dtype=np.uint8), int(offsets[-1]),
                                                            np.uint32(stage._key), self.spec.input_dim)
             return (columns, offsets) if columns.size == offsets[-1] else None
-        elif isinstance(X[0], (str, bytes)):
-            rows = token_rows(X, stage.analyzer)
-            if rows.kind != "documents":
-                return None
-            try:
-                data, starts = token_bytes(rows.tokens)
-            except UnicodeEncodeError:
-                return None
-            offsets = rows.starts
-        else:
+        if not isinstance(X[0], (str, bytes)):
             return None
-        hashed = murmur3_32_many(data, starts, stage._key)
+        rows = stage.check(X)   # the stage's own reading: its analyzer, its errors naming the row
+        if rows.kind != "documents":
+            return None
+        hashed = stage.hashes(rows)
+        offsets = rows.starts
         columns = (hashed.astype(np.uint64) * _U64(self.spec.input_dim)) >> _U64(32)
         return columns, offsets
 
