@@ -36,7 +36,6 @@ keys from the seed's raw words (featurehash.maps.randomness), golden codes in te
 
 from __future__ import annotations
 
-from itertools import chain
 from typing import Literal
 
 import numpy as np

@@ -2,7 +2,7 @@
 tokens into the map's `input_dim` columns (the hashing trick, featurehash.maps.text.hashing, with the same
 params), so that one spec and one id cover text -> vectors -> features or codes.
 
-Defaults follow the map: for maps with discrete codes (gcws, binning) the weights must stay nonnegative and
+Defaults follow the map: for maps with discrete codes (gcws, minhash, binning) the weights must stay nonnegative and
 their scale is the kernel's business (GMM is a ratio of sums of minima and maxima of the weights), so the stage
 defaults to unsigned columns and no norm, and `input_dim` to 2^30 columns (no dimension to choose: GCWS and
 binning cost O(nnz) per row whatever input_dim is, and two of a document's ~10^3-10^4 distinct tokens share a
