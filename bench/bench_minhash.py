@@ -17,6 +17,9 @@ Quality: 200 planted pairs per set size (sets of `size` distinct random tokens s
 classical k-permutation on sets dense in a small universe (D = 256, |S| = 96-128), where Li & Li (ICML 2022) claim
 a lower variance.
 
+Binary rows: GCWS's two samplers and minhash on the same 0/1 CSR rows of 50 nonzeros (k = 128, one thread), where
+GMM is the Jaccard similarity: hashing CPU time a row, and a similarity join's planted pairs with each map.
+
 Index (--index, needs Redis at REDIS_URL, default redis://127.0.0.1:6379/0): 100,000 sets of 50 tokens (ids of
 columns in [0, 2^30)), k = 128, 16 bands of 8 (threshold ~0.7), inserted in batches of 5,000 and queried one set at a
 time (200 near copies: 5 of 50 tokens replaced), hashing included on both sides: featurehash's Redis LSH index
@@ -247,6 +250,57 @@ def index_report(rows: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def binary_rows(rounds: int) -> str:
+    """GCWS (both samplers) against minhash on the same binary CSR rows of 50 nonzeros (k = 128, one thread,
+    interleaved): the hashing CPU time a row, and a similarity join's pairs on planted near-duplicates."""
+    import scipy.sparse as sp
+    from featurehash import create_map
+    from featurehash.dedup import similarity_join
+
+    rng = np.random.default_rng(3)
+    n, d, nnz, k = 4000, 100_000, 50, 128
+    columns = np.argsort(rng.random((n, 2000)), axis=1)[:, :nnz] * (d // 2000)
+    X = sp.csr_matrix((np.ones(n * nnz), columns.ravel(), np.arange(0, n * nnz + 1, nnz)), shape=(n, d))
+    X.sort_indices()
+    maps = {"gcws icws": create_map({"method": "gcws", "input_dim": d, "n_components": k, "seed": 1}),
+            "gcws dart": create_map({"method": "gcws", "input_dim": d, "n_components": k, "seed": 1,
+                                     "params": {"sampler": "dart"}}),
+            "minhash": create_map({"method": "minhash", "input_dim": d, "n_components": k, "seed": 1})}
+    calls = {"gcws icws": lambda: maps["gcws icws"].hash(X), "gcws dart": lambda: maps["gcws dart"].hash(X),
+             "minhash": lambda: maps["minhash"].hash(X, threads=1)}
+    import threadpoolctl
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    with threadpoolctl.threadpool_limits(1):
+        import numba
+        numba.set_num_threads(1)
+        for fn in calls.values():
+            fn()
+        for _ in range(rounds):
+            for name, fn in calls.items():
+                times[name].append(clock(fn)[0] / n * 1e6)
+    lines = ["", f"Binary rows: {n} CSR rows of {nnz} nonzeros, k = {k}, one thread: hashing CPU us a row (median)"]
+    base = float(np.median(times["minhash"]))
+    for name, values in times.items():
+        lines.append(f"{name:>12} {np.median(values):9.2f} us  ({np.median(values) / base:5.1f}x minhash)")
+    # planted near-duplicates: 300 rows and a copy of each with 5 of 50 columns moved; joins at J >= 0.7
+    base_rows = X[:300]
+    moved = columns[:300].copy()
+    moved[:, :5] = rng.integers(0, d, (300, 5))
+    copies = sp.csr_matrix((np.ones(300 * nnz), moved.ravel(), np.arange(0, 300 * nnz + 1, nnz)), shape=(300, d))
+    copies.sum_duplicates()
+    copies.data[:] = 1.0
+    Y = sp.vstack([base_rows, copies, X[300:1300]]).tocsr()
+    found = {}
+    for name in ("gcws dart", "minhash"):
+        result = similarity_join(Y, maps[name], 0.7, target_recall=0.99)
+        found[name] = set(zip(result.i.tolist(), result.j.tolist()))
+    planted_pairs = {(i, 300 + i) for i in range(300)}
+    lines.append(f"join at J >= 0.7 (target recall 0.99), 300 planted pairs among 1,600 rows: gcws dart found "
+                 f"{len(found['gcws dart'] & planted_pairs)}, minhash {len(found['minhash'] & planted_pairs)}; "
+                 f"pairs in one answer only: {len(found['gcws dart'] ^ found['minhash'])}")
+    return "\n".join(lines) + "\n"
+
+
 def report(one: dict, default: dict, rounds: int, quality_rows: dict) -> str:
     lines = [f"bench/bench_minhash.py: {os.cpu_count()} cores (shared), rounds {rounds}, medians, microseconds a set",
              "CPU = process CPU time (all threads) / sets; wall = elapsed / sets. fh = featurehash minhash",
@@ -300,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
                               capture_output=True, text=True, check=True)
         results[mode] = json.loads(done.stdout)
     text = report(results["one"], results["default"], args.rounds, quality())
+    text += binary_rows(args.rounds)
     if args.index:
         text += index_report(index_bench())
     print(text)
