@@ -174,7 +174,7 @@ def test_short_sets_densify_past_the_cached_probe_tries():
 def test_the_k_loop_is_vectorised():
     """The inner loop over samples compiles to vector integer multiply and min (LLVM IR vector types): the
     reason the pass keeps up with a compiled peer."""
-    m = minhash(n_components=64, variant="k_permutation")
+    m = minhash(n_components=64, variant="k_permutation").materialize()
     fresh = numba.njit(nogil=True)(_set_kernels.k_permutation_rows.py_func)   # cached code cannot be inspected
     codes = np.empty((1, 64), dtype=np.int64)
     fresh(np.arange(10, dtype=np.uint64), np.array([0, 10]), 0, 1, m._key, m._multipliers, m._offsets, codes)
@@ -259,8 +259,13 @@ def test_spec_defaults_ids_and_refusals():
         resolve_spec({"method": "minhash", "input_dim": 10, "n_components": 11, "params": {"variant": "circulant"}})
     with pytest.raises(SpecError, match="variant"):
         resolve_spec({"method": "minhash", "input_dim": 10, "n_components": 4, "params": {"variant": "x"}})
-    m = minhash(10, 4, variant="circulant").materialize()
-    assert m.nbytes == m.planned_nbytes
+    for variant in VARIANTS:
+        m = minhash(10, 4, variant=variant)
+        assert m.nbytes == 0   # nothing of the spec's size is made before it is used
+        assert m.materialize().nbytes == m.planned_nbytes
+    huge = {"method": "minhash", "input_dim": 10, "n_components": 2**22}
+    with pytest.raises(SpecError, match="n_components"):   # priced before any table is made
+        create_map(huge, max_nbytes=2**20)
 
 
 def test_one_hot_features_inner_product_is_the_b_bit_match_fraction():
@@ -268,7 +273,7 @@ def test_one_hot_features_inner_product_is_the_b_bit_match_fraction():
     m = minhash(50, 32, bits=3)
     features = m.transform(X).to_csr()
     assert features.shape == (5, 32 << 3) and (features.getnnz(axis=1) == 32).all()
-    low = _set_kernels.mixed_low_bits(m._bit_keys, m.hash(X), 3)
+    low = _set_kernels.mixed_low_bits(m.bit_keys(), m.hash(X), 3)
     np.testing.assert_allclose((features @ features.T).toarray(), (low[:, None] == low[None]).mean(axis=2), atol=1e-6)
 
 

@@ -86,17 +86,19 @@ class MinHashMap(DiscreteCodeMap):
 
     def __init__(self, spec: MapSpec):
         super().__init__(spec)
-        k, seed = spec.n_components, spec.seed
-        variant = self.params.variant
+        seed = spec.seed
         self._key = randomness.counter_key(seed, "minhash.elements")
-        self._bit_keys = stream_keys(randomness.counter_key(seed, "minhash.bits"), k)
-        self._multipliers = self._offsets = self._probes = self._sigma = self._pi = None
-        if variant == "k_permutation":
-            self._multipliers = randomness.raw_words(seed, "minhash.multipliers", k) | _U64(1)
-            self._offsets = randomness.raw_words(seed, "minhash.offsets", k)
-        elif variant == "one_permutation":
-            self._densify_key = randomness.counter_key(seed, "minhash.densify")
-            self._probes = _set_kernels.probe_table(self._densify_key, k)
+        self._densify_key = randomness.counter_key(seed, "minhash.densify")
+        # Tables are made on first use (`materialize`): a spec of millions of samples is priced
+        # (`planned_nbytes_bound`) before anything of its size is allocated.
+        self._bit_keys_made = self._multipliers = self._offsets = self._probes = self._sigma = self._pi = None
+
+    def bit_keys(self) -> np.ndarray:
+        """The seeded keys of the b-bit mix, one per sample (uint64)."""
+        if self._bit_keys_made is None:
+            self._bit_keys_made = stream_keys(randomness.counter_key(self.spec.seed, "minhash.bits"),
+                                              self.spec.n_components)
+        return self._bit_keys_made
 
     @classmethod
     def check_spec(cls, spec: MapSpec) -> None:
@@ -134,21 +136,40 @@ class MinHashMap(DiscreteCodeMap):
             self._sigma = sigma
         return self._sigma, self._pi
 
-    def materialize(self) -> "MinHashMap":
-        if self.params.variant == "circulant":
+    def _tables(self) -> None:
+        """The variant's tables (each made once; two threads making one at once make the same numbers)."""
+        k, seed, variant = self.spec.n_components, self.spec.seed, self.params.variant
+        if variant == "k_permutation" and self._offsets is None:
+            self._multipliers = randomness.raw_words(seed, "minhash.multipliers", k) | _U64(1)
+            self._offsets = randomness.raw_words(seed, "minhash.offsets", k)
+        elif variant == "one_permutation" and self._probes is None:
+            self._probes = _set_kernels.probe_table(self._densify_key, k)
+        elif variant == "circulant":
             self._circulant_tables()
+
+    def materialize(self) -> "MinHashMap":
+        self._tables()
+        self.bit_keys()
         return self
+
+    @classmethod
+    def _table_bytes(cls, spec: MapSpec) -> int:
+        k, D = spec.n_components, spec.input_dim
+        tables = {"k_permutation": 16 * k, "one_permutation": 4 * k * _set_kernels.PROBES_CACHED,
+                  "circulant": 4 * (2 * D + k)}[spec.params["variant"]]
+        return tables + 8 * k   # and the b-bit keys
+
+    @classmethod
+    def planned_nbytes_bound(cls, spec: MapSpec, **options) -> int:
+        return cls._table_bytes(spec)
 
     @property
     def planned_nbytes(self) -> int:
-        k, D = self.spec.n_components, self.spec.input_dim
-        tables = {"k_permutation": 16 * k, "one_permutation": 4 * k * _set_kernels.PROBES_CACHED,
-                  "circulant": 4 * (2 * D + k)}[self.params.variant]
-        return tables + self._bit_keys.nbytes
+        return self._table_bytes(self.spec)
 
     @property
     def nbytes(self) -> int:
-        held = [self._multipliers, self._offsets, self._probes, self._sigma, self._pi, self._bit_keys]
+        held = [self._multipliers, self._offsets, self._probes, self._sigma, self._pi, self._bit_keys_made]
         return sum(array.nbytes for array in held if array is not None)
 
     # -- codes ---------------------------------------------------------------------------------------------
@@ -193,6 +214,7 @@ class MinHashMap(DiscreteCodeMap):
     def _kernel(self, elements: np.ndarray):
         """pass(offsets, first, last, codes): the variant's compiled pass over rows first..last-1."""
         variant, K = self.params.variant, _set_kernels
+        self._tables()
         if variant == "one_permutation":
             key, densify, probes = self._key, self._densify_key, self._probes
             return lambda offsets, first, last, codes: K.one_permutation_rows(elements, offsets, first, last, key,
@@ -208,7 +230,7 @@ class MinHashMap(DiscreteCodeMap):
     def _finish(self, codes: np.ndarray) -> np.ndarray:
         if self.params.code_bits is None:
             return codes
-        return _set_kernels.mixed_low_bits(self._bit_keys, codes, self.params.code_bits)
+        return _set_kernels.mixed_low_bits(self.bit_keys(), codes, self.params.code_bits)
 
     def row_sets(self, X) -> tuple[np.ndarray, np.ndarray]:
         """(elements, offsets) of a batch: a row's nonzero columns, or a token list's or document's token
@@ -260,7 +282,7 @@ class MinHashMap(DiscreteCodeMap):
         """b-bit one-hot features: the lowest `bits` bits of a seeded mix of each full code."""
         elements, offsets = self.row_sets(X)
         codes = self._codes(elements, offsets, None)
-        low = _set_kernels.mixed_low_bits(self._bit_keys, codes, self.params.bits)
+        low = _set_kernels.mixed_low_bits(self.bit_keys(), codes, self.params.bits)
         low[low == EMPTY_CODE] = (1 << self.params.bits) - 1   # an empty set's block: a fixed position
         return self._one_hot(low, self.params.bits)
 
