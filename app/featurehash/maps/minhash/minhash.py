@@ -43,7 +43,7 @@ import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from .. import randomness
-from ..base import EMPTY_CODE, EMPTY_ROWS, CodeFamily, DiscreteCodeMap, OneHotFeatures, require, \
+from ..base import EMPTY_CODE, EMPTY_ROWS, CodeFamily, DiscreteCodeMap, OneHotFeatures, match_fraction, require, \
     without_default_empty_rows
 from ..errors import InputError
 from ..inputs import csr_parts
@@ -291,7 +291,7 @@ class MinHashMap(DiscreteCodeMap):
         2^-b of two different samples' b bits agreeing, and clipped to [0, 1])."""
         codes_x = self.hash(X)
         codes_y = codes_x if Y is None else self.hash(Y)
-        matches = (codes_x[:, None, :] == codes_y[None, :, :]).mean(axis=2)
+        matches = match_fraction(codes_x, codes_y)   # row by row: no (n, m, k) temporary
         if self.params.code_bits is None:
             return matches
         chance = 2.0 ** -self.params.code_bits
