@@ -209,6 +209,18 @@ def test_token_lists_and_documents_hash_as_the_stage_rows():
     assert (coded.hash([["a"], []])[1] == EMPTY_CODE).all()
 
 
+def test_the_token_list_pass_is_the_stages_murmur3_columns_for_any_length_and_alphabet():
+    """Tokens of 0-12 characters, ASCII and multi-byte UTF-8 (every tail length of MurmurHash3's 4-byte blocks):
+    the compiled split-and-hash pass gives the columns of the stage's CSR rows, hence the same codes."""
+    m = create_map({"method": "minhash", "n_components": 32, "seed": 9, "input": {"hashing": {}}})
+    rng = np.random.default_rng(1)
+    alphabet = list("abcdefghij") + ["é", "ß", "中", "😀"]
+    rows = [["".join(rng.choice(alphabet, size=rng.integers(0, 13))) for _ in range(rng.integers(1, 30))]
+            for _ in range(300)]
+    np.testing.assert_array_equal(m.hash(rows), m.hash(m.text_stage.transform(rows, dtype=np.float64)))
+    assert m.hash([[""]]).shape == (1, 32)   # only empty tokens: the general path
+
+
 # ---------------------------------------------------------------- 4. empty sets, b-bit codes, the spec
 
 

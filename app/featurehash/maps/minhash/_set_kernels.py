@@ -227,6 +227,7 @@ def separated_token_columns(data, expected, seed, width):
     ends[separators] = data.size
     columns = np.empty(expected, dtype=np.uint64)
     mask, c1, c2 = np.uint64(0xFFFFFFFF), np.uint64(0xCC9E2D51), np.uint64(0x1B873593)
+    last = data.size - 1   # the caller passes at least one byte
     begin = 0
     for t in range(expected):
         stop = ends[t]
@@ -242,18 +243,17 @@ def separated_token_columns(data, expected, seed, width):
             h1 ^= (k1 * c2) & mask
             h1 = ((h1 << np.uint64(13)) | (h1 >> np.uint64(19))) & mask
             h1 = (h1 * np.uint64(5) + np.uint64(0xE6546B64)) & mask
+        # The tail without a branch: its bytes read clamped to the data and masked to the `rest` of them; with
+        # no rest the masked word is 0, which scrambles to 0 (the reference's `if rest` skips a no-op). Branches
+        # on the tail's length mispredicted token after token and kept the hashes of neighbours from overlapping.
         tail = begin + 4 * blocks
         rest = length & 3
-        k1 = np.uint64(0)
-        if rest == 3:
-            k1 ^= np.uint64(data[tail + 2]) << np.uint64(16)
-        if rest >= 2:
-            k1 ^= np.uint64(data[tail + 1]) << np.uint64(8)
-        if rest >= 1:
-            k1 ^= np.uint64(data[tail])
-            k1 = (k1 * c1) & mask
-            k1 = ((k1 << np.uint64(15)) | (k1 >> np.uint64(17))) & mask
-            h1 ^= (k1 * c2) & mask
+        word = (np.uint64(data[min(tail, last)]) | (np.uint64(data[min(tail + 1, last)]) << np.uint64(8))
+                | (np.uint64(data[min(tail + 2, last)]) << np.uint64(16)))
+        k1 = word & ((np.uint64(1) << np.uint64(8 * rest)) - np.uint64(1))
+        k1 = (k1 * c1) & mask
+        k1 = ((k1 << np.uint64(15)) | (k1 >> np.uint64(17))) & mask
+        h1 ^= (k1 * c2) & mask
         h1 ^= np.uint64(length) & mask
         h1 ^= h1 >> np.uint64(16)
         h1 = (h1 * np.uint64(0x85EBCA6B)) & mask

@@ -263,6 +263,8 @@ class MinHashMap(DiscreteCodeMap):
                 data = "\0".join(map("\0".join, X)).encode("utf-8")
             except (TypeError, UnicodeEncodeError):
                 return None   # the stage's own check names the row at fault
+            if not data:
+                return None   # only empty tokens: nothing the pass could read
             offsets = np.zeros(len(X) + 1, dtype=np.int64)
             np.cumsum(lengths, out=offsets[1:])
             columns = _set_kernels.separated_token_columns(np.frombuffer(data, dtype=np.uint8), int(offsets[-1]),
