@@ -277,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 "(and their clusters)")
     dedup.add_argument("input", help="2-D .npy array (memory-mapped), sparse .npz matrix, or .jsonl / .txt "
                        "documents for a spec with a text stage")
-    dedup.add_argument("--spec", required=True, help="spec JSON file of a gcws or binning map")
+    dedup.add_argument("--spec", required=True, help="spec JSON file of a gcws, minhash or binning map")
     dedup.add_argument("--threshold", required=True, type=float, help="least similarity of a pair, in (0, 1]")
     dedup.add_argument("--target-recall", dest="target_recall", type=float, default=0.95,
                        help="chance a pair at the threshold is found (default 0.95)")

@@ -348,3 +348,22 @@ def test_serve_with_an_unreachable_redis_says_so_in_one_line_and_serves(tmp_path
             assert http.get("/readyz").status_code == 503
     finally:
         assert not server.terminate()
+
+
+def test_minhash_codes_of_text_and_of_sparse_rows(tmp_path, capsys):
+    """The set method through the CLI: documents and token lists through its text stage, and rows of a .npz
+    (their supports), in chunks, are the library's codes."""
+    text = {"method": "minhash", "n_components": 32, "seed": 3, "input": {"hashing": {"ngram_range": [1, 2]}}}
+    spec = _write_spec(tmp_path, text)
+    for rows in (LINES, [line.split() for line in LINES]):
+        (tmp_path / "in.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+        assert main(["hash", "--spec", spec, "--input", str(tmp_path / "in.jsonl"), "--output",
+                     str(tmp_path / "codes"), "--chunk-rows", "2", "--quiet"]) == 0
+        np.testing.assert_array_equal(np.load(tmp_path / "codes.npy"), create_map(text).hash(rows))
+    rows_spec = {"method": "minhash", "input_dim": 50, "n_components": 16, "seed": 1,
+                 "params": {"variant": "k_permutation"}}
+    X = sp.random(7, 50, density=0.2, format="csr", random_state=1)
+    sp.save_npz(tmp_path / "rows.npz", X)
+    assert main(["hash", "--spec", _write_spec(tmp_path, rows_spec), "--input", str(tmp_path / "rows.npz"),
+                 "--output", str(tmp_path / "row_codes"), "--chunk-rows", "3", "--quiet"]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "row_codes.npy"), create_map(rows_spec).hash(X))

@@ -29,6 +29,7 @@ from featurehash.maps import InputError  # noqa: E402
 SPARSE_GCWS = {"method": "gcws", "input_dim": 2000, "n_components": 128, "seed": 7}
 DENSE_GCWS = {"method": "gcws", "input_dim": 24, "n_components": 128, "seed": 8}
 BINNING = {"method": "binning", "input_dim": 6, "n_components": 128, "seed": 5, "params": {"gamma": 1.0}}
+MINHASH = {"method": "minhash", "input_dim": 2000, "n_components": 128, "seed": 6}
 RTOL = 1e-12
 
 
@@ -54,6 +55,8 @@ CASES = {   # name: (rows, spec, row chunk, threshold)
     "dense-gcws": (lambda: dense_planted(n_groups=80, group_size=4, n_background=100, dim=24, seed=1),
                    DENSE_GCWS, 130, 0.6),
     "dense-binning": (lambda: _binning_rows(100, seed=3), BINNING, 170, 0.7),
+    "sparse-minhash": (lambda: sparse_planted(n_groups=100, group_size=4, n_background=200, dim=2000, nnz=30,
+                                              seed=4), MINHASH, 150, 0.5),
 }
 
 
@@ -84,7 +87,7 @@ def test_self_join_equals_in_process(client, cases, name):
     _assert_same_pairs(pairs, similarity_join(X, create_map(spec), threshold))
 
 
-@pytest.mark.parametrize("name", ["dense-binning", "sparse-gcws"])
+@pytest.mark.parametrize("name", ["dense-binning", "sparse-gcws", "sparse-minhash"])
 def test_two_collections_equal_in_process(client, cases, name):
     X, _, spec, threshold = cases[name]
     half = X.shape[0] // 2

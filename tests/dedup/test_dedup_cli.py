@@ -81,8 +81,12 @@ TEXT_SPEC = {"method": "gcws", "n_components": 128, "params": {"sampler": "dart"
              "input": {"hashing": {"ngram_range": [3, 3]}}}
 
 
-@pytest.mark.parametrize("suffix", [".txt", ".jsonl"])
-def test_documents_of_a_text_file_are_joined_through_the_specs_text_stage(tmp_path, capsys, suffix):
+TEXT_MINHASH = {"method": "minhash", "n_components": 128, "input": {"hashing": {"ngram_range": [3, 3]}}}
+
+
+@pytest.mark.parametrize("suffix, spec", [(".txt", TEXT_SPEC), (".jsonl", TEXT_SPEC), (".txt", TEXT_MINHASH)],
+                         ids=["txt", "jsonl", "txt-minhash"])
+def test_documents_of_a_text_file_are_joined_through_the_specs_text_stage(tmp_path, capsys, suffix, spec):
     rng = np.random.default_rng(3)
     documents = []
     for _ in range(30):
@@ -92,12 +96,12 @@ def test_documents_of_a_text_file_are_joined_through_the_specs_text_stage(tmp_pa
         documents += [" ".join(words), " ".join(edited)]
     path = tmp_path / f"docs{suffix}"
     path.write_text("\n".join(json.dumps(d) if suffix == ".jsonl" else d for d in documents) + "\n")
-    (tmp_path / "text.json").write_text(json.dumps(TEXT_SPEC))
+    (tmp_path / "text.json").write_text(json.dumps(spec))
     argv = ["dedup", str(path), "--spec", str(tmp_path / "text.json"), "--threshold", "0.6", "--pairs",
             str(tmp_path / "pairs.npz"), "--clusters", str(tmp_path / "labels.npy"), "--memory-budget", "64kB",
             "--no-progress"]
     assert main(argv) == 0
-    expected = duplicate_clusters(documents, create_map(TEXT_SPEC), 0.6)
+    expected = duplicate_clusters(documents, create_map(spec), 0.6)
     assert json.loads(capsys.readouterr().out)["count"] == len(expected.pairs) == 30
     np.testing.assert_array_equal(np.load(tmp_path / "labels.npy"), expected.labels)
     (tmp_path / "bad.jsonl").write_text('"a fine document here"\n{"broken": \n')

@@ -129,3 +129,22 @@ def test_every_float16_value_decodes_exactly(d):
         expected = bits.view(np.float16).astype(np.float64) * 0.75
     assert np.array_equal(decoded, expected, equal_nan=True)
     assert np.array_equal(np.signbit(decoded), np.signbit(expected))
+
+
+@pytest.mark.parametrize("kind", ["sparse", "float32", "float16"])
+def test_packed_jaccard_is_the_reference_and_the_exact_jaccard_of_supports(kind):
+    """The Jaccard family (minhash) re-ranks from packed vectors through the GMM path with the support's
+    indicator: bit for bit the reference, and |S n T| / |S u T| of the nonzero columns whatever the values."""
+    from featurehash.lsh.similarity import Jaccard
+
+    rng = np.random.default_rng(9)
+    X = rows(rng, 25, 60, 0.2)
+    q = rows(rng, 1, 60, 0.2)
+    words, starts = packed(kind, X)
+    S, T = q[0] != 0, X != 0
+    exact = (S & T).sum(axis=1) / (S | T).sum(axis=1)
+    for query in (q[0], sp.csr_matrix(q)):
+        expected, _ = reference(Jaccard(), kind, query, X)
+        got = packed_similarities(Jaccard(), query, kind, words, starts, 60)
+        np.testing.assert_array_equal(got, expected)
+        np.testing.assert_array_equal(got, exact)

@@ -213,3 +213,29 @@ def test_pairs_are_the_kernels_and_an_empty_block_is_empty():
                                rtol=1e-12)
     for similarity in (GMM(2.0), Laplacian(1.0)):
         assert aligned_pairs(similarity, X[:0], X[:0]).size == 0
+
+
+def test_jaccard_family_is_the_jaccard_of_supports_in_every_shape():
+    """minhash's code family: RowSimilarity.query, ExactPairs and aligned_pairs give |S n T| / |S u T| of the
+    rows' nonzero columns (signs and magnitudes ignored), exactly, with two empty rows at 1."""
+    import scipy.sparse as sp
+
+    from featurehash.lsh.similarity import ExactPairs, Jaccard, aligned_pairs, similarity_of
+    from featurehash.maps import create_map
+
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((12, 40)) * (rng.random((12, 40)) < 0.3)
+    X[11] = 0.0
+    S = X != 0
+    inter = S.astype(int) @ S.T.astype(int)
+    union = S.sum(1)[:, None] + S.sum(1)[None, :] - inter
+    exact = np.where(union > 0, inter / np.maximum(union, 1), 1.0)
+    m = create_map({"method": "minhash", "input_dim": 40, "n_components": 8, "params": {"empty_rows": "code"}})
+    similarity = similarity_of(m)
+    assert isinstance(similarity, Jaccard)
+    np.testing.assert_array_equal(m.exact_kernel(X), exact)
+    i, j = np.meshgrid(np.arange(12), np.arange(12), indexing="ij")
+    for rows in (X, sp.csr_matrix(X)):
+        np.testing.assert_array_equal(ExactPairs(similarity, rows)(i.ravel(), j.ravel()), exact.ravel())
+        np.testing.assert_array_equal(similarity.query(X[0], rows), exact[0])
+    np.testing.assert_array_equal(aligned_pairs(similarity, X, X[::-1]), exact[np.arange(12), np.arange(12)[::-1]])

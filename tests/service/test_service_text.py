@@ -266,3 +266,32 @@ def test_text_work_is_priced_by_its_characters():
     assert math.isclose(state.check_text_work(create_map(HASHING), 1, 1000, "x", multiplier=2.0),
                         2 * state.check_text_work(create_map(HASHING), 1, 1000, "x"))
     assert json.dumps(seconds)
+
+
+def test_minhash_over_documents_hashes_bands_and_indexes_as_the_library(http):
+    """The set method over HTTP: codes and band keys of documents are the library's, and an index keeping sparse
+    vectors re-ranks by the exact Jaccard of the documents' shingle sets."""
+    from featurehash.lsh.banding import band_keys
+
+    spec = {"method": "minhash", "n_components": 64, "seed": 6, "input": {"hashing": {"ngram_range": [3, 3]}}}
+    created = http.post("/v1/maps", json=spec)
+    assert created.status_code in (200, 201), created.text
+    described, library = created.json(), create_map(spec)
+    assert described["id"] == library.spec.id and described["has_hash"]
+    documents = corpus(60, seed=11)
+    hashed = http.post(f"/v1/maps/{described['id']}/hash", json={"documents": documents[:10], "bands": 8})
+    assert hashed.status_code == 200, hashed.text
+    codes = np.asarray(hashed.json()["codes"])
+    np.testing.assert_array_equal(codes, library.hash(documents[:10]))
+    assert hashed.json()["band_keys"] == band_keys(codes, 8).tolist()
+    made = http.post("/v1/indexes", json={"map_id": described["id"], "name": "text-minhash", "vectors": "sparse",
+                                          "threshold": 0.5})
+    assert made.status_code == 201 and made.json()["ranking"] == "exact", made.text
+    assert http.post("/v1/indexes/text-minhash/items", json={"ids": [str(i) for i in range(60)],
+                                                            "documents": documents}).status_code == 200
+    query = edited(documents[17], 3, seed=2)
+    found = http.post("/v1/indexes/text-minhash/query", json={"documents": [query], "top_k": 2}).json()
+    best = found["results"][0][0]
+    assert best["id"] == "17"
+    assert best["similarity"] == pytest.approx(library.exact_kernel([query], [documents[17]])[0, 0], abs=1e-12)
+    assert http.delete("/v1/indexes/text-minhash").status_code == 204

@@ -21,7 +21,7 @@ from .keys import hash_collection, row_chunks
 from .spill import BandKeySpill, plan_spill
 
 # the methods whose codes estimate an exact similarity (featurehash.lsh.similarity's table), for messages
-CODE_METHODS = "gcws, binning"
+CODE_METHODS = "gcws, minhash, binning"
 DEFAULT_CHUNK_ROWS = 8192
 DEFAULT_BLOCK_PAIRS = 1 << 20
 # bytes of memory per pair of a block while it is verified (indices, gathered keys, similarities, masks)
@@ -100,8 +100,9 @@ def similarity_join(X, feature_map, threshold: float, *, Y=None, target_recall: 
     missed and wrongly kept.
 
     With gcws `zero_bit` the codes keep i* only and agree with probability close to, not exactly, GMM, so
-    the S-curve's recall is approximate there. Requires a map with discrete codes ("gcws" or "binning"). `progress` shows
-    tqdm bars for the hashing and the bands.
+    the S-curve's recall is approximate there. Requires a map with discrete codes ("gcws", "minhash" or
+    "binning"; minhash's similarity is the Jaccard of the rows' supports, which its codes match with
+    probability exactly). `progress` shows tqdm bars for the hashing and the bands.
 
     Inputs (`featurehash.dedup.sources`): X and Y may be arrays, sparse matrices, .npy paths (memory-mapped),
     .npz paths (scipy sparse, memory-mapped when saved uncompressed, or one numpy array) or iterables of row

@@ -333,8 +333,10 @@ def _packed_laplacian(similarity: Laplacian, query, kind: str, words: np.ndarray
 
 
 # Code family -> its similarity from packed vectors (featurehash.lsh.similarity.SIMILARITIES's entries, compiled).
+# Jaccard is GMM of indicator rows: `_packed_gmm`'s general path with the similarity's indicator as its power.
 PACKED: dict[CodeFamily, Callable[..., np.ndarray]] = {CodeFamily.GMM: _packed_gmm,
-                                                       CodeFamily.LAPLACIAN: _packed_laplacian}
+                                                       CodeFamily.LAPLACIAN: _packed_laplacian,
+                                                       CodeFamily.JACCARD: _packed_gmm}
 
 
 def packed_similarities(similarity: RowSimilarity, query, kind: str, words: np.ndarray, starts: np.ndarray,

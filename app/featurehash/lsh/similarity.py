@@ -9,6 +9,9 @@ map's `code_family` (featurehash.maps.base.CodeFamily), never by method name.
   All vectors are first divided by one common scale (the ratio does not change), so no power overflows.
   Two zero vectors: 1.
 - Laplacian (binning): exp(-gamma ||x - y||_1) (Rahimi & Recht's random binning).
+- Jaccard (minhash): |S n T| / |S u T| of the rows' supports S = {i : x_i != 0}. It is GMM of the 0/1
+  indicator rows (sum min / sum max of two indicators is |S n T| / |S u T|), so it is the GMM machinery with the
+  indicator in place of the power t(x); every sum is of small integers, hence exact in any order.
 
 Two shapes of the same numbers, each keeping its own order of floating-point operations (the answers of the
 index and of dedup are pinned bit for bit):
@@ -131,8 +134,27 @@ class Laplacian(RowSimilarity):
         return self.combine(None, l1_distances(query, candidates))
 
 
+class Jaccard(GMM):
+    family = CodeFamily.JACCARD
+
+    def __init__(self):
+        super().__init__(1.0)
+        # Not 1.0: the packed re-ranking's p = 1 shortcuts read the values themselves, not their indicator.
+        self.power = 0.0
+        self.transforms = True
+
+    @classmethod
+    def of_params(cls, params) -> Jaccard:
+        return cls()
+
+    def signed_power(self, values: np.ndarray, scale: float) -> np.ndarray:
+        """The indicator of the support, in place of t(x): GMM of indicators is the Jaccard of the supports."""
+        return (np.asarray(values) != 0).astype(np.float64)
+
+
 # Code family -> its similarity: the one table every caller looks a map up in.
-SIMILARITIES: dict[CodeFamily, type[RowSimilarity]] = {GMM.family: GMM, Laplacian.family: Laplacian}
+SIMILARITIES: dict[CodeFamily, type[RowSimilarity]] = {GMM.family: GMM, Laplacian.family: Laplacian,
+                                                       Jaccard.family: Jaccard}
 
 
 def has_exact_similarity(feature_map) -> bool:

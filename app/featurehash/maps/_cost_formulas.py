@@ -39,6 +39,9 @@ class Units:
     nystroem_fit: float = 1.0     # one unit of rows * m * (d + m) of the Nystroem fit (gaussian, polynomial,
     nystroem_fit_portable: float = 20.0  # laplacian, chi2: compiled, 0.23-0.27 measured); arc-cosine, gmm ~10x more
     portable_kernel: float = 12.0  # one (coordinate, landmark) step of a portable (non-BLAS) kernel column
+    set_step: float = 0.5         # one (element, sample) step of minhash "k_permutation" (vector lanes; 0.18 measured)
+    set_element: float = 5.0      # one element of a minhash "one_permutation" / "circulant" pass (1.5 measured)
+    set_sample: float = 10.0      # one sample of one minhash row: densification, its code (~5 measured)
     text_character: float = 100.0  # one character of a document: analyzer (regular expressions), hash, CSR
 
 
@@ -211,6 +214,25 @@ class Sampled(Formula):
         return Estimate((z * D * step + D * U.sample_row) * NS, "n_components")
 
 
+class SetMinHash(Formula):
+    """minhash: k = D samples of a set of z elements.
+
+    creation = D random (keys and probe tables), + 2 d random for "circulant" (its two permutation tables)
+    row      = "k_permutation": z D set_step + D sample_row; else z set_element + D set_sample
+    """
+
+    def creation(self, spec: MapSpec, **options) -> Estimate:
+        D = spec.n_components
+        tables = 2 * spec.input_dim if spec.params.get("variant") == "circulant" else 0
+        return Estimate(self.fixed + (D + tables) * U.random * NS, size_field(spec))
+
+    def row(self, spec: MapSpec, z: float, sparse: bool = False, **options) -> Estimate:
+        D = spec.n_components
+        if spec.params.get("variant") == "k_permutation":
+            return Estimate((z * D * U.set_step + D * U.set_sample) * NS, "n_components")
+        return Estimate((z * U.set_element + D * U.set_sample) * NS, "n_components")
+
+
 class Quadrature(Formula):
     """quadrature: P = D/2 points of r coordinates each (r = d, or the largest ANOVA subset).
 
@@ -335,4 +357,5 @@ FORMULAS: dict[str, Formula] = {
     "random_maclaurin": Polynomial(), "tensorsketch": TensorSketch(),
     "gcws": Sampled(2), "binning": Sampled(1), "quadrature": Quadrature(), "nystroem": Nystroem(),
     "additive_chi2": AdditiveChi2(), "ssf": SSF(), "hashing": Hashing(),
+    "minhash": SetMinHash(),
 }

@@ -57,6 +57,7 @@ class CodeFamily(enum.Enum):
 
     GMM = "gmm"              # (p)GMM of the split vectors raised to params.power (gcws, either sampler)
     LAPLACIAN = "laplacian"  # exp(-params.gamma ||x - y||_1) (binning)
+    JACCARD = "jaccard"      # |S n T| / |S u T| of the rows' supports, their nonzero columns (minhash)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ IMPLEMENTATIONS: dict[str, tuple[str, str]] = {
     "additive_chi2": ("fourier.additive_chi2", "AdditiveChi2Map"),
     "skewed_chi2": ("fourier.skewed_chi2", "SkewedChi2Map"),
     "hashing": ("text.hashing", "HashingMap"),
+    "minhash": ("minhash.minhash", "MinHashMap"),
 }
 
 
@@ -94,6 +95,9 @@ GUIDE: dict[str, tuple[str, str]] = {
                 "analyzer='word', ngram_range=(1, 1), lowercase=True, strip_accents=None, "
                 r"token_pattern='(?u)\\b\\w\\w+\\b', hash='murmur3', weighting='count', norm='l2', "
                 "alternate_sign=True"),
+    "minhash": ("Jaccard |S n T| / |S u T| of plain sets (a row's nonzero columns, a document's tokens through "
+                "input, or pre-hashed uint64 tokens): minwise hashing, codes (hash) or b-bit one-hot features",
+                "variant='one_permutation', bits=8, code_bits=None, empty_rows='error'"),
 }
 
 

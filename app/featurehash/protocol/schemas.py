@@ -44,7 +44,7 @@ class CreateMapRequest(BaseModel):
     input_dim: int | None = Field(default=None, strict=True, ge=1, le=MAX_INPUT_DIM, json_schema_extra=_omit_default,
                                   description="columns of the input vectors; 1 for 'hashing' (a row is a document); "
                                   "with a text `input` stage, the columns text is hashed into (default 2^30 for "
-                                  "gcws and binning)")
+                                  "gcws, minhash and binning)")
     n_components: int = Field(strict=True, ge=1, le=MAX_COMPONENTS,
                               description="output dimension (dense maps) or number of samples k (GCWS)")
     seed: int | None = Field(default=None, strict=True, ge=0, le=MAX_SEED)
@@ -161,7 +161,7 @@ class CreateIndexRequest(BaseModel):
         {"map_id": EXAMPLE_GCWS_ID, "name": "docs", "threshold": 0.7},
         {"map_id": EXAMPLE_TEXT_GCWS_ID, "name": "texts", "threshold": 0.5}]})
 
-    map_id: str = Field(description="a map with discrete codes (has_hash: gcws, binning)")
+    map_id: str = Field(description="a map with discrete codes (has_hash: gcws, minhash, binning)")
     # null is accepted for these (as omitted), so the schema keeps it.
     name: str | None = Field(default=None, pattern=f"^{NAME_PATTERN.pattern}$",
                              description="the index id, 1-64 of A-Z a-z 0-9 _ . - (first not _ . -); its keys are "
@@ -177,7 +177,7 @@ class CreateIndexRequest(BaseModel):
                                        "candidate; the choice minimises the false-positive area under that constraint")
     vectors: Literal["none", "sparse", "float32", "float16"] = Field(
         default="none", description="keep each item's vector to re-rank candidates by the exact kernel (GMM/pGMM for "
-        "gcws, Laplacian for binning): 'sparse' (4 + 8 nnz bytes), 'float32' (4 d), 'float16' (2 d + 4); 'none' "
+        "gcws, Jaccard of the supports for minhash, Laplacian for binning): 'sparse' (4 + 8 nnz bytes), 'float32' (4 d), 'float16' (2 d + 4); 'none' "
         "ranks by the match fraction of the k codes")
     forest_rows: list[Annotated[int, Field(ge=1, le=MAX_COMPONENTS - 1, strict=True)]] | None = Field(
         default=None, max_length=MAX_FOREST_LEVELS, description="shorter band prefixes (row counts below rows) also "

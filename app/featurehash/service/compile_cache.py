@@ -41,6 +41,9 @@ REQUESTS = (
     ("gcws", {"bits": 4}),
     ("gcws", {"bits": 4, "sampler": "dart"}),
     ("binning", {"gamma": 0.1}),
+    ("minhash", {}),
+    ("minhash", {"variant": "k_permutation", "code_bits": 8}),
+    ("minhash", {"variant": "circulant"}),
 )
 # Structured frequencies and SSF's FFT path take larger inputs (below them a dense product is used).
 WIDE_REQUESTS = (

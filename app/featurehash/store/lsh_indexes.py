@@ -136,7 +136,7 @@ def plan_index(feature_map: FeatureMap, *, name: str | None = None, bands: int |
         raise InputError("vectors", f"one of {', '.join(VECTOR_STORAGE)}")
     if not feature_map.has_hash:
         raise InputError("map_id", f"'{feature_map.spec.method}' maps have no discrete codes (has_hash is false): "
-                         "index a map that hashes, such as gcws or binning")
+                         "index a map that hashes, such as gcws, minhash or binning")
     name = f"ix-{secrets.token_hex(8)}" if name is None else check_name(name)
     threshold = check_fraction(threshold, "threshold")
     recall_at_threshold = check_fraction(recall_at_threshold, "recall_at_threshold")

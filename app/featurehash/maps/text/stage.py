@@ -2,7 +2,7 @@
 tokens into the map's `input_dim` columns (the hashing trick, featurehash.maps.text.hashing, with the same
 params), so that one spec and one id cover text -> vectors -> features or codes.
 
-Defaults follow the map: for maps with discrete codes (gcws, binning) the weights must stay nonnegative and
+Defaults follow the map: for maps with discrete codes (gcws, minhash, binning) the weights must stay nonnegative and
 their scale is the kernel's business (GMM is a ratio of sums of minima and maxima of the weights), so the stage
 defaults to unsigned columns and no norm, and `input_dim` to 2^30 columns (no dimension to choose: GCWS and
 binning cost O(nnz) per row whatever input_dim is, and two of a document's ~10^3-10^4 distinct tokens share a
@@ -37,8 +37,9 @@ def resolve_input(document: dict[str, Any], cls) -> dict[str, Any]:
     empty = stage.get("empty", "error")
     if empty not in EMPTY_CHOICES:
         raise SpecError("input.empty", f"one of {', '.join(EMPTY_CHOICES)}")
-    if empty == "code" and cls.method != "gcws":
-        raise SpecError("input.empty", "'code' is for gcws, whose codes need a nonzero row; other maps take an "
+    if empty == "code" and cls.method not in ("gcws", "minhash"):
+        raise SpecError("input.empty", "'code' is for gcws and minhash, whose codes need a nonempty row; other "
+                                       "maps take an "
                                        "empty document as the zero vector (which nrff and srf refuse unless "
                                        "params.empty_rows is 'zero')")
     params = stage["hashing"] if stage["hashing"] is not None else {}

@@ -1,0 +1,265 @@
+"""Compiled passes of the set minhash (`minhash.py`): one pass over each set's elements, integer arithmetic only.
+
+A batch is one flat array of elements (uint64 tokens, or a CSR matrix's int32/int64 column indices) and row
+offsets: row r is elements[offsets[r]:offsets[r + 1]]. Repeated elements need no removal, a minimum does not
+change when its element comes again.
+
+Every kernel is written so that the loop over the k samples is innermost, over contiguous uint64 (or uint32)
+arrays with no branch: LLVM turns it into vector multiply, add and min (vpmullq / vpminuq with AVX-512, emulated
+multiplies with AVX2). Integer results do not depend on the vector width, so the codes are the same bits on
+every machine.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from ..numerics._counter_random import GOLDEN, mix
+
+_ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+_THIRTY_TWO = np.uint64(32)
+_ONE = np.uint64(1)
+EMPTY = np.int64(2**63 - 1)   # featurehash.maps.base.EMPTY_CODE: no element, no minimum
+
+
+@nb.njit(inline="always")
+def premix(element, key):
+    """The element's pseudo-random 64-bit image: a keyed bijection (xor, then splitmix64's finaliser), so equal
+    images mean equal elements and structure in the input (consecutive columns) is gone."""
+    return mix(np.uint64(element) ^ key)
+
+
+@nb.njit(inline="always")
+def _bin(word, k):
+    """floor(word k / 2^64) from the top 32 bits: the bin of a premixed element among k (< 2^32) bins."""
+    return np.int64(((word >> _THIRTY_TWO) * np.uint64(k)) >> _THIRTY_TWO)
+
+
+# -- classical k-permutation minhash: h_j(x) = a_j premix(x) + b_j (mod 2^64), a_j odd -----------------------
+
+
+@nb.njit(nogil=True, inline="always")
+def _k_permutation_row(elements, start, stop, key, multipliers, offsets_b, minima):
+    minima[:] = _ALL_ONES
+    k = minima.size
+    for p in range(start, stop):
+        y = premix(elements[p], key)
+        for j in range(k):   # the vector loop: multiply, add, min over contiguous lanes
+            value = multipliers[j] * y + offsets_b[j]
+            minima[j] = min(minima[j], value)
+
+
+@nb.njit(nogil=True, cache=True)
+def k_permutation_rows(elements, offsets, first, last, key, multipliers, offsets_b, codes):
+    """Codes of rows first..last-1 into codes[first:last]: the minimum of each sample's permutation, >> 1 (an
+    int64 >= 0; a multiply by an odd number plus an offset is a bijection of 2^64 words, so equal minima mean
+    the same element)."""
+    minima = np.empty(multipliers.size, dtype=np.uint64)
+    for row in range(first, last):
+        start, stop = offsets[row], offsets[row + 1]
+        if start == stop:
+            codes[row, :] = EMPTY
+            continue
+        _k_permutation_row(elements, start, stop, key, multipliers, offsets_b, minima)
+        for j in range(minima.size):
+            codes[row, j] = np.int64(minima[j] >> _ONE)
+
+
+# -- C-MinHash (X. Li & P. Li, ICML 2022): h_j(x) = pi[(sigma[x] + j) mod D] ---------------------------------
+
+
+@nb.njit(nogil=True, cache=True)
+def circulant_rows(elements, offsets, first, last, sigma, pi_wrapped, codes):
+    """Codes of rows first..last-1: min over the set of pi[(sigma[x] + j) mod D] for j < k. `pi_wrapped` is pi
+    followed by its first k entries, so sample j of element x reads pi_wrapped[sigma[x] + j]: a contiguous
+    slice, whose minimum with the running minima is the vector loop. Elements must be < D (checked by the
+    caller)."""
+    k = codes.shape[1]
+    minima = np.empty(k, dtype=pi_wrapped.dtype)
+    for row in range(first, last):
+        start, stop = offsets[row], offsets[row + 1]
+        if start == stop:
+            codes[row, :] = EMPTY
+            continue
+        minima[:] = np.iinfo(pi_wrapped.dtype).max
+        for p in range(start, stop):
+            base = np.int64(sigma[np.int64(elements[p])])
+            for j in range(k):
+                minima[j] = min(minima[j], pi_wrapped[base + j])
+        for j in range(k):
+            codes[row, j] = np.int64(minima[j])
+
+
+# -- one-permutation hashing with optimal densification (Li, Owen & Zhang 2012; Shrivastava 2017) -----------
+
+
+_BLOCK = 256   # elements premixed per block: a vector loop, then the scatter of the block's minima
+
+
+@nb.njit(nogil=True, inline="always")
+def _one_permutation_row(elements, start, stop, key, minima, words):
+    minima[:] = _ALL_ONES
+    k = minima.size
+    for block in range(start, stop, _BLOCK):
+        size = min(_BLOCK, stop - block)
+        for i in range(size):   # independent multiplies: vectorised, unlike the scatter below
+            words[i] = premix(elements[block + i], key)
+        for i in range(size):
+            y = words[i]
+            b = _bin(y, k)
+            minima[b] = min(minima[b], y)
+
+
+PROBES_CACHED = 16   # probe tries per bin kept in a table (the first few are all but a tiny few sets need)
+
+
+@nb.njit(inline="always")
+def probe(densify_key, j, attempt, k):
+    """The bin an empty bin j looks at on its attempt-th try (attempt >= 1): a hash of (j, attempt) alone, the
+    same for every set, which is what makes the filled codes match with probability J (Shrivastava 2017)."""
+    counter = (np.uint64(j) << _THIRTY_TWO) | np.uint64(attempt)
+    return _bin(mix(densify_key + GOLDEN * counter), k)
+
+
+@nb.njit(nogil=True, cache=True)
+def probe_table(densify_key, k):
+    """probe(densify_key, j, t + 1, k) for j < k, t < PROBES_CACHED (int32): a cache of the probe sequence, so
+    densifying a short set costs table reads; the sequence's later tries are computed (the same numbers)."""
+    table = np.empty((k, PROBES_CACHED), dtype=np.int32)
+    for j in range(k):
+        for t in range(PROBES_CACHED):
+            table[j, t] = probe(densify_key, j, t + 1, k)
+    return table
+
+
+@nb.njit(nogil=True, cache=True)
+def one_permutation_rows(elements, offsets, first, last, key, densify_key, probes, codes):
+    """Codes of rows first..last-1: bin j's code is the least premixed element in bin j (bins cut the 2^64
+    range in k equal parts, so codes of different bins never coincide), >> 1; an empty bin takes the code of
+    the first nonempty bin of its probe sequence (optimal densification)."""
+    k = probes.shape[0]
+    minima = np.empty(k, dtype=np.uint64)
+    filled = np.empty(k, dtype=np.uint64)
+    pending = np.empty(k, dtype=np.int64)
+    words = np.empty(_BLOCK, dtype=np.uint64)
+    for row in range(first, last):
+        start, stop = offsets[row], offsets[row + 1]
+        if start == stop:
+            codes[row, :] = EMPTY
+            continue
+        _one_permutation_row(elements, start, stop, key, minima, words)
+        # Tries go in passes over the bins still empty, kept in a list compacted without a branch: a try per
+        # bin in a branchy loop mispredicted on most bins of a short set (~1 us of 1.4 at 50 elements, k = 128).
+        pending_count = 0
+        for j in range(k):
+            value = minima[j]
+            filled[j] = value
+            pending[pending_count] = j
+            pending_count += value == _ALL_ONES
+        attempt = 0
+        while pending_count > 0:   # the set has an element, so some bin is nonempty: this ends
+            attempt += 1
+            still = 0
+            if attempt <= PROBES_CACHED:
+                for i in range(pending_count):
+                    j = pending[i]
+                    value = minima[probes[j, attempt - 1]]
+                    filled[j] = value
+                    pending[still] = j
+                    still += value == _ALL_ONES
+            else:
+                for i in range(pending_count):
+                    j = pending[i]
+                    value = minima[probe(densify_key, j, attempt, k)]
+                    filled[j] = value
+                    pending[still] = j
+                    still += value == _ALL_ONES
+            pending_count = still
+        for j in range(k):
+            codes[row, j] = np.int64(filled[j] >> _ONE)
+
+
+@nb.njit(nogil=True, cache=True)
+def mixed_low_bits(keys, codes, bits):
+    """The lowest `bits` bits of mix(keys[j] + G codes[r, j]): b-bit codes (Li & Koenig) whose bits are uniform
+    and independent between distinct codes, whatever the structure of the codes. EMPTY stays EMPTY."""
+    out = np.empty(codes.shape, dtype=np.int64)
+    mask = (np.uint64(1) << np.uint64(bits)) - _ONE
+    for r in range(codes.shape[0]):
+        for j in range(codes.shape[1]):
+            code = codes[r, j]
+            out[r, j] = code if code == EMPTY else np.int64(mix(keys[j] + GOLDEN * np.uint64(code)) & mask)
+    return out
+
+
+@nb.njit(nogil=True, cache=True)
+def csr_support(indptr, indices, data):
+    """(offsets, columns) of a CSR matrix's nonzero entries: explicit zeros are not in a row's set."""
+    n = indptr.size - 1
+    offsets = np.empty(n + 1, dtype=np.int64)
+    columns = np.empty(indices.size, dtype=np.int64)
+    at = 0
+    offsets[0] = 0
+    for row in range(n):
+        for p in range(indptr[row], indptr[row + 1]):
+            if data[p] != 0:
+                columns[at] = indices[p]
+                at += 1
+        offsets[row + 1] = at
+    return offsets, columns[:at]
+
+
+@nb.njit(nogil=True, cache=True)
+def separated_token_columns(data, expected, seed, width):
+    """The text stage's column of each token of `data`: tokens joined by zero bytes (UTF-8 has no zero byte
+    but U+0000's), each hashed by MurmurHash3_x86_32 keyed by `seed` (featurehash.maps.text._murmur, the same
+    bits) and placed as the stage places it, floor(h width / 2^32). Returns an empty array when `data` does not
+    hold exactly `expected` tokens (a token containing U+0000): the caller then takes the general path."""
+    # the token ends first, compacted without a branch; then each token's hash, whose byte loop has no test
+    ends = np.empty(data.size + 1, dtype=np.int64)
+    separators = 0
+    for p in range(data.size):
+        ends[separators] = p
+        separators += data[p] == 0
+    if separators != expected - 1:
+        return np.empty(0, dtype=np.uint64)
+    ends[separators] = data.size
+    columns = np.empty(expected, dtype=np.uint64)
+    mask, c1, c2 = np.uint64(0xFFFFFFFF), np.uint64(0xCC9E2D51), np.uint64(0x1B873593)
+    last = data.size - 1   # the caller passes at least one byte
+    begin = 0
+    for t in range(expected):
+        stop = ends[t]
+        length = stop - begin
+        h1 = np.uint64(seed) & mask
+        blocks = length // 4
+        for b in range(blocks):
+            at = begin + 4 * b
+            k1 = (np.uint64(data[at]) | (np.uint64(data[at + 1]) << np.uint64(8))
+                  | (np.uint64(data[at + 2]) << np.uint64(16)) | (np.uint64(data[at + 3]) << np.uint64(24)))
+            k1 = (k1 * c1) & mask
+            k1 = ((k1 << np.uint64(15)) | (k1 >> np.uint64(17))) & mask
+            h1 ^= (k1 * c2) & mask
+            h1 = ((h1 << np.uint64(13)) | (h1 >> np.uint64(19))) & mask
+            h1 = (h1 * np.uint64(5) + np.uint64(0xE6546B64)) & mask
+        # The tail without a branch: its bytes read clamped to the data and masked to the `rest` of them; with
+        # no rest the masked word is 0, which scrambles to 0 (the reference's `if rest` skips a no-op). Branches
+        # on the tail's length mispredicted token after token and kept the hashes of neighbours from overlapping.
+        tail = begin + 4 * blocks
+        rest = length & 3
+        word = (np.uint64(data[min(tail, last)]) | (np.uint64(data[min(tail + 1, last)]) << np.uint64(8))
+                | (np.uint64(data[min(tail + 2, last)]) << np.uint64(16)))
+        k1 = word & ((np.uint64(1) << np.uint64(8 * rest)) - np.uint64(1))
+        k1 = (k1 * c1) & mask
+        k1 = ((k1 << np.uint64(15)) | (k1 >> np.uint64(17))) & mask
+        h1 ^= (k1 * c2) & mask
+        h1 ^= np.uint64(length) & mask
+        h1 ^= h1 >> np.uint64(16)
+        h1 = (h1 * np.uint64(0x85EBCA6B)) & mask
+        h1 ^= h1 >> np.uint64(13)
+        h1 = (h1 * np.uint64(0xC2B2AE35)) & mask
+        h1 ^= h1 >> np.uint64(16)
+        columns[t] = (h1 * np.uint64(width)) >> _THIRTY_TWO
+        begin = stop + 1
+    return columns
