@@ -45,11 +45,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from ..base import FeatureMap, require
 from ..errors import InputError
 from ..inputs import output_dtype
-from ..randomness import counter_key
 from ..spec import MapSpec
+from . import _compiled_text as compiled
 from ._murmur import murmur3_32_many, token_bytes
 from ._sparse_rows import normalize_rows
 from .analyzers import ANALYZERS, DEFAULT_TOKEN_PATTERN, Analyzer
+from .documents import CompiledAnalyzer, encoded, hash_key
 from .token_rows import TokenRows, is_text_batch, token_rows
 
 _INT32_MIN = -(2**31)
@@ -105,7 +106,8 @@ class HashingMap(FeatureMap):
         super().__init__(spec)
         p = self.params
         self.analyzer = Analyzer(p.analyzer, tuple(p.ngram_range), p.lowercase, p.strip_accents, p.token_pattern)
-        self._key = np.uint32(0 if p.hash == "sklearn" else int(counter_key(spec.seed, "hashing")) & 0xFFFFFFFF)
+        self._key = hash_key(p.hash, spec.seed)
+        self._compiled = CompiledAnalyzer(self.analyzer) if CompiledAnalyzer.supports(self.analyzer) else None
 
     @classmethod
     def check_spec(cls, spec: MapSpec) -> None:
@@ -141,12 +143,67 @@ class HashingMap(FeatureMap):
         return murmur3_32_many(data, starts, self._key)
 
     def transform(self, X, *, dtype=None) -> sp.csr_matrix:
-        rows = self.check(X)
         dtype = output_dtype(dtype)
+        batch = encoded(X) if self._compiled is not None and X else None
+        if batch is not None:
+            return self._compiled_features(X, *batch, dtype)
+        rows = self.check(X)
         hashed = self.hashes(rows)
         if self.params.hash == "sklearn":
             return self._sklearn_features(rows, hashed, dtype)
         return self._features(rows, hashed, dtype)
+
+    def token_hashes(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """(uint64 hashes, int64 row offsets): the 32-bit hash of every token of every row (documents analysed
+        by the spec's analyzer, token lists, or weighted tokens' tokens), in order, repeats kept."""
+        batch = encoded(X) if self._compiled is not None and X else None
+        if batch is None:
+            rows = self.check(X)
+            return self.hashes(rows).astype(np.uint64), rows.starts
+        parts = self._compiled.map_rows(X, *batch, self._key, lambda hashes, counts: (hashes, counts))
+        offsets = np.zeros(len(X) + 1, dtype=np.int64)
+        np.cumsum(np.concatenate([counts for _, counts in parts]), out=offsets[1:])
+        return np.concatenate([hashes for hashes, _ in parts]).astype(np.uint64), offsets
+
+    def _compiled_features(self, X, data: np.ndarray, starts: np.ndarray, dtype) -> sp.csr_matrix:
+        """`transform` of documents through the compiled pass, chunk by chunk on the row threads: every value is
+        an integer count (or 1), summed exactly, so the rows are bit for bit the numpy path's below; weighting
+        "sublinear" (a logarithm, whose last bit numpy and libm may round apart) is weighted by the numpy path."""
+        p, n = self.params, self.spec.n_components
+        norm = {"none": compiled.NORM_NONE, "l2": compiled.NORM_L2, "l1": compiled.NORM_L1}[p.norm]
+        binary = p.weighting == "binary"
+
+        def rows(hashes, counts):
+            if p.weighting == "sublinear":
+                starts_ = np.zeros(counts.size + 1, dtype=np.int64)
+                np.cumsum(counts, out=starts_[1:])
+                block = self._features(TokenRows([], starts_, None, "documents"), hashes, dtype)
+                return np.diff(block.indptr), block.indices, block.data
+            indices = np.empty(hashes.size, dtype=np.int32)
+            values = np.empty(hashes.size, dtype=dtype)
+            if p.hash == "sklearn":
+                nnz = compiled.sklearn_rows(hashes, counts, n, p.alternate_sign, binary, norm, indices, values)
+            else:
+                nnz = compiled.seeded_rows(hashes, counts, n, p.alternate_sign, binary, indices, values)
+            used = int(nnz.sum())
+            indices, values = indices[:used], values[:used]
+            if norm != compiled.NORM_NONE:
+                indptr = np.zeros(nnz.size + 1, dtype=np.int64)
+                np.cumsum(nnz, out=indptr[1:])
+                compiled.normalize(values, indptr, norm)
+            return nnz, indices, values
+
+        parts = self._compiled.map_rows(X, data, starts, self._key, rows)
+        indptr = np.zeros(len(X) + 1, dtype=np.int64)
+        np.cumsum(np.concatenate([nnz for nnz, _, _ in parts]), out=indptr[1:])
+        indices = np.concatenate([part[1] for part in parts])
+        values = np.concatenate([part[2] for part in parts])
+        if indptr[-1] < 2**31:
+            indptr = indptr.astype(np.int32)
+        features = sp.csr_matrix((values, indices, indptr), shape=(len(X), n))
+        features.has_sorted_indices = True
+        features.has_canonical_format = True
+        return features
 
     def _sklearn_features(self, rows: TokenRows, hashed: np.ndarray, dtype) -> sp.csr_matrix:
         n = self.spec.n_components
