@@ -231,3 +231,15 @@ def test_bytes_rows_custom_patterns_and_token_lists_keep_the_python_path():
     assert encoded(["ok", "\ud800"]) is None   # a lone surrogate: the Python path names the row
     same_csr(plain.transform([document.encode() for document in EDGE], dtype=np.float64),
              plain.transform(EDGE, dtype=np.float64))
+
+
+@pytest.mark.parametrize("mode", ["sklearn", "murmur3"])
+def test_float32_rows_are_the_float64_rows_rounded_once(mode):
+    """Count weights are integers summed exactly and their squares are exact in float32: the norm is the same in
+    both precisions, and each float32 value is the float64 value rounded to nearest (hashing.py's docstring)."""
+    feature_map = create_map({"method": "hashing", "n_components": 2**18,
+                              "params": {"hash": mode, "ngram_range": [1, 2], "norm": "l2"}})
+    rows32, rows64 = feature_map.transform(CORPUS), feature_map.transform(CORPUS, dtype=np.float64)
+    assert rows32.dtype == np.float32
+    np.testing.assert_array_equal(rows32.indices, rows64.indices)
+    np.testing.assert_array_equal(rows32.data, rows64.data.astype(np.float32))

@@ -29,8 +29,21 @@ Hashes (`params.hash`):
 Inputs (featurehash.maps.text.token_rows): documents (analysed by the spec's analyzer,
 featurehash.maps.text.analyzers), token lists, or weighted tokens. Output: a scipy CSR matrix (n,
 n_components), float32 unless float64 is asked for; `input_dim` is 1 (a row is one document).
-Cost: O(total characters) for the analyzer (Python's regular expressions, as scikit-learn's) plus one compiled
-hash pass over the tokens' bytes; memory O(tokens), never O(n_components) per row.
+float32 output: the counts are summed exactly (integers), then each row's norm is summed in float64 from the
+float32 values and each value divided in float64 and rounded once to float32, as scikit-learn's
+HashingVectorizer(dtype=np.float32) does; so float32 output equals scikit-learn's float32 bit for bit, and the
+float64 output equals its float64 (the default) bit for bit. With count or binary weights (integers whose squares
+are exact in float32) each float32 value is the float64 output rounded once to the nearest float32 (relative
+error <= 2^-24); sublinear weights are rounded to float32 before the norm, so their float32 rows may differ from
+the rounded float64 ones by a few ulps.
+
+Cost: a batch of `str` documents with a built-in analyzer (word with the default token pattern, char, char_wb)
+takes one compiled pass from their UTF-8 bytes to the hashes of their tokens or n-grams and on to the CSR rows
+(featurehash.maps.text.documents, _compiled_text: O(total characters x n-gram sizes), no Python string per
+token, the rows split over the row threads without the GIL); a custom token_pattern, bytes rows, token lists
+and weighted tokens take Python's analyzer and `re` (as scikit-learn's) and one compiled hash pass over the
+tokens' bytes. Both give the same numbers (tests/maps/text/test_compiled_text.py). Memory O(tokens), never
+O(n_components) per row.
 """
 
 from __future__ import annotations
