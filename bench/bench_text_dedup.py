@@ -6,7 +6,9 @@ streamed through a gcws map's text stage in `chunk_rows` blocks inside `memory_b
 The documents are 15..100 words drawn from real ASCII text (bench_text.py's corpus, each paragraph once), a third
 of them perturbed copies of recent others (~5% of words dropped), written to a temporary file. The dedup runs in a child process
 (so its peak RSS is its own: `ru_maxrss` of the child), from the file, with the spill directory beside it; the
-child also reports its RSS after the imports and map creation (the floor nothing here can go under). Wall and CPU
+child also reports its RSS after the imports and map creation (the floor nothing here can go under) and the peaks of
+its anonymous and file-backed resident memory sampled every 50 ms from /proc/self/status (spilled rows and band
+keys are memory-mapped files: their resident pages count in RSS but are the kernel's to reclaim). Wall and CPU
 time of the child; the pairs and clusters found.
 """
 
@@ -28,7 +30,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_text import ascii_paragraphs  # noqa: E402
 
 CHILD = r"""
-import json, resource, sys, time
+import json, resource, sys, threading, time
+peaks = {"RssAnon": 0, "RssFile": 0, "VmRSS": 0}
+def sample():
+    # /proc/self/status every 50 ms: anonymous memory (the process's own) apart from file pages mapped in
+    # (spilled rows, memory-mapped band keys: clean pages the kernel reclaims under pressure)
+    while True:
+        with open("/proc/self/status") as status:
+            for line in status:
+                name = line.split(":")[0]
+                if name in peaks:
+                    peaks[name] = max(peaks[name], int(line.split()[1]))
+        time.sleep(0.05)
+threading.Thread(target=sample, daemon=True).start()
 from featurehash import create_map
 from featurehash.dedup import duplicate_clusters
 path, budget, threshold, k, spill = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
@@ -41,7 +55,7 @@ clusters = duplicate_clusters(path, feature_map, threshold, memory_budget=budget
 print(json.dumps({"floor_kib": floor, "wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu,
                   "pairs": len(clusters.pairs), "clusters": int(clusters.n_clusters),
                   "candidates": int(clusters.pairs.candidates), "bands": clusters.pairs.bands,
-                  "rows_per_band": clusters.pairs.rows}))
+                  "rows_per_band": clusters.pairs.rows, "peaks_kib": peaks}))
 """
 
 
@@ -89,7 +103,11 @@ def main() -> None:
             raise SystemExit(done.returncode)
         result = json.loads(done.stdout.strip().splitlines()[-1])
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        print(f"peak RSS {peak / 1024:.0f} MiB (after imports and map: {result['floor_kib'] / 1024:.0f} MiB); "
+        sampled = result["peaks_kib"]
+        print(f"peak RSS {peak / 1024:.0f} MiB (after imports and map: {result['floor_kib'] / 1024:.0f} MiB; "
+              f"sampled every 50 ms: anonymous {sampled['RssAnon'] / 1024:.0f} MiB, file pages mapped in "
+              f"{sampled['RssFile'] / 1024:.0f} MiB at their peaks)")
+        print(f"   "
               f"wall {result['wall']:.1f} s, CPU {result['cpu']:.1f} s "
               f"({args.documents / result['cpu']:.0f} documents/s of CPU); {result['bands']} bands of "
               f"{result['rows_per_band']}; {result['candidates']} candidates, {result['pairs']} pairs, "

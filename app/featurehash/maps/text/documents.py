@@ -77,8 +77,8 @@ class CompiledAnalyzer:
         mapping = tables.mapping(self.analyzer.lowercase, self.analyzer.strip_accents)
         context_bit = tables.CONTEXT if self.analyzer.lowercase else np.uint8(0)
         if mapping is None:
-            empty = np.zeros(1, dtype=np.int64)
-            return flags, context_bit, False, empty, np.zeros(1, dtype=np.int32), 1
+            # arrays of the mapped case's types: one compiled specialisation serves every setting
+            return flags, context_bit, False, np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32), 1
         return flags, context_bit, True, mapping.start, mapping.pool, mapping.longest
 
     def chunk_hashes(self, documents: Sequence[str], data: np.ndarray, starts: np.ndarray, key: np.uint32,
