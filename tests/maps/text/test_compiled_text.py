@@ -243,3 +243,12 @@ def test_float32_rows_are_the_float64_rows_rounded_once(mode):
     assert rows32.dtype == np.float32
     np.testing.assert_array_equal(rows32.indices, rows64.indices)
     np.testing.assert_array_equal(rows32.data, rows64.data.astype(np.float32))
+
+
+def test_what_is_not_a_list_of_documents_is_refused_as_before():
+    from featurehash.maps import InputError
+    feature_map = create_map({"method": "hashing", "n_components": 2**10})
+    for bad in (np.array(["a b", "c d"]), [], "one document"):
+        with pytest.raises(InputError):
+            feature_map.transform(bad)
+    same_csr(feature_map.transform(("tuple of", "documents here")), feature_map.transform(["tuple of", "documents here"]))

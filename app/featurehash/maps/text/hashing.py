@@ -157,7 +157,7 @@ class HashingMap(FeatureMap):
 
     def transform(self, X, *, dtype=None) -> sp.csr_matrix:
         dtype = output_dtype(dtype)
-        batch = encoded(X) if self._compiled is not None and X else None
+        batch = encoded(X) if self._compiled is not None and isinstance(X, (list, tuple)) and X else None
         if batch is not None:
             return self._compiled_features(X, *batch, dtype)
         rows = self.check(X)
@@ -169,7 +169,7 @@ class HashingMap(FeatureMap):
     def token_hashes(self, X) -> tuple[np.ndarray, np.ndarray]:
         """(uint64 hashes, int64 row offsets): the 32-bit hash of every token of every row (documents analysed
         by the spec's analyzer, token lists, or weighted tokens' tokens), in order, repeats kept."""
-        batch = encoded(X) if self._compiled is not None and X else None
+        batch = encoded(X) if self._compiled is not None and isinstance(X, (list, tuple)) and X else None
         if batch is None:
             rows = self.check(X)
             return self.hashes(rows).astype(np.uint64), rows.starts
