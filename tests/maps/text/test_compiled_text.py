@@ -137,7 +137,8 @@ def unicode_documents(draw):
     return "".join(characters)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=250, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(documents=st.lists(unicode_documents(), min_size=1, max_size=6),
        analyzer=st.sampled_from(["word", "char", "char_wb"]), low=st.integers(1, 3), extra=st.integers(0, 2),
        lowercase=st.booleans(), strip_accents=st.sampled_from([None, "unicode", "ascii"]))
