@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from featurehash import create_map
 from featurehash.dedup import similarity_join
 from featurehash.maps import kernels
-from featurehash.maps.pair_similarity import ExactPairs, GMMPairs, gmm_of_all_pairs
+from featurehash.maps.pair_similarity import ExactPairs, GMMPairs, gmm_of_all_pairs, laplacian_of_all_pairs
 from text_support import real_corpus
 
 
@@ -50,3 +50,15 @@ def test_gcws_exact_kernel_of_documents_is_the_joins_verified_similarity():
     pairs = similarity_join(documents, feature_map, 0.6)
     assert len(pairs) >= 20
     np.testing.assert_array_equal(pairs.similarity, exact[pairs.i, pairs.j])
+
+
+def test_binning_exact_kernel_of_documents_is_the_laplacian_of_the_stage_rows():
+    documents = [part for text in real_corpus() for part in text.split("\n\n") if len(part.split()) >= 10][:60]
+    feature_map = create_map({"method": "binning", "n_components": 64, "seed": 2, "params": {"gamma": 0.05},
+                              "input": {"hashing": {}}})
+    exact = feature_map.exact_kernel(documents[:40], documents[20:])
+    rows_x = feature_map.text_stage.transform(documents[:40], dtype=np.float64)
+    rows_y = feature_map.text_stage.transform(documents[20:], dtype=np.float64)
+    np.testing.assert_allclose(exact, kernels.laplacian(*kernels.shared_columns(rows_x, rows_y), 0.05), rtol=1e-12)
+    np.testing.assert_allclose(exact, laplacian_of_all_pairs(rows_x, rows_y, 0.05), rtol=0)
+    assert np.all(np.diag(exact[20:, :20]) == 1.0)

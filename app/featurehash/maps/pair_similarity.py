@@ -1,6 +1,7 @@
 """The exact similarity of pairs of rows, block by block: the verifier of near-duplicate joins (featurehash.dedup,
-the engines, the index's duplicates, through featurehash.lsh.similarity) and the GMM exact kernel of rows far
-wider than their nonzeros (text hashed into 2^30 columns), so that both compute the same numbers the same way.
+the engines, the index's duplicates, through featurehash.lsh.similarity) and the exact kernels (GMM, L1 Laplacian)
+of rows far wider than their nonzeros (text hashed into 2^30 columns), so that both compute the same numbers the
+same way.
 
 pGMM (Li, KDD 2017; featurehash.maps.kernels.gmm): with t(x) = sign(x) |x / c|^p for one common scale c (the
 largest magnitude of all rows: the ratio does not change, and no power overflows), pGMM(x, y) = (S - D) / (S + D),
@@ -40,15 +41,38 @@ class GMMPairs:
             return np.where(total + distance > 0, (total - distance) / (total + distance), 1.0)
 
 
-def gmm_of_all_pairs(X, Y, power: float = 1.0) -> np.ndarray:
-    """The (n, m) pGMM of every row of X against every row of Y (Y None: X against itself), computed by the
+class LaplacianPairs:
+    """The L1 Laplacian exp(-gamma ||x - y||_1) for ExactPairs (no transform: the distance only)."""
+
+    transforms = False
+
+    def __init__(self, gamma: float):
+        self.gamma = float(gamma)
+
+    def combine(self, total, distance: np.ndarray) -> np.ndarray:
+        return np.exp(-self.gamma * distance)
+
+
+def all_pairs(similarity, X, Y=None) -> np.ndarray:
+    """The (n, m) similarity of every row of X against every row of Y (Y None: X against itself), computed by the
     pair verifier: sparse rows cost their nonzeros per pair, whatever their width."""
     n = X.shape[0]
     m = n if Y is None else Y.shape[0]
-    pairs = ExactPairs(GMMPairs(power), X, Y)
+    pairs = ExactPairs(similarity, X, Y)
     i = np.repeat(np.arange(n, dtype=np.int64), m)
     j = np.tile(np.arange(m, dtype=np.int64), n)
     return pairs(i, j).reshape(n, m)
+
+
+def laplacian_of_all_pairs(X, Y, gamma: float) -> np.ndarray:
+    """The (n, m) L1 Laplacian of every pair of rows, by the pair verifier (see `all_pairs`)."""
+    return all_pairs(LaplacianPairs(gamma), X, Y)
+
+
+def gmm_of_all_pairs(X, Y, power: float = 1.0) -> np.ndarray:
+    """The (n, m) pGMM of every row of X against every row of Y (Y None: X against itself), computed by the
+    pair verifier: sparse rows cost their nonzeros per pair, whatever their width."""
+    return all_pairs(GMMPairs(power), X, Y)
 
 
 def row_l1(X) -> np.ndarray:
