@@ -248,11 +248,11 @@ def gram_hashes(data, starts, flags, context_bit, mapped, start, pool, longest, 
 
 
 @nb.njit(nogil=True, cache=True)
-def sklearn_rows(hashes, counts, n_columns, alternate_sign, binary, norm, indices, data):
+def sklearn_rows(hashes, counts, n_columns, alternate_sign, binary, indices, data):
     """scikit-learn's rows of a batch's token hashes (counts[r] hashes for row r, in order): column |h| mod n
     (h the hash read as int32; -2^31 goes to (2^31 - n) mod n), value -1 for h < 0 when `alternate_sign`,
-    summed per column in column order with the zeros of cancelling signs kept, then 1 everywhere if `binary`,
-    then the row norm. Fills indices / data (at least hashes.size long); the number of entries of each row."""
+    summed per column in column order with the zeros of cancelling signs kept, then 1 everywhere if `binary`
+    (the row norm is `normalize`'s, after). Fills indices / data (at least hashes.size long); the number of entries of each row."""
     n_rows = counts.size
     nnz = np.zeros(n_rows, dtype=np.int64)
     special = (np.int64(2**31) - n_columns) % n_columns

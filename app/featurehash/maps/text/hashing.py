@@ -195,7 +195,7 @@ class HashingMap(FeatureMap):
             indices = np.empty(hashes.size, dtype=np.int32)
             values = np.empty(hashes.size, dtype=dtype)
             if p.hash == "sklearn":
-                nnz = compiled.sklearn_rows(hashes, counts, n, p.alternate_sign, binary, norm, indices, values)
+                nnz = compiled.sklearn_rows(hashes, counts, n, p.alternate_sign, binary, indices, values)
             else:
                 nnz = compiled.seeded_rows(hashes, counts, n, p.alternate_sign, binary, indices, values)
             used = int(nnz.sum())
