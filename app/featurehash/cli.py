@@ -175,11 +175,9 @@ def _cmd_hash(args) -> None:
 
 def _cmd_dedup(args) -> None:
     from .dedup.command import run
-    from .npy.text_stream import is_text_file, text_rows
 
-    feature_map = _map_from(args.spec)
-    rows = text_rows(feature_map, args.input) if is_text_file(args.input) else None
-    _print_json(run(feature_map, args, rows=rows))
+    # text files too are the library join's to read (featurehash.maps.text.streams, in blocks)
+    _print_json(run(_map_from(args.spec), args))
 
 
 def _cmd_warm_cache(args) -> None:

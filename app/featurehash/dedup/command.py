@@ -38,11 +38,11 @@ def parse_bytes(text: str | None) -> int | None:
 def run(feature_map, args, rows=None) -> dict:
     """Run the command for parsed arguments (input, threshold, target_recall, verify, memory_budget,
     pairs, clusters, mode, progress); the summary to print. `rows`: the input's rows when the caller read
-    them (an iterable of CSR chunks of a text file, hashed by the map's text stage), else args.input is read."""
+    them, else args.input is read (a .txt / .jsonl file by the join, through the map's text stage)."""
     budget = parse_bytes(args.memory_budget)
     if args.clusters is not None and not args.clusters.endswith(".npy"):
         args.clusters = f"{args.clusters}.npy"   # as numpy.save names it
-    if rows is None and not args.input.endswith((".npy", ".npz")):
+    if rows is None and not args.input.endswith((".npy", ".npz", ".txt", ".jsonl")):
         raise InputError(args.input, "expected an .npy or .npz file (or .jsonl / .txt documents)")
     source = args.input if rows is None else rows
     progress = sys.stderr.isatty() if args.progress is None else args.progress

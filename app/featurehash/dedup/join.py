@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from ..lsh.banding import choose_bands, collision_probability
 from ..lsh.matches import CodePairs
 from ..lsh.similarity import ExactPairs, has_exact_similarity, similarity_of
 from ..maps.errors import InputError
+from ..maps.text import streams
 from . import candidates, sources
 from . import output as pair_output
 from .keys import hash_collection, row_chunks
@@ -108,8 +110,10 @@ def similarity_join(X, feature_map, threshold: float, *, Y=None, target_recall: 
     .npz paths (scipy sparse, memory-mapped when saved uncompressed, or one numpy array) or iterables of row
     chunks, read once: with verify="exact" their rows are kept (in memory up to memory_budget / 4 bytes,
     else in files on disk, memory-mapped), with verify="codes" they are only hashed. For a map with a text
-    front stage (`spec.input`), X and Y may be lists of documents, token lists or weighted tokens: they are
-    hashed into the map's sparse input rows first, and the similarity is the kernel of those rows.
+    front stage (`spec.input`), X and Y may be lists or iterators of documents, token lists or weighted tokens, or
+    .txt / .jsonl paths (`featurehash.maps.text.streams`): they are read and hashed into the map's sparse input
+    rows `chunk_rows` at a time, and those rows are kept as an iterable's (under the budget, spilled past it),
+    never the whole collection's text or token lists at once; the similarity is the kernel of those rows.
 
     `memory_budget` (bytes, None: no limit): when a collection's band keys (8 L bytes per row, plus 4 k with
     verify="codes") pass a quarter of it (an eighth each for two collections), they go to a memory-mapped
@@ -147,9 +151,7 @@ def similarity_join(X, feature_map, threshold: float, *, Y=None, target_recall: 
         collections = {"x": X} if self_join else {"x": X, "y": Y}
         hashed = {}
         for side, given in collections.items():
-            stage = feature_map.text_stage
-            if stage is not None and stage.accepts(given):   # documents, token lists, weighted tokens: hashed
-                given = stage.transform(given, dtype=np.float64)   # into the map's sparse input rows (CSR)
+            given = _text_blocks(feature_map, given, side, chunk_rows)
             source = sources.open_rows(given, side, keep_bytes=keep, workdir=workdir, need_rows=need_rows)
             in_memory = isinstance(given, np.ndarray) and not isinstance(given, np.memmap) or sp.issparse(given)
             if in_memory:   # checked whole, as always; files and iterables chunk by chunk, never copied whole
@@ -208,6 +210,20 @@ def plan_bands(feature_map, threshold: float, target_recall: float, verify: str)
     if verify not in ("exact", "codes"):
         raise InputError("verify", "must be 'exact' or 'codes'")
     return choose_bands(feature_map.spec.n_components, threshold, target_recall)
+
+
+def _text_blocks(feature_map, given, side: str, chunk_rows: int):
+    """A text collection (documents, token lists or weighted tokens: a list, an iterator, or a .txt / .jsonl
+    path) as blocks of `chunk_rows` rows hashed by the map's text stage, read as the join consumes them: the
+    join then keeps those rows as it keeps any iterable's (inside its budget); anything else as given."""
+    stage = feature_map.text_stage
+    if stage is None:
+        if streams.is_text_file(given):
+            raise InputError(os.fspath(given), "a text file needs a spec with a text stage "
+                                               "(\"input\": {\"hashing\": {...}})")
+        return given
+    blocks = streams.text_blocks(stage, given, side, chunk_rows)
+    return given if blocks is None else blocks
 
 
 def _checked(feature_map, source, side: str, chunk_rows: int):

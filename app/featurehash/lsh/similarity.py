@@ -32,9 +32,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..maps.base import CodeFamily
+# the pair verifier lives with the maps, whose exact kernels use it too; re-exported here for its callers
+from ..maps.pair_similarity import BLOCK_ELEMENTS, ExactPairs, GMMPairs, row_l1
 
-# elements of one block's gathered rows (dense) or nonzeros (sparse): ~32 MB of float64
-BLOCK_ELEMENTS = 1 << 22
+__all__ = ["BLOCK_ELEMENTS", "ExactPairs", "GMM", "Laplacian", "RowSimilarity", "aligned_pairs", "has_exact_similarity",
+           "l1_distances", "row_l1", "similarity_of"]
+
 
 
 def l1_distances(query: np.ndarray, candidates) -> np.ndarray:
@@ -47,16 +50,6 @@ def l1_distances(query: np.ndarray, candidates) -> np.ndarray:
     # |q - v|_1 = |q|_1 + sum over the row's nonzeros of (|q_j - v_j| - |q_j|)
     change = np.bincount(owners, np.abs(at - candidates.data) - np.abs(at), minlength=candidates.shape[0])
     return np.abs(query).sum() + change
-
-
-def row_l1(X) -> np.ndarray:
-    """Row sums of |X| in float64, by blocks of rows (X dense or CSR, maybe memory-mapped)."""
-    out = np.empty(X.shape[0])
-    step = max(1, BLOCK_ELEMENTS // max(1, (X.nnz // max(1, X.shape[0])) if sp.issparse(X) else X.shape[1]))
-    for start in range(0, X.shape[0], step):
-        rows = X[start:start + step].astype(np.float64, copy=False)
-        out[start:start + step] = np.asarray(abs(rows).sum(axis=1)).ravel() if sp.issparse(X) else np.abs(rows).sum(axis=1)
-    return out
 
 
 class RowSimilarity:
@@ -78,29 +71,12 @@ class RowSimilarity:
         raise NotImplementedError
 
 
-class GMM(RowSimilarity):
+class GMM(GMMPairs, RowSimilarity):
     family = CodeFamily.GMM
-
-    def __init__(self, power: float = 1.0):
-        self.power = float(power)
-        self.transforms = self.power != 1.0   # at power 1, t(x) = x: the rows of pairs are not copied
 
     @classmethod
     def of_params(cls, params) -> GMM:
         return cls(params.power)
-
-    @staticmethod
-    def scale(peak: float) -> float:
-        """The common scale of a set of rows whose largest magnitude is `peak`."""
-        return 1.0 / peak if peak > 0 else 1.0
-
-    def signed_power(self, values: np.ndarray, scale: float) -> np.ndarray:
-        """t(x) = sign(x) |x scale|^power, elementwise."""
-        return np.sign(values) * np.abs(values * scale) ** self.power
-
-    def combine(self, total, distance: np.ndarray) -> np.ndarray:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(total + distance > 0, (total - distance) / (total + distance), 1.0)
 
     def query(self, query: np.ndarray, candidates) -> np.ndarray:
         peak = max(float(np.abs(query).max(initial=0.0)),
@@ -169,42 +145,6 @@ def similarity_of(feature_map) -> RowSimilarity:
     return SIMILARITIES[feature_map.code_family].of_params(feature_map.params)
 
 
-class ExactPairs:
-    """Callable (i, j) -> the exact similarity of rows X[i], Y[j] (float64), computed in blocks of pairs: dense
-    rows by gathering both blocks and subtracting, sparse rows by CSR row indexing and a sparse difference (its
-    cost is the nonzeros of the block's rows). The common GMM scale is the largest magnitude of X and Y."""
-
-    def __init__(self, similarity: RowSimilarity, X, Y=None):
-        self.similarity = similarity
-        same = Y is None
-        sparse = sp.issparse(X) or (not same and sp.issparse(Y))
-        X = _as(X, sparse)
-        Y = X if same else _as(Y, sparse)
-        if similarity.transforms:
-            scale = similarity.scale(max(_peak(X), 0.0 if same else _peak(Y)))
-            X = _signed_power(similarity, X, scale)
-            Y = X if same else _signed_power(similarity, Y, scale)
-        self.X, self.Y, self.sparse = X, Y, sparse
-        self.x_sums = row_l1(X)
-        self.y_sums = self.x_sums if same else row_l1(Y)
-        width = max(1, (X.nnz / max(1, X.shape[0])) if sparse else X.shape[1])
-        self.block = max(1, int(BLOCK_ELEMENTS // width))
-
-    def distances(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
-        out = np.empty(i.size)
-        for start in range(0, i.size, self.block):   # a loop over blocks of pairs
-            a, b = i[start:start + self.block], j[start:start + self.block]
-            x, y = _float64(self.X[a]), _float64(self.Y[b])   # rows cast by block: X may be float32 or mapped
-            if self.sparse:
-                out[start:start + a.size] = np.asarray(abs(x - y).sum(axis=1)).ravel()
-            else:
-                out[start:start + a.size] = np.abs(x - y).sum(axis=1)
-        return out
-
-    def __call__(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
-        return self.similarity.combine(self.x_sums[i] + self.y_sums[j], self.distances(i, j))
-
-
 def aligned_pairs(similarity: RowSimilarity, A, B) -> np.ndarray:
     """The exact similarity of each pair of rows (A[t], B[t]) (dense or CSR, same kind); the common GMM scale is
     the largest magnitude of A and B."""
@@ -212,26 +152,3 @@ def aligned_pairs(similarity: RowSimilarity, A, B) -> np.ndarray:
     return ExactPairs(similarity, A, B)(rows, rows)
 
 
-def _as(X, sparse: bool):
-    """X without copying its values (they may be memory-mapped, larger than memory): CSR, or a 2-D array."""
-    if sparse:
-        return X if sp.isspmatrix_csr(X) else sp.csr_matrix(X)
-    return X if isinstance(X, np.ndarray) else np.asarray(X)
-
-
-def _float64(rows):
-    return rows.astype(np.float64, copy=False)
-
-
-def _peak(X) -> float:
-    if sp.issparse(X):
-        return float(np.abs(X.data).max(initial=0.0))
-    return float(np.abs(X).max(initial=0.0))
-
-
-def _signed_power(similarity: GMM, X, scale: float):
-    if sp.issparse(X):
-        X = X.astype(np.float64)   # a copy, whatever the dtype
-        X.data = similarity.signed_power(X.data, scale)
-        return X
-    return similarity.signed_power(np.asarray(X, dtype=np.float64), scale)

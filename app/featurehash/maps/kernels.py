@@ -42,9 +42,14 @@ def _dense_pair(X, Y) -> tuple[np.ndarray, np.ndarray]:
     """X and Y dense, float64. Sparse rows far wider than their nonzeros (text hashed into 2^30 columns) keep
     only the columns where X or Y has an entry: every kernel using this sums per-coordinate terms that are 0
     where both entries are 0, so the value is unchanged and the width is at most nnz(X) + nnz(Y)."""
-    if (sp.issparse(X) or sp.issparse(Y)) and X.shape[1] > 2 * (_nnz(X) + _nnz(Y)) + 64:
+    if wide_sparse(X, Y):
         X, Y = shared_columns(X, Y)
     return _dense64(X), _dense64(Y)
+
+
+def wide_sparse(X, Y) -> bool:
+    """Whether X or Y is sparse with far more columns than X and Y have nonzeros (text hashed into 2^30 columns)."""
+    return (sp.issparse(X) or sp.issparse(Y)) and X.shape[1] > 2 * (_nnz(X) + _nnz(Y)) + 64
 
 
 def shared_columns(X, Y) -> tuple[sp.csr_matrix, sp.csr_matrix]:

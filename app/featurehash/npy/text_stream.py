@@ -7,29 +7,24 @@ time through the map (`chunk_rows`, default 4096). Dense features and codes go t
 computed into `<output>.partial` and renamed once complete (npy.stream's rule); sparse features (the hashing
 map) to a scipy CSR .npz, gathered in memory (O(nonzeros): an .npz is a zip, written at once). A bad line
 (not UTF-8, not JSON, a value of another kind, a row the map refuses) is one InputError naming the file and
-the line number (from 1). Memory: one chunk of text and output, plus the nonzeros of sparse output.
+the line number (from 1). Memory: one chunk of text and output, plus the nonzeros of sparse output. The
+reading and chunking are featurehash.maps.text.streams', which the near-duplicate join shares.
 """
 
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-import orjson
 import scipy.sparse as sp
 
 from ..maps import FeatureMap, InputError, OneHotFeatures
+from ..maps.text.streams import (DEFAULT_CHUNK_LINES, count_lines, file_blocks, is_text_file, lines_named,
+                                 text_chunks)
 from .stream import StreamResult
 
-TEXT_SUFFIXES = (".jsonl", ".txt")
-DEFAULT_CHUNK_LINES = 4096
-
-
-def is_text_file(path: str) -> bool:
-    return path.endswith(TEXT_SUFFIXES)
+__all__ = ["DEFAULT_CHUNK_LINES", "is_text_file", "stream_text", "text_chunks", "text_rows", "writes_sparse"]
 
 
 def writes_sparse(feature_map: FeatureMap, codes: bool) -> bool:
@@ -37,73 +32,12 @@ def writes_sparse(feature_map: FeatureMap, codes: bool) -> bool:
     return not codes and feature_map.describe()["features"] == "sparse"
 
 
-def _decode(raw: bytes, path: str, number: int, jsonl: bool):
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(path, f"line {number}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    text = text.removesuffix("\n").removesuffix("\r")
-    if not jsonl:
-        return text
-    try:
-        row = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise InputError(path, f"line {number}: not JSON ({exc})") from None
-    if not isinstance(row, (str, list, dict)):
-        raise InputError(path, f"line {number}: expected a JSON string (a document), a list of tokens or an "
-                               f"object {{token: weight}}, got {type(row).__name__}")
-    return row
-
-
-def text_chunks(path: str, chunk_rows: int) -> Iterator[tuple[int, list]]:
-    """(number of the chunk's first line, its rows), every line decoded and checked."""
-    jsonl, rows, first = path.endswith(".jsonl"), [], 1
-    with open(path, "rb") as file:
-        for number, raw in enumerate(file, start=1):
-            rows.append(_decode(raw, path, number, jsonl))
-            if len(rows) == chunk_rows:
-                yield first, rows
-                rows, first = [], number + 1
-    if rows:
-        yield first, rows
-
-
 def text_rows(feature_map: FeatureMap, path: str, chunk_rows: int = DEFAULT_CHUNK_LINES):
     """The lines of a .jsonl / .txt file as the map's sparse input rows (CSR chunks of `chunk_rows` lines, hashed
-    by the spec's text stage), for the near-duplicate join; InputError naming the file (and line) otherwise."""
-    stage = feature_map.text_stage
-    if stage is None:
+    by the spec's text stage); InputError naming the file (and line) otherwise."""
+    if feature_map.text_stage is None:
         raise InputError(path, "a text file needs a spec with a text stage (\"input\": {\"hashing\": {...}})")
-    _count_lines(path)
-
-    def chunks():
-        for first, rows in text_chunks(path, chunk_rows):
-            try:
-                yield stage.transform(rows, dtype=np.float64)
-            except InputError as exc:
-                raise _lines_named(exc, path, first) from None
-
-    return chunks()
-
-
-def _count_lines(path: str) -> int:
-    if not os.path.isfile(path):
-        raise InputError(path, "no such file" if not os.path.exists(path) else "not a file")
-    with open(path, "rb") as file:
-        lines = sum(1 for _ in file)
-    if lines == 0:
-        raise InputError(path, "empty file: no documents")
-    return lines
-
-
-def _lines_named(exc: InputError, path: str, first: int) -> InputError:
-    """The map's error about rows of a chunk, about the file's lines instead."""
-    def line(match: re.Match) -> str:
-        return str(first + int(match.group(0)))
-
-    message = re.sub(r"(?<=\brow\(s\) )\d+(?:, \d+)*", lambda m: re.sub(r"\d+", line, m.group(0)), exc.message)
-    message = re.sub(r"\brow\(s\) ", "line(s) ", re.sub(r"(?<=\brow )\d+", line, message))
-    return InputError(path, re.sub(r"\brow (?=\d)", "line ", message))
+    return file_blocks(feature_map.text_stage, path, chunk_rows)
 
 
 def stream_text(feature_map: FeatureMap, input_path: str, output_path: str, *, codes: bool = False, dtype=None,
@@ -112,7 +46,7 @@ def stream_text(feature_map: FeatureMap, input_path: str, output_path: str, *, c
     if feature_map.text_stage is None and not getattr(feature_map, "text_input", False):
         raise InputError(input_path, f"a '{feature_map.method}' spec reads vectors, not text: give it a front "
                                      "stage, input: {\"hashing\": {...}}, or use method 'hashing'")
-    n = _count_lines(input_path)
+    n = count_lines(input_path)
     sparse = writes_sparse(feature_map, codes)
     one_hot = codes or feature_map.one_hot
     width = feature_map.spec.n_components if one_hot else feature_map.output_dim
@@ -131,7 +65,7 @@ def stream_text(feature_map: FeatureMap, input_path: str, output_path: str, *, c
                 try:
                     result = operation(rows)
                 except InputError as exc:
-                    raise _lines_named(exc, input_path, first) from None
+                    raise lines_named(exc, input_path, first) from None
                 if isinstance(result, OneHotFeatures):
                     first_one_hot = first_one_hot or result
                     result = result.indices

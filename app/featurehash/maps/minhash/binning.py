@@ -34,6 +34,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import kernels
+from ..pair_similarity import laplacian_of_all_pairs
 from . import _binning_kernels
 from ..numerics import _counter_random
 from .. import randomness
@@ -131,6 +132,11 @@ class BinningMap(DiscreteCodeMap):
         return self._one_hot(self.hash(X), self.params.bits)
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:
+        """exp(-gamma ||x - y||_1) of every pair; sparse rows far wider than their nonzeros (a text stage's 2^30
+        columns) by the join's pair verifier (featurehash.maps.pair_similarity), the nonzeros of each pair only."""
         X = self.check(X, "x")
-        Y = X if Y is None else self.check(Y, "y")
+        same = Y is None
+        Y = X if same else self.check(Y, "y")
+        if kernels.wide_sparse(X, Y):
+            return laplacian_of_all_pairs(X, None if same else Y, self.params.gamma)
         return kernels.laplacian(X, Y, self.params.gamma)

@@ -49,6 +49,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from .. import kernels
+from ..pair_similarity import gmm_of_all_pairs
 from ..numerics import _counter_random
 from . import _gcws_kernels
 from .. import randomness
@@ -235,7 +236,13 @@ class GCWSMap(DiscreteCodeMap):
         return self._one_hot(_gcws_kernels.mixed_codes(self._bit_keys, self.hash(X)), self.params.bits)
 
     def exact_kernel(self, X, Y=None) -> np.ndarray:
+        """pGMM of every pair of rows. Sparse rows far wider than their nonzeros (a text stage's 2^30 columns)
+        go through the near-duplicate join's pair verifier (featurehash.maps.pair_similarity: the nonzeros of
+        each pair only, and the join's numbers); others through featurehash.maps.kernels.gmm."""
         X = self.check(X, "x")
-        Y = X if Y is None else self.check(Y, "y")
+        same = Y is None
+        Y = X if same else self.check(Y, "y")
+        if kernels.wide_sparse(X, Y):
+            return gmm_of_all_pairs(X, None if same else Y, self.params.power)
         return kernels.gmm(X, Y, self.params.power)
 

@@ -2,8 +2,8 @@
 word boundaries, with scikit-learn's rules (`sklearn.feature_extraction.text`, CountVectorizer and
 HashingVectorizer), so that the hashing map's compatibility mode gives their columns token for token.
 
-Steps, as scikit-learn takes them: accents stripped (optional: "unicode" decomposes to NFKD and drops the
-combining marks, "ascii" also drops what is not ASCII), lower-cased (optional), then
+Steps, as scikit-learn takes them: lower-cased (optional, `str.lower`), then accents stripped (optional:
+"unicode" decomposes to NFKD and drops the combining marks, "ascii" also drops what is not ASCII), then
 - "word": the tokens are the matches of `token_pattern` (default (?u)\\b\\w\\w+\\b: words of two or more
   word characters; a pattern with one group yields the group), and the n-grams for n in `ngram_range` are the
   runs of n consecutive tokens joined by one space, smaller n first (w-shingles of a document are the word
@@ -27,10 +27,11 @@ _WHITE_SPACES = re.compile(r"\s\s+")
 
 
 def strip_accents_unicode(text: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", text)
-    if decomposed == text:   # nothing to strip: most documents, and the cheap case
+    if text.isascii():   # nothing to strip: most documents, and the cheap case
         return text
-    return "".join(character for character in decomposed if not unicodedata.combining(character))
+    # combining marks are dropped even from text already in NFKD, as scikit-learn >= 0.22 does
+    return "".join(character for character in unicodedata.normalize("NFKD", text)
+                   if not unicodedata.combining(character))
 
 
 def strip_accents_ascii(text: str) -> str:
@@ -52,11 +53,15 @@ class Analyzer:
         return re.compile(self.token_pattern)
 
     def _preprocess(self, document: str) -> str:
+        # lower case first, as scikit-learn's _preprocess: the other order differs on compatibility characters
+        # whose decomposition has a lower case of its own (U+210C BLACK-LETTER CAPITAL H: "H", then "h")
+        if self.lowercase:
+            document = document.lower()
         if self.strip_accents == "unicode":
             document = strip_accents_unicode(document)
         elif self.strip_accents == "ascii":
             document = strip_accents_ascii(document)
-        return document.lower() if self.lowercase else document
+        return document
 
     def __call__(self, document: str) -> list[str]:
         document = self._preprocess(document)

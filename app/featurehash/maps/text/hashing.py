@@ -29,8 +29,21 @@ Hashes (`params.hash`):
 Inputs (featurehash.maps.text.token_rows): documents (analysed by the spec's analyzer,
 featurehash.maps.text.analyzers), token lists, or weighted tokens. Output: a scipy CSR matrix (n,
 n_components), float32 unless float64 is asked for; `input_dim` is 1 (a row is one document).
-Cost: O(total characters) for the analyzer (Python's regular expressions, as scikit-learn's) plus one compiled
-hash pass over the tokens' bytes; memory O(tokens), never O(n_components) per row.
+float32 output: the counts are summed exactly (integers), then each row's norm is summed in float64 from the
+float32 values and each value divided in float64 and rounded once to float32, as scikit-learn's
+HashingVectorizer(dtype=np.float32) does; so float32 output equals scikit-learn's float32 bit for bit, and the
+float64 output equals its float64 (the default) bit for bit. With count or binary weights (integers whose squares
+are exact in float32) each float32 value is the float64 output rounded once to the nearest float32 (relative
+error <= 2^-24); sublinear weights are rounded to float32 before the norm, so their float32 rows may differ from
+the rounded float64 ones by a few ulps.
+
+Cost: a batch of `str` documents with a built-in analyzer (word with the default token pattern, char, char_wb)
+takes one compiled pass from their UTF-8 bytes to the hashes of their tokens or n-grams and on to the CSR rows
+(featurehash.maps.text.documents, _compiled_text: O(total characters x n-gram sizes), no Python string per
+token, the rows split over the row threads without the GIL); a custom token_pattern, bytes rows, token lists
+and weighted tokens take Python's analyzer and `re` (as scikit-learn's) and one compiled hash pass over the
+tokens' bytes. Both give the same numbers (tests/maps/text/test_compiled_text.py). Memory O(tokens), never
+O(n_components) per row.
 """
 
 from __future__ import annotations
@@ -45,11 +58,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from ..base import FeatureMap, require
 from ..errors import InputError
 from ..inputs import output_dtype
-from ..randomness import counter_key
 from ..spec import MapSpec
+from . import _compiled_text as compiled
 from ._murmur import murmur3_32_many, token_bytes
 from ._sparse_rows import normalize_rows
 from .analyzers import ANALYZERS, DEFAULT_TOKEN_PATTERN, Analyzer
+from .documents import CompiledAnalyzer, encoded, hash_key
 from .token_rows import TokenRows, is_text_batch, token_rows
 
 _INT32_MIN = -(2**31)
@@ -105,7 +119,8 @@ class HashingMap(FeatureMap):
         super().__init__(spec)
         p = self.params
         self.analyzer = Analyzer(p.analyzer, tuple(p.ngram_range), p.lowercase, p.strip_accents, p.token_pattern)
-        self._key = np.uint32(0 if p.hash == "sklearn" else int(counter_key(spec.seed, "hashing")) & 0xFFFFFFFF)
+        self._key = hash_key(p.hash, spec.seed)
+        self._compiled = CompiledAnalyzer(self.analyzer) if CompiledAnalyzer.supports(self.analyzer) else None
 
     @classmethod
     def check_spec(cls, spec: MapSpec) -> None:
@@ -141,12 +156,67 @@ class HashingMap(FeatureMap):
         return murmur3_32_many(data, starts, self._key)
 
     def transform(self, X, *, dtype=None) -> sp.csr_matrix:
-        rows = self.check(X)
         dtype = output_dtype(dtype)
+        batch = encoded(X) if self._compiled is not None and isinstance(X, (list, tuple)) and X else None
+        if batch is not None:
+            return self._compiled_features(X, *batch, dtype)
+        rows = self.check(X)
         hashed = self.hashes(rows)
         if self.params.hash == "sklearn":
             return self._sklearn_features(rows, hashed, dtype)
         return self._features(rows, hashed, dtype)
+
+    def token_hashes(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """(uint64 hashes, int64 row offsets): the 32-bit hash of every token of every row (documents analysed
+        by the spec's analyzer, token lists, or weighted tokens' tokens), in order, repeats kept."""
+        batch = encoded(X) if self._compiled is not None and isinstance(X, (list, tuple)) and X else None
+        if batch is None:
+            rows = self.check(X)
+            return self.hashes(rows).astype(np.uint64), rows.starts
+        parts = self._compiled.map_rows(X, *batch, self._key, lambda hashes, counts: (hashes, counts))
+        offsets = np.zeros(len(X) + 1, dtype=np.int64)
+        np.cumsum(np.concatenate([counts for _, counts in parts]), out=offsets[1:])
+        return np.concatenate([hashes for hashes, _ in parts]).astype(np.uint64), offsets
+
+    def _compiled_features(self, X, data: np.ndarray, starts: np.ndarray, dtype) -> sp.csr_matrix:
+        """`transform` of documents through the compiled pass, chunk by chunk on the row threads: every value is
+        an integer count (or 1), summed exactly, so the rows are bit for bit the numpy path's below; weighting
+        "sublinear" (a logarithm, whose last bit numpy and libm may round apart) is weighted by the numpy path."""
+        p, n = self.params, self.spec.n_components
+        norm = {"none": compiled.NORM_NONE, "l2": compiled.NORM_L2, "l1": compiled.NORM_L1}[p.norm]
+        binary = p.weighting == "binary"
+
+        def rows(hashes, counts):
+            if p.weighting == "sublinear":
+                starts_ = np.zeros(counts.size + 1, dtype=np.int64)
+                np.cumsum(counts, out=starts_[1:])
+                block = self._features(TokenRows([], starts_, None, "documents"), hashes, dtype)
+                return np.diff(block.indptr), block.indices, block.data
+            indices = np.empty(hashes.size, dtype=np.int32)
+            values = np.empty(hashes.size, dtype=dtype)
+            if p.hash == "sklearn":
+                nnz = compiled.sklearn_rows(hashes, counts, n, p.alternate_sign, binary, indices, values)
+            else:
+                nnz = compiled.seeded_rows(hashes, counts, n, p.alternate_sign, binary, indices, values)
+            used = int(nnz.sum())
+            indices, values = indices[:used], values[:used]
+            if norm != compiled.NORM_NONE:
+                indptr = np.zeros(nnz.size + 1, dtype=np.int64)
+                np.cumsum(nnz, out=indptr[1:])
+                compiled.normalize(values, indptr, norm)
+            return nnz, indices, values
+
+        parts = self._compiled.map_rows(X, data, starts, self._key, rows)
+        indptr = np.zeros(len(X) + 1, dtype=np.int64)
+        np.cumsum(np.concatenate([nnz for nnz, _, _ in parts]), out=indptr[1:])
+        indices = np.concatenate([part[1] for part in parts])
+        values = np.concatenate([part[2] for part in parts])
+        if indptr[-1] < 2**31:
+            indptr = indptr.astype(np.int32)
+        features = sp.csr_matrix((values, indices, indptr), shape=(len(X), n))
+        features.has_sorted_indices = True
+        features.has_canonical_format = True
+        return features
 
     def _sklearn_features(self, rows: TokenRows, hashed: np.ndarray, dtype) -> sp.csr_matrix:
         n = self.spec.n_components
