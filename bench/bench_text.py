@@ -135,7 +135,7 @@ def bench_minhash(documents: list[str], base: list[str], repeat: int, K: int) ->
 
     medians = interleaved({"featurehash gcws dart (codes)": lambda: gcws.hash(documents),
                            "datasketch MinHash.bulk": bulk, "datasketch MinHash update": per_shingle}, repeat)
-    report(f"2. Codes of word 3-shingle sets, k = {K}", medians, len(documents), "featurehash gcws dart (codes)")
+    report(f"2. Codes of word 3-shingle sets, k = {K}", medians, len(documents), "datasketch MinHash.bulk")
 
     rng = np.random.default_rng(7)
     picked = rng.choice(len(base), size=300, replace=False)

@@ -62,6 +62,8 @@ async def create_map(request: Request, principal: Principal = Depends(WRITE), st
     document = feature_map.describe()
     created = await state.store.create(document, alias=requested.id, payer=payer)
     state.cache.put(feature_map)
+    if state.settings.warm_maps:
+        state.warmups.start(feature_map)   # the answer does not wait: the first transform might
     return json_response(document, status_code=201 if created else 200,
                          headers={"Location": f"/v1/maps/{document['id']}"})
 
