@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import itertools
 import logging
+import queue
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 import numpy as np
 import scipy.sparse as sp
@@ -147,83 +149,105 @@ def exercise(feature_map: FeatureMap) -> None:
 
 
 class Warmups:
-    """One background thread compiling the kernels of the maps this process builds, in the order built.
+    """One background thread compiling the kernels of the maps this process builds.
 
-    A request waits for its map's first step only (a JSON body's default answer): later steps compile
-    while it computes, and numba's lock lets it compile what it needs between them, rather than wait for
-    every form (6.9 s for a gcws map's five forms against 0.5-2 s for one, measured)."""
+    Each map's work is split into steps (`steps`). Its first steps (a JSON body's default answer) go before
+    any map's later steps, and are all a request waits for; the later steps (the other forms and dtypes)
+    run only while no request is computing or creating a map, so that they never hold numba's compile lock
+    in front of one. Measured before this order (one FIFO queue of whole warm-ups, bench/bench_first_calls.py
+    on a loaded 2-core host): a map created right after three others waited 38 s for theirs."""
 
     def __init__(self):
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="featurehash-warm")
+        self._queue: queue.PriorityQueue = queue.PriorityQueue()
+        self._order = itertools.count()
         self._first: dict[str, Future] = {}
         self._lock = threading.Lock()
-        # requests computing with a map still warming: its next steps wait for them, rather than take
-        # numba's lock from them (a first request then paid for forms it did not send, measured)
-        self._active: dict[str, int] = {}
+        self._busy = 0   # requests computing with a map, or creating one
         self._idle = threading.Condition(self._lock)
+        self._thread: threading.Thread | None = None
+        self._stopped = False
 
     def start(self, feature_map: FeatureMap) -> None:
         map_id = feature_map.spec.id
         with self._lock:
-            if map_id in self._first:
+            if map_id in self._first or self._stopped:
                 return
             first: Future = Future()
             self._first[map_id] = first
-        try:
-            self._pool.submit(self._warm, feature_map, first)
-        except RuntimeError:   # shut down: the service is stopping
-            first.set_result(None)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, name="featurehash-warm", daemon=True)
+                self._thread.start()
+        self._queue.put((0, next(self._order), feature_map, first))
 
-    def _warm(self, feature_map: FeatureMap, first: Future) -> None:
-        start = time.perf_counter()
+    def _work(self) -> None:
+        while True:
+            priority, _, feature_map, first = self._queue.get()
+            if feature_map is None:
+                return
+            if priority == 0:
+                self._first_steps(feature_map, first)
+            else:
+                self._later_step(feature_map, first)
+
+    def _first_steps(self, feature_map: FeatureMap, first: Future) -> None:
         try:
-            map_id = feature_map.spec.id
-            for number, step in enumerate(steps(feature_map)):
-                if number >= FIRST_STEPS:   # the first steps are what waiting requests wait for
-                    with self._idle:
-                        self._idle.wait_for(lambda: not self._active.get(map_id), timeout=IDLE_TIMEOUT)
+            found = steps(feature_map)
+            for step in found[:FIRST_STEPS]:
                 step()
-                if number == FIRST_STEPS - 1:
-                    first.set_result(None)
         except Exception:  # noqa: BLE001  (the request that computes will compile and report the error itself)
             logger.exception("compiling the kernels of map %s failed", feature_map.spec.id)
-        finally:
-            if not first.done():
-                first.set_result(None)
-            with self._lock:
-                self._first.pop(feature_map.spec.id, None)
-        logger.info("kernels of map %s ready in %.2f s", feature_map.spec.id, time.perf_counter() - start)
+            found = []
+        first.set_result(None)
+        for step in found[FIRST_STEPS:]:
+            self._queue.put((1, next(self._order), step, feature_map.spec.id))
+        with self._lock:
+            self._first.pop(feature_map.spec.id, None)
+
+    def _later_step(self, step, map_id: str) -> None:
+        with self._idle:
+            self._idle.wait_for(lambda: self._busy == 0 or self._stopped, timeout=IDLE_TIMEOUT)
+        try:
+            step()
+        except Exception:  # noqa: BLE001
+            logger.exception("compiling the kernels of map %s failed", map_id)
 
     def pending(self, map_id: str) -> bool:
-        """Whether the map's warm-up has started and not finished."""
+        """Whether the map's first steps are still to run."""
         return map_id in self._first
 
-    async def wait(self, map_id: str) -> None:
-        """Wait for the first step of the map's warm-up if it is running (the wait goes on the request's
-        clock), and hold its later steps until the request has answered."""
-        first = self._first.get(map_id)
-        if first is None:
-            return
+    def hold(self) -> None:
+        """A request computes or creates a map: later steps wait until `release`."""
+        with self._lock:
+            self._busy += 1
+
+    def release(self) -> None:
+        with self._idle:
+            self._busy -= 1
+            if self._busy == 0:
+                self._idle.notify_all()
+
+    def hold_for_request(self) -> None:
+        """`hold` until the current request ends (the middleware runs the clock's callbacks)."""
         clock = CLOCK.get()
-        if clock is not None:
-            with self._lock:
-                self._active[map_id] = self._active.get(map_id, 0) + 1
-            clock.append(lambda: self._release(map_id))
-        if first.done():
+        if clock is not None and not any(getattr(done, "__self__", None) is self for done in clock[2:]):
+            self.hold()
+            clock.append(self.release)
+
+    async def wait(self, map_id: str) -> None:
+        """Wait for the map's first steps if they are still to run (the wait goes on the request's clock),
+        and keep later steps back until the request has answered."""
+        self.hold_for_request()
+        first = self._first.get(map_id)
+        if first is None or first.done():
             return
         start = time.perf_counter()
         await asyncio.wrap_future(first)
+        clock = CLOCK.get()
         if clock is not None:
             clock[0] += time.perf_counter() - start
 
-    def _release(self, map_id: str) -> None:
-        with self._idle:
-            left = self._active.get(map_id, 0) - 1
-            if left > 0:
-                self._active[map_id] = left
-            else:
-                self._active.pop(map_id, None)
-                self._idle.notify_all()
-
     def shutdown(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._idle:
+            self._stopped = True
+            self._idle.notify_all()
+        self._queue.put((-1, -1, None, None))
