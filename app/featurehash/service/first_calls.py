@@ -5,16 +5,16 @@ numba compiles a kernel the first time it is called with new argument types (or 
 milliseconds). Without this, the first transform of a map, and again the first float32 call after float64
 ones, blocked for the compilation: 12-20 s on a loaded 2-core host, with nothing in the answer to say why.
 
-`Warmups.start(map)` runs, on one background thread, a few rows through the map in every form the service
+`Warmups.start(map)` queues, for one background thread, a few rows through the map in every form the service
 decodes (JSON rows: float64; .npy bodies: float32 or float64, read-only; sparse rows: CSR; text for a map
-that reads it) to both output dtypes it serves, and its codes when it has them: the service calls it when a
-map is created (POST /v1/maps answers without waiting) and when this process first builds a stored map.
-A request that computes with a map whose warm-up is still running waits for it (numba compiles under one
-process-wide lock, so compiling in the request as well would not answer sooner). `CLOCK` counts, per
-request, the seconds it waited and the seconds its own thread spent compiling (a form the warm-up did not
-cover, or a map's fit at creation); the middleware then adds `X-Featurehash-Compiled: waited=W compiled=C`
-(seconds) to the answer and `compile_ms` to its access-log line. An answer without the header compiled
-nothing.
+that reads it), a batch and one row each, to both output dtypes it serves, and its codes when it has them:
+the service calls it when a map is created (POST /v1/maps answers without waiting) and when this process
+first builds a stored map. Steps start only while no request is computing or creating a map, so a request
+never waits for forms it does not use; one that needs a kernel not yet compiled compiles it itself, after
+the step running then, if any (numba compiles under one process-wide lock). `CLOCK` counts, per request, the
+seconds its threads waited for that lock and spent compiling; the middleware then adds
+`X-Featurehash-Compiled: waited=W compiled=C` (seconds) to the answer and `compile_ms` to its access-log line.
+An answer without the header compiled nothing and waited for no compilation.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from ..maps.base import DenseFeatureMap
 logger = logging.getLogger("featurehash.first_calls")
 
 HEADER = b"x-featurehash-compiled"
-# [seconds waited for a warm-up, seconds compiling in the request's own threads, then callbacks to run when
-# the request ends]; None outside a request.
+# [seconds in numba's compile lock (waiting for it, then compiling), seconds compiling, then callbacks to run
+# when the request ends]; None outside a request.
 CLOCK: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar("featurehash_compile_clock", default=None)
 # >= every map's parallel-kernel bound (gcws, binning: PARALLEL_MIN_ROWS = 8), and each form runs with one
 # row too: numba compiles the parallel and the sequential kernel apart (a warm-up of 4 rows left a gcws
@@ -46,7 +46,8 @@ CLOCK: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar("feat
 ROWS = 8
 DENSE_MAX_DIM = 1 << 16   # past this a dense warm-up batch would be large; such maps take sparse rows
 SPARSE_NONZEROS = 8
-FIRST_STEPS = 2   # a JSON body's default answer, for a batch and for one row: what a request waits for
+FIRST_STEPS = 2   # a JSON body's default answer, for a batch and for one row: before any map's later steps
+WAIT_REPORTED = 0.005   # loading kernels from numba's cache takes the lock for a few ms: not a wait to report
 IDLE_TIMEOUT = 30.0   # a request that never answers (a stuck stream) holds a warm-up no longer than this
 DOCUMENTS = ["the first call of a map compiles its kernels", "so a background thread makes it before requests"] * 4
 
@@ -56,28 +57,37 @@ _listener_on = False
 
 
 def install_listener() -> None:
-    """Count compilations per request (numba's compile events fire in the compiling thread, cache loads not)."""
+    """Count, per request, the seconds its threads spent compiling and waiting for numba's compile lock.
+
+    numba fires "numba:compiler_lock" around taking and holding its process-wide lock (its start before the
+    lock is taken) and "numba:compile" around a compilation (not a cache load), in the thread doing it; a
+    kernel compiles the kernels it calls inside its own events, so only a thread's outermost event counts."""
     global _listener_on
     with _installed:
         if _listener_on:
             return
         from numba.core import event
 
-        class _Clock(event.Listener):
+        class _Timer(event.Listener):
+            def __init__(self, slot: int):
+                self.slot, self.depth, self.start = slot, f"depth{slot}", f"start{slot}"
+
             def on_start(self, ev) -> None:
-                depth = getattr(_local, "depth", 0)
-                _local.depth = depth + 1
-                if depth == 0:   # a kernel compiles the kernels it calls inside its own event: count the outer
-                    _local.start = time.perf_counter()
+                depth = getattr(_local, self.depth, 0)
+                setattr(_local, self.depth, depth + 1)
+                if depth == 0:
+                    setattr(_local, self.start, time.perf_counter())
 
             def on_end(self, ev) -> None:
-                _local.depth -= 1
-                if _local.depth == 0:
+                depth = getattr(_local, self.depth, 1) - 1
+                setattr(_local, self.depth, depth)
+                if depth == 0:
                     clock = CLOCK.get()
                     if clock is not None:
-                        clock[1] += time.perf_counter() - _local.start
+                        clock[self.slot] += time.perf_counter() - getattr(_local, self.start)
 
-        event.register("numba:compile", _Clock())
+        event.register("numba:compiler_lock", _Timer(0))   # waiting for the lock, then holding it
+        event.register("numba:compile", _Timer(1))
         _listener_on = True
 
 
@@ -92,10 +102,18 @@ def finish(clock: list) -> None:
 
 
 def header_value(clock: list) -> bytes | None:
-    """The header for a request's clock, None when it neither waited nor compiled."""
-    if clock[0] <= 0.0 and clock[1] <= 0.0:
+    """The header for a request's clock, None when it compiled nothing and waited for no compilation.
+    The lock's seconds hold the compilations' and cache loads' (milliseconds): waited is the rest."""
+    compiled = clock[1]
+    waited = max(0.0, clock[0] - compiled)
+    if compiled <= 0.0 and waited < WAIT_REPORTED:
         return None
-    return f"waited={clock[0]:.3f} compiled={clock[1]:.3f}".encode()
+    return f"waited={waited:.3f} compiled={compiled:.3f}".encode()
+
+
+def spent(clock: list) -> float:
+    """Seconds the request waited for or spent compiling (the access log's compile_ms)."""
+    return clock[0] if header_value(clock) is not None else 0.0
 
 
 def _read_only(X: np.ndarray) -> np.ndarray:
@@ -149,102 +167,91 @@ def exercise(feature_map: FeatureMap) -> None:
 
 
 class Warmups:
-    """One background thread compiling the kernels of the maps this process builds.
+    """One background thread compiling the kernels of the maps this process builds, a step at a time.
 
-    Each map's work is split into steps (`steps`). Its first steps (a JSON body's default answer) go before
-    any map's later steps, and are all a request waits for; the later steps (the other forms and dtypes)
-    run only while no request is computing or creating a map, so that they never hold numba's compile lock
-    in front of one. Measured before this order (one FIFO queue of whole warm-ups, bench/bench_first_calls.py
-    on a loaded 2-core host): a map created right after three others waited 38 s for theirs."""
+    Every map's first steps (a JSON body's default answer) go before any map's later steps (the other
+    forms and dtypes), and a step starts only while no request is computing with a map or creating one.
+    Measured on a loaded 2-core host before this order (one queue of whole warm-ups, which requests waited
+    for): a map created right after three others waited 38 s for theirs, and a request on a warm map
+    waited seconds for another map's step."""
 
     def __init__(self):
         self._queue: queue.PriorityQueue = queue.PriorityQueue()
         self._order = itertools.count()
-        self._first: dict[str, Future] = {}
         self._lock = threading.Lock()
-        self._busy = 0   # requests computing with a map, or creating one
         self._idle = threading.Condition(self._lock)
+        self._busy = 0   # requests computing with a map, or creating one
+        self._running: Future | None = None   # the step being compiled
+        self._started: set[str] = set()
         self._thread: threading.Thread | None = None
         self._stopped = False
 
     def start(self, feature_map: FeatureMap) -> None:
-        map_id = feature_map.spec.id
         with self._lock:
-            if map_id in self._first or self._stopped:
+            if feature_map.spec.id in self._started or self._stopped:
                 return
-            first: Future = Future()
-            self._first[map_id] = first
+            self._started.add(feature_map.spec.id)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._work, name="featurehash-warm", daemon=True)
                 self._thread.start()
-        self._queue.put((0, next(self._order), feature_map, first))
+        try:
+            found = steps(feature_map)
+        except Exception:  # noqa: BLE001  (a request computing with the map meets the same error itself)
+            logger.exception("planning the warm-up of map %s failed", feature_map.spec.id)
+            return
+        for number, step in enumerate(found):
+            self._queue.put((0 if number < FIRST_STEPS else 1, next(self._order), step, feature_map.spec.id))
 
     def _work(self) -> None:
         while True:
-            priority, _, feature_map, first = self._queue.get()
-            if feature_map is None:
+            _, _, step, map_id = self._queue.get()
+            if step is None:
                 return
-            if priority == 0:
-                self._first_steps(feature_map, first)
-            else:
-                self._later_step(feature_map, first)
-
-    def _first_steps(self, feature_map: FeatureMap, first: Future) -> None:
-        try:
-            found = steps(feature_map)
-            for step in found[:FIRST_STEPS]:
+            with self._idle:
+                self._idle.wait_for(lambda: self._busy == 0 or self._stopped, timeout=IDLE_TIMEOUT)
+                if self._stopped:
+                    return
+                running = self._running = Future()
+            try:
                 step()
-        except Exception:  # noqa: BLE001  (the request that computes will compile and report the error itself)
-            logger.exception("compiling the kernels of map %s failed", feature_map.spec.id)
-            found = []
-        first.set_result(None)
-        for step in found[FIRST_STEPS:]:
-            self._queue.put((1, next(self._order), step, feature_map.spec.id))
-        with self._lock:
-            self._first.pop(feature_map.spec.id, None)
+            except Exception:  # noqa: BLE001  (the request that computes will compile and report the error itself)
+                logger.exception("compiling the kernels of map %s failed", map_id)
+            finally:
+                with self._lock:
+                    self._running = None
+                running.set_result(None)
 
-    def _later_step(self, step, map_id: str) -> None:
-        with self._idle:
-            self._idle.wait_for(lambda: self._busy == 0 or self._stopped, timeout=IDLE_TIMEOUT)
-        try:
-            step()
-        except Exception:  # noqa: BLE001
-            logger.exception("compiling the kernels of map %s failed", map_id)
+    def pending(self) -> int:
+        """Steps not yet run (of every map)."""
+        return self._queue.qsize() + (self._running is not None)
 
-    def pending(self, map_id: str) -> bool:
-        """Whether the map's first steps are still to run."""
-        return map_id in self._first
-
-    def hold(self) -> None:
-        """A request computes or creates a map: later steps wait until `release`."""
+    def _hold(self) -> Future | None:
         with self._lock:
             self._busy += 1
+            return self._running
 
-    def release(self) -> None:
+    def _release(self) -> None:
         with self._idle:
             self._busy -= 1
             if self._busy == 0:
                 self._idle.notify_all()
 
-    def hold_for_request(self) -> None:
-        """`hold` until the current request ends (the middleware runs the clock's callbacks)."""
+    def hold_for_request(self) -> Future | None:
+        """Keep steps from starting until the current request ends (the middleware runs the clock's
+        callbacks); the step running now, if any. Outside a request (no clock): nothing to hold."""
         clock = CLOCK.get()
-        if clock is not None and not any(getattr(done, "__self__", None) is self for done in clock[2:]):
-            self.hold()
-            clock.append(self.release)
+        if clock is None or not self._started:
+            return None
+        if any(getattr(done, "__self__", None) is self for done in clock[2:]):
+            return self._running
+        running = self._hold()
+        clock.append(self._release)
+        return running
 
     async def wait(self, map_id: str) -> None:
-        """Wait for the map's first steps if they are still to run (the wait goes on the request's clock),
-        and keep later steps back until the request has answered."""
+        """Before a request computes with a map: no step starts until it has answered. A step already
+        running delays it only if it must compile too (numba's lock), which its clock counts."""
         self.hold_for_request()
-        first = self._first.get(map_id)
-        if first is None or first.done():
-            return
-        start = time.perf_counter()
-        await asyncio.wrap_future(first)
-        clock = CLOCK.get()
-        if clock is not None:
-            clock[0] += time.perf_counter() - start
 
     def shutdown(self) -> None:
         with self._idle:

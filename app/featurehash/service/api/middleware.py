@@ -15,6 +15,7 @@ import orjson
 from ..first_calls import CLOCK as FIRST_CALLS
 from ..first_calls import HEADER as COMPILED_HEADER
 from ..first_calls import finish, new_clock
+from ..first_calls import spent as compile_seconds
 from ..first_calls import header_value as compiled_header
 from .admission import CURRENT, Admission, Refused, refuse_unread
 from .errors import BodyTooLarge, error_response
@@ -199,7 +200,7 @@ class RequestRecorder:
         latency.observe(seconds)
         if access_logger.isEnabledFor(logging.WARNING if status >= 500 else logging.INFO):
             access_lines.add((time.time(), method, template, status, seconds, request_id, tenant,
-                              principal.key_id if principal is not None else None, clock[0] + clock[1]))
+                              principal.key_id if principal is not None else None, compile_seconds(clock)))
 
 
 def _encoded_body(encoding: bytes):

@@ -56,7 +56,7 @@ async def create_map(request: Request, principal: Principal = Depends(WRITE), st
     await state.store.check_room(payer, requested.id)
     # A resolved spec posted back is its own request: its map may be in this process's cache.
     feature_map = state.cache.get(requested.id)
-    state.warmups.hold_for_request()   # a fit compiles too: background warm-ups wait for it
+    await state.warmups.wait(requested.id)   # a fit compiles too: background warm-ups wait for it
     if feature_map is None or not _echo_agrees(spec, feature_map.describe()):
         feature_map = await run_in_threadpool(
             functools.partial(state.build_map, spec, work_seconds=state.settings.request_work_seconds))
