@@ -46,7 +46,7 @@ def rows() -> sp.csr_matrix:
         values = rng.gamma(1.0, 1.0, NONZEROS)
         found.append((columns, values))
         for _ in range(COPIES):
-            moved = values * np.where(rng.random(NONZEROS) < 0.1, rng.uniform(0.5, 1.5, NONZEROS), 1.0)
+            moved = values * np.where(rng.random(NONZEROS) < 0.4, rng.uniform(0.1, 1.9, NONZEROS), 1.0)
             found.append((columns, moved))
     indptr = np.arange(0, NONZEROS * len(found) + 1, NONZEROS)
     return sp.csr_matrix((np.concatenate([v for _, v in found]), np.concatenate([c for c, _ in found]), indptr),
