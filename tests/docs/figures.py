@@ -115,7 +115,12 @@ def file_numbers(name: str) -> list[float]:
 
 
 def problems() -> list[str]:
-    """Every figure without a source, or whose numbers its sources do not hold."""
+    """Every figure without a source, or whose numbers its sources do not hold (`page:line: ...`)."""
+    return [f"{unit.page}:{unit.line}: {figure}: {why}" for unit, figure, why in unsourced()]
+
+
+def unsourced() -> list[tuple[Unit, str, str]]:
+    """(unit, figure, why) of every figure without a source, or whose numbers its sources do not hold."""
     found = []
     cache: dict[str, list[float]] = {}
     for page in pages():
@@ -123,13 +128,13 @@ def problems() -> list[str]:
             if not unit.figures or unit.exempt:
                 continue
             sources = unit.sources
-            where = f"{unit.page}:{unit.line}"
             if not sources:
-                found.append(f"{where}: {', '.join(unit.figures)} name no bench/results file")
+                found += [(unit, figure, "its paragraph names no bench/results file") for figure in unit.figures]
                 continue
             values = [value for name in sources for value in cache.setdefault(name, file_numbers(name))]
             for match in FIGURE.finditer(_without_code(unit.text)):
                 for number in filter(None, match.groups()):
                     if not _matches(number, values):
-                        found.append(f"{where}: {match.group(0)}: {number} is not in {', '.join(sources)}")
+                        found.append((unit, match.group(0), f"{number} is not in {', '.join(sources)}"))
+                        break
     return found
