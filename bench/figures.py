@@ -5,8 +5,9 @@
 
 The "which map for which kernel and data" table is one table, printed in README.md and docs/methods/index.md
 (they had drifted apart: other chi2 and Nystroem ratios on each page). Its measured cells are computed here
-from bench/results/ (the file of each row in its source column); the rest of the row is text. The table sits
-between `<!-- figures-table: which-map -->` and `<!-- /figures-table -->`. tests/docs/test_figures.py runs
+from bench/results/ (the file of each row in its source column); the rest of the row is text. The first-call
+table of docs/getting-started.md comes from startup.txt and first_calls.txt. A table sits between
+`<!-- figures-table: NAME -->` and `<!-- /figures-table -->`. tests/docs/test_figures.py runs
 --check, and checks every other ratio of the docs against the result file its paragraph names.
 """
 
@@ -19,8 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-BEGIN, END = "<!-- figures-table: which-map -->", "<!-- /figures-table -->"
-TARGETS = {"README.md": "readme", "docs/methods/index.md": "docs"}
+END = "<!-- /figures-table -->"
 
 
 def read(name: str) -> str:
@@ -90,7 +90,7 @@ def cells() -> dict[str, str]:
                       f" / {span([parity('skewed_chi2 D=512 float32'), parity('skewed_chi2 D=512 float64')], 2)} "
                       "scikit-learn's samplers (float32-float64, one thread)",
         "gcws_speed": f"text shingles, k = 128: {thousands(k128[ours][0])} docs/s, {k128[ours][1]:.2f}x datasketch's "
-                      f"MinHash.bulk in wall time, {k128[ours][2]:.2f}x per CPU second (our kernels use both cores); "
+                      f"MinHash.bulk in wall time, {k128[ours][2]:.2f}x per CPU second; "
                       f"k = 256: {k256[ours][1]:.2f}x wall, {k256[ours][2]:.2f}x CPU",
         "hashing_speed": f"{thousands(hashing['featurehash hashing (murmur3)'][0])} docs/s, "
                          f"{hashing['featurehash hashing (murmur3)'][1]:.2f}x HashingVectorizer (float64, one thread)",
@@ -133,7 +133,7 @@ ROWS = [
 ]
 
 
-def table(target: str) -> str:
+def which_map(target: str) -> str:
     values = cells()
     lines = ["| kernel | data | method | output | fitted | speed | error | source |", "|---|---|---|---|---|---|---|---|"]
     for *text, sources in ROWS:
@@ -145,11 +145,50 @@ def table(target: str) -> str:
     return "\n".join(lines)
 
 
+def first_calls(target: str) -> str:
+    """A fresh process's first call of every method (bench_startup.py: cold and warm numba cache), and over
+    HTTP the first transforms before and after the service compiled a map's kernels in the background
+    (bench_first_calls.py)."""
+    startup = {}
+    for method, kind, wall, cpu, *_ in re.findall(r"^(\w+)\s+(cold|warm)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)"
+                                                r"\s+([\d.]+)", read("startup.txt"), re.M):
+        startup[method, kind] = (float(wall), float(cpu))
+    http: dict[str, dict[str, tuple[float, ...]]] = {}
+    text = read("first_calls.txt")
+    for label in ("before", "after"):
+        section = text.split(f"\n{label}:", 1)[1].split("\n\n", 1)[0]
+        http[label] = {method: tuple(map(float, numbers)) for method, *numbers in
+                       re.findall(r"^  (\w+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", section, re.M)}
+    methods = sorted({method for method, _ in startup})
+    lines = ["| method | fresh process, empty cache: CPU s (wall s) | warm cache: CPU s (wall s) | HTTP before: create + "
+             "first float64 + first float32 call, s | HTTP after (background compile), s |", "|---|---|---|---|---|"]
+    for method in methods:
+        cold, warm = startup.get((method, "cold")), startup.get((method, "warm"))
+        row = [f"`{method}`", f"{cold[1]:.1f} ({cold[0]:.1f})" if cold else "-",
+               f"{warm[1]:.1f} ({warm[0]:.1f})" if warm else "-"]
+        for label in ("before", "after"):
+            found = http[label].get(method)
+            row.append(" + ".join(f"{value:.2f}" for value in found[:3]) if found else "-")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+TABLES = {
+    "which-map": (which_map, {"README.md": "readme", "docs/methods/index.md": "docs"}),
+    "first-calls": (first_calls, {"docs/getting-started.md": "docs"}),
+}
+
+
 def rewritten(page: str) -> str:
     text = (ROOT / page).read_text(encoding="utf-8")
-    before, rest = text.split(BEGIN, 1)
-    _, after = rest.split(END, 1)
-    return f"{before}{BEGIN}\n{table(TARGETS[page])}\n{END}{after}"
+    for name, (render, pages) in TABLES.items():
+        if page not in pages:
+            continue
+        begin = f"<!-- figures-table: {name} -->"
+        before, rest = text.split(begin, 1)
+        _, after = rest.split(END, 1)
+        text = f"{before}{begin}\n{render(pages[page])}\n{END}{after}"
+    return text
 
 
 def main() -> None:
@@ -157,7 +196,7 @@ def main() -> None:
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a page's table differs")
     args = parser.parse_args()
     stale = []
-    for page in TARGETS:
+    for page in sorted({page for _, pages in TABLES.values() for page in pages}):
         new = rewritten(page)
         if new != (ROOT / page).read_text(encoding="utf-8"):
             stale.append(page)

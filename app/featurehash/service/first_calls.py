@@ -149,6 +149,8 @@ def steps(feature_map: FeatureMap) -> list:
     dense = isinstance(feature_map, DenseFeatureMap)
 
     def answers(X, dtypes) -> None:
+        if not isinstance(X, list):   # the service checks rows before it computes; the check compiles too
+            X = feature_map.check(X, "vectors")
         for dtype in dtypes:
             feature_map.transform(X, dtype=dtype) if dense else feature_map.transform(X)
         if feature_map.has_hash:
