@@ -2,13 +2,13 @@
 
     python bench/bench_first_calls.py [--methods rff,nrff,srf,ssf,gcws,binning,nystroem] [--write]
 
-Two services are started one after the other, each with its own empty numba cache (NUMBA_CACHE_DIR in a
+Three services are started one after the other, each with its own empty numba cache (NUMBA_CACHE_DIR in a
 temporary directory) and embedded Redis: "before" with FEATUREHASH_WARM_MAPS=false (the behaviour before
 service/first_calls.py: every kernel compiles inside the request that first needs it), "after" with the
-default (a map's kernels compile on a background thread from its creation; a request waits for the first
-step only). For each method in turn, in the same order in both: the map's creation (POST /v1/maps), at once
-its first transform asking float64 features (8 JSON rows), then its first float32 call (the default), then
-one more float32 call. Wall seconds as the client sees them, and what the answer's X-Featurehash-Compiled
+default (a map's kernels compile on a background thread from its creation), then a third service as "after" whose
+first transform comes `--idle` seconds (15) after each creation. For each method in turn, in the same order in
+all three: the map's creation (POST /v1/maps), at once (or after the idle seconds) its first transform asking
+float64 features (8 JSON rows), then its first float32 call (the default), then one more float32 call. Wall seconds as the client sees them, and what the answer's X-Featurehash-Compiled
 header said (waited / compiled seconds; "-" when absent). The first request of each service also pays the
 imports of numpy, scipy and numba in the worker (in both runs alike). Load average printed before each run.
 Only --write writes bench/results/first_calls.txt.
@@ -57,7 +57,7 @@ def timed(call):
     return time.perf_counter() - start, answer.headers.get("x-featurehash-compiled", "-")
 
 
-def run(label: str, warm: bool, methods: list[str], say) -> None:
+def run(label: str, warm: bool, methods: list[str], say, idle: float = 0.0) -> None:
     scratch = Path(tempfile.mkdtemp(prefix=f"first-calls-{'after' if warm else 'before'}-"))
     port = free_port()
     env = {**os.environ, "NUMBA_CACHE_DIR": str(scratch / "numba"), "FEATUREHASH_WARM_MAPS": str(warm).lower(),
@@ -85,6 +85,7 @@ def run(label: str, warm: bool, methods: list[str], say) -> None:
                 spec = {"method": method, "input_dim": DIM, "seed": 1, **SPECS[method]}
                 created, created_header = timed(lambda: client.post("/v1/maps", json=spec))
                 map_id = client.post("/v1/maps", json=spec).json()["id"]
+                time.sleep(idle)   # a first request some time after the creation (the background's chance)
                 body = {"vectors": ROWS}
                 f64, f64_header = timed(lambda: client.post(f"/v1/maps/{map_id}/transform?dtype=float64", json=body))
                 f32, f32_header = timed(lambda: client.post(f"/v1/maps/{map_id}/transform", json=body))
@@ -100,6 +101,8 @@ def run(label: str, warm: bool, methods: list[str], say) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--methods", default=",".join(SPECS))
+    parser.add_argument("--idle", type=float, default=15.0, help="seconds between creation and first transform "
+                        "in the third run")
     parser.add_argument("--write", action="store_true", help=f"overwrite {RESULTS.relative_to(RESULTS.parents[2])}")
     args = parser.parse_args()
     printed: list[str] = []
@@ -113,6 +116,7 @@ def main() -> None:
         "empty numba cache; wall seconds seen by the client")
     run("before: kernels compile in the request", False, methods, say)
     run("after: kernels compile in the background from the map's creation", True, methods, say)
+    run(f"after, first transform {args.idle:g} s after the creation", True, methods, say, args.idle)
     if args.write:
         RESULTS.write_text("\n".join(printed) + "\n")
         print(f"wrote {RESULTS}")

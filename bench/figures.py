@@ -155,19 +155,23 @@ def first_calls(target: str) -> str:
         startup[method, kind] = (float(wall), float(cpu))
     http: dict[str, dict[str, tuple[float, ...]]] = {}
     text = read("first_calls.txt")
-    for label in ("before", "after"):
-        section = text.split(f"\n{label}:", 1)[1].split("\n\n", 1)[0]
+    for label, heading in (("before", "\nbefore:"), ("after", "\nafter:"), ("idle", "\nafter, first transform")):
+        if heading not in text:
+            continue
+        section = text.split(heading, 1)[1].split("\n\n", 1)[0]
         http[label] = {method: tuple(map(float, numbers)) for method, *numbers in
                        re.findall(r"^  (\w+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", section, re.M)}
     methods = sorted({method for method, _ in startup})
+    idle = re.search(r"first transform ([\d.]+) s after the creation", text)
     lines = ["| method | fresh process, empty cache: CPU s (wall s) | warm cache: CPU s (wall s) | HTTP before: create + "
-             "first float64 + first float32 call, s | HTTP after (background compile), s |", "|---|---|---|---|---|"]
+             "first float64 + first float32 call, s | HTTP after (background compile), at once, s | HTTP after, "
+             f"first call {idle.group(1) if idle else '-'} s after creation, s |", "|---|---|---|---|---|---|"]
     for method in methods:
         cold, warm = startup.get((method, "cold")), startup.get((method, "warm"))
         row = [f"`{method}`", f"{cold[1]:.1f} ({cold[0]:.1f})" if cold else "-",
                f"{warm[1]:.1f} ({warm[0]:.1f})" if warm else "-"]
-        for label in ("before", "after"):
-            found = http[label].get(method)
+        for label in ("before", "after", "idle"):
+            found = http.get(label, {}).get(method)
             row.append(" + ".join(f"{value:.2f}" for value in found[:3]) if found else "-")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
