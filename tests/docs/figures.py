@@ -121,9 +121,13 @@ def problems() -> list[str]:
 
 def unsourced() -> list[tuple[Unit, str, str]]:
     """(unit, figure, why) of every figure without a source, or whose numbers its sources do not hold."""
+    return unsourced_in(pages())
+
+
+def unsourced_in(where: list[Path]) -> list[tuple[Unit, str, str]]:
     found = []
     cache: dict[str, list[float]] = {}
-    for page in pages():
+    for page in where:
         for unit in units(page):
             if not unit.figures or unit.exempt:
                 continue

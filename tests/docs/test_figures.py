@@ -37,13 +37,19 @@ def test_the_convention_catches_what_it_should(tmp_path, monkeypatch):
     page = tmp_path / "page.md"
     page.write_text("Fast: 2.5x the floor.\n\nFrom `bench/results/text.txt`: 1.07x HashingVectorizer.\n\n"
                     "From `bench/results/text.txt`: 9.99x HashingVectorizer.\n\n| a | 1.64x | `text.txt` |\n")
+    results = tmp_path / "bench" / "results"
+    results.mkdir(parents=True)
+    (results / "text.txt").write_text("featurehash  0.675  74022  0.93  1.07\ngcws  0.121  1.64  1.905\n")
     monkeypatch.setattr(figures, "ROOT", tmp_path)
+    monkeypatch.setattr(figures, "RESULTS", results)
     units = [unit for unit in figures.units(page) if unit.figures]
     assert [unit.sources for unit in units] == [[], ["text.txt"], ["text.txt"], ["text.txt"]]
     values = figures.file_numbers("text.txt")
     assert figures._matches("1.07", values) and figures._matches("1.64", values)
+    assert figures._matches("1.9", values) and figures._matches("1.91", values) and not figures._matches("1.92", values)
     assert not figures._matches("9.99", values)
     assert figures._matches("74,000", values)   # 74022 docs/s, to the figure's precision
+    assert [(unit.line, figure) for unit, figure, _ in figures.unsourced_in([page])] == [(1, "2.5x"), (5, "9.99x")]
 
 
 def test_the_generated_tables_are_what_the_results_give():
