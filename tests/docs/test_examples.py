@@ -64,5 +64,14 @@ def test_example_files_are_what_make_files_writes():
         import make_files
     finally:
         sys.path.pop(0)
+    import io
+
+    import scipy.sparse as sp
+
     for name, content in make_files.files().items():
-        assert (ROOT / "examples" / name).read_bytes() == content, f"examples/{name}: run examples/make_files.py"
+        committed = (ROOT / "examples" / name).read_bytes()
+        if name.endswith(".npz"):   # the archive's bytes may differ between numpy versions; its matrix may not
+            made, kept = sp.load_npz(io.BytesIO(content)), sp.load_npz(io.BytesIO(committed))
+            assert made.shape == kept.shape and (made != kept).nnz == 0, f"examples/{name}: run examples/make_files.py"
+        else:
+            assert committed == content, f"examples/{name}: run examples/make_files.py"
