@@ -1,6 +1,6 @@
 """What a fresh process pays before its first answer: imports, and the first call of every method.
 
-    PYTHONPATH=app python bench/bench_startup.py [--repeats 3] [--methods rff,gcws] [--no-warm]
+    PYTHONPATH=app python bench/bench_startup.py [--repeats 3] [--methods rff,gcws] [--no-warm] [--write]
 
 Every figure is a fresh `python` process (timed from outside: wall, and CPU of the child from
 `getrusage`), median over the repeats, contenders interleaved (one repeat of each, then the next):
@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 X_ROWS, INPUT_DIM, N_COMPONENTS = 4, 16, 64
 SPECS = {
@@ -97,6 +98,16 @@ def _median(rows: list[tuple]) -> tuple:
     return tuple(statistics.median(column) for column in zip(*rows))
 
 
+OUTPUT = Path(__file__).resolve().parent / "results" / "startup.txt"
+_printed: list[str] = []
+
+
+def say(line: str) -> None:
+    """Print, and keep the line for --write."""
+    print(line, flush=True)
+    _printed.extend(line.split("\n"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -105,11 +116,12 @@ def main() -> None:
     parser.add_argument("--no-imports", action="store_true", help="skip the import figures")
     parser.add_argument("--count", action="store_true", help="count numba compilations (imports numba "
                         "before create_map: its split then shows numba's import under 'import')")
+    parser.add_argument("--write", action="store_true", help="also write bench/results/startup.txt")
     args = parser.parse_args()
     methods = [m for m in args.methods.split(",") if m]
     env = dict(os.environ)
     python = sys.executable
-    print(f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs, "
+    say(f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs, "
           f"repeats {args.repeats} (medians)")
 
     if not args.no_imports:
@@ -124,10 +136,10 @@ def main() -> None:
         for _ in range(args.repeats):
             for name, command in imports.items():
                 runs[name].append(_run(command, env)[:2])
-        print(f"\n{'start-up':40s} {'wall s':>8s} {'cpu s':>8s}")
+        say(f"\n{'start-up':40s} {'wall s':>8s} {'cpu s':>8s}")
         for name, rows in runs.items():
             wall, cpu = _median(rows)
-            print(f"{name:40s} {wall:8.3f} {cpu:8.3f}")
+            say(f"{name:40s} {wall:8.3f} {cpu:8.3f}")
 
     kinds = ["cold"] if args.no_warm else ["cold", "warm"]
     with tempfile.TemporaryDirectory(prefix="fh-startup-") as root:
@@ -146,12 +158,15 @@ def main() -> None:
                     inner = json.loads(out.strip().splitlines()[-1])
                     results[method, kind].append((wall, cpu, inner["import"], inner["create"],
                                                   inner["first_call"], inner["compiles"]))
-        print(f"\n{'first call (fresh process)':26s} {'cache':>5s} {'wall s':>8s} {'cpu s':>8s} "
+        say(f"\n{'first call (fresh process)':26s} {'cache':>5s} {'wall s':>8s} {'cpu s':>8s} "
               f"{'import':>8s} {'create':>8s} {'call':>8s} {'compiles':>8s}")
         for (method, kind), rows in results.items():
             wall, cpu, imp, create, call, compiles = _median(rows)
-            print(f"{method:26s} {kind:>5s} {wall:8.2f} {cpu:8.2f} {imp:8.2f} {create:8.2f} {call:8.2f} "
+            say(f"{method:26s} {kind:>5s} {wall:8.2f} {cpu:8.2f} {imp:8.2f} {create:8.2f} {call:8.2f} "
                   f"{compiles if args.count else '-':>8}")
+    if args.write:
+        OUTPUT.write_text("\n".join(_printed) + "\n")
+        print(f"wrote {OUTPUT}")
 
 
 if __name__ == "__main__":

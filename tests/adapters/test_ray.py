@@ -166,3 +166,33 @@ def test_an_instance_ships_after_a_batch_on_the_driver():
     assert len(shipped) < 4096
     np.testing.assert_array_equal(pickle.loads(shipped)({"x": rows[:5]})["features"], on_the_driver)
     np.testing.assert_array_equal(on_the_driver, create_map(feature_spec).transform(rows[:5], dtype=np.float64))
+
+
+def test_an_existing_output_column_is_refused_in_every_format():
+    """Two stages of one spec in a row (the guide's actor line, then its task line) appended a second
+    `features` column, which failed far from the cause; the second stage now names it."""
+    import pandas as pd
+    import pyarrow as pa
+
+    rows, _, _, feature_spec = CASES["dense"]
+    batches = fhr.FeatureHashBatches(feature_spec, "x")
+    once = batches({"x": rows[:3]})
+    for batch in (once, pd.DataFrame({"x": list(rows[:3]), "features": list(once["features"])}),
+                  pa.table({"x": list(rows[:3]), "features": [list(r) for r in once["features"]]})):
+        with pytest.raises(InputError, match="already has a column 'features'") as info:
+            batches(batch)
+        assert info.value.field == "output_column"
+    with pytest.raises(InputError, match="no column 'y'") as info:
+        fhr.FeatureHashBatches(feature_spec, "y")({"x": rows[:3]})
+    assert info.value.field == "column"
+
+
+def test_clusters_without_an_id_column_name_it(ray_data):
+    rows, gcws, _, _ = CASES["dense"]
+    ds = ray_data.from_items([{"x": row} for row in rows[:20]])
+    with pytest.raises(InputError, match="no column 'id'") as info:
+        fhr.duplicate_clusters(ds, gcws, 0.7, column="x")
+    assert info.value.field == "id_col"
+    with pytest.raises(InputError, match="no column 'vectors'") as info:
+        fhr.similarity_join(ds, gcws, 0.7, column="vectors")
+    assert info.value.field == "column"

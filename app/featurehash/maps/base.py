@@ -6,7 +6,7 @@ import enum
 import functools
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -107,6 +107,12 @@ class FeatureMap(ABC):
         so they are stored in the spec and covered by its id. Called by `resolve_spec`;
         params already holding them (a stored spec) must come back unchanged."""
         return params
+
+    @classmethod
+    def derived_n_components(cls, input_dim: Any, params: BaseModel) -> int | None:
+        """`n_components` when a method's width follows from the rest of the spec (a request may then omit
+        it); None: the request must give it."""
+        return None
 
     @classmethod
     def complete_new_request(cls, params: BaseModel) -> BaseModel:

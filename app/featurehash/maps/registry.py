@@ -162,6 +162,11 @@ def _requested(raw, max_nbytes: int | None, max_work_seconds: float | None, opti
         raise SpecError("params", "expected an object")
     try:
         checked_params = cls.Params(**params)
+        if document.get("n_components") is None:
+            derived = cls.derived_n_components(document.get("input_dim"), checked_params)
+            if derived is not None:
+                # written into the spec as if it had been given: the id of a spec that gave it is unchanged
+                document["n_components"] = derived
         spec = MapSpec(**{**document, "params": params_document(checked_params)})
     except ValidationError as exc:
         raise _spec_error(exc, "params." if exc.title == cls.Params.__name__ else "") from None

@@ -45,8 +45,10 @@ class CreateMapRequest(BaseModel):
                                   description="columns of the input vectors; 1 for 'hashing' (a row is a document); "
                                   "with a text `input` stage, the columns text is hashed into (default 2^30 for "
                                   "gcws, minhash and binning)")
-    n_components: int = Field(strict=True, ge=1, le=MAX_COMPONENTS,
-                              description="output dimension (dense maps) or number of samples k (GCWS)")
+    n_components: int | None = Field(default=None, strict=True, ge=1, le=MAX_COMPONENTS, json_schema_extra=_omit_default,
+                                     description="output dimension (dense maps) or number of samples k (GCWS); "
+                                     "required, except for 'additive_chi2', whose width input_dim * "
+                                     "(2 sample_steps - 1) is its default")
     seed: int | None = Field(default=None, strict=True, ge=0, le=MAX_SEED)
     params: dict[str, Any] | None = None
     # A resolved spec may be posted back as it was returned; these are derived and checked.

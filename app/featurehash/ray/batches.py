@@ -38,6 +38,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from ..engines.columns import rows_of
 from ..engines.outputs import output_column, plan_output
 from ..engines.worker import ShippedSpec, worker_map
+from ..maps import InputError
 from ..maps.inputs import output_dtype
 
 
@@ -60,6 +61,16 @@ class FeatureHashBatches:
         return worker_map(self.shipped)
 
     def __call__(self, batch):
+        names = batch.column_names if isinstance(batch, pa.Table) else list(batch.keys() if isinstance(batch, dict)
+                                                                             else batch.columns)
+        if self.output_column in names:
+            # appending would give the batch two columns of one name (pyarrow allows it), which fails later
+            # and far from here, e.g. when a second map_batches of the same spec runs on its output
+            raise InputError("output_column", f"the batch already has a column {self.output_column!r}: pass "
+                             f"output_column= another name (columns: {', '.join(map(str, names))})")
+        if self.column not in names:
+            raise InputError("column", f"the batch has no column {self.column!r} (columns: "
+                             f"{', '.join(map(str, names))})")
         if isinstance(batch, pa.Table):
             return batch.append_column(self.output_column, self._compute(batch.column(self.column)))
         if isinstance(batch, dict):   # numpy format

@@ -25,6 +25,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from ..engines.columns import list_column, rows_of
 from ..engines.join_steps import batch_keys, first_band_mask, plan_bands, verify_pairs
 from ..engines.worker import ShippedSpec, resolve, worker_map
+from ..maps import InputError
 from .batches import _tensor_rows
 
 
@@ -40,6 +41,9 @@ def similarity_join(ds, spec, threshold: float, *, Y=None, column: str = "featur
     """
     feature_map, shipped = resolve(spec)
     bands, rows = plan_bands(feature_map, threshold, target_recall, verify)
+    require_columns(ds, "ds", column, id_col)
+    if Y is not None:
+        require_columns(Y, "Y", column, id_col)
     options = {"shipped": shipped, "column": column, "id_col": id_col, "banding": (bands, rows),
                "codes": verify == "codes"}
     keyed_x = ds.map_batches(_keyed, batch_format="pyarrow", fn_kwargs=options).materialize()
@@ -55,6 +59,17 @@ def similarity_join(ds, spec, threshold: float, *, Y=None, column: str = "featur
                  .join(sides[1], "inner", partitions, on=("j",)))
     return with_rows.map_batches(_verify, batch_format="pyarrow", fn_kwargs={
         "shipped": shipped, "threshold": float(threshold), "verify": verify})
+
+
+def require_columns(ds, name: str, column: str, id_col: str) -> None:
+    """Refuse a Dataset without the named columns here: Ray reports a missing column as a KeyError deep in
+    a worker's trace, after the plan has started."""
+    schema = ds.schema()
+    names = list(schema.names) if schema is not None else []
+    for field, wanted in (("column", column), ("id_col", id_col)):
+        if wanted not in names:
+            hint = " (unique int64 row ids: e.g. add them with ds.add_column)" if field == "id_col" else ""
+            raise InputError(field, f"{name} has no column {wanted!r}{hint}; its columns: {', '.join(names)}")
 
 
 # -- on the workers -------------------------------------------------------------------------

@@ -124,6 +124,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if hangup:
                 asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
                 signal.signal(signal.SIGHUP, signal.SIG_IGN)  # removing restored the default: a hangup would end us
+            app.state.service.warmups.shutdown()
             await app.state.service.quotas.close()
             await watch.stop()
             await redis.aclose()

@@ -115,6 +115,10 @@ class Settings(BaseSettings):
     # loading numba's cache. Off by default: with an empty cache (no `featurehash warm-cache`) this compiles
     # for ~40 s on 2 cores. The Docker image, built warm, turns it on.
     preload_kernels: bool = False
+    # Compile a map's kernels on a background thread when this process builds it (creation, or the first
+    # request for a stored map), so that its first transform does not (service/first_calls.py). Off only to
+    # measure what it saves (bench/bench_first_calls.py) or to keep a worker's CPU for requests alone.
+    warm_maps: bool = True
 
     # When a write is acknowledged (2xx). "aof": once Redis's append-only file has it (INFO persistence after its
     # reply: one more round trip per write); refused with 507/503 while the file cannot be written or

@@ -109,6 +109,23 @@ def test_additive_refuses_negative_values_and_unsized_requests():
     assert no_interval.value.field == "params.sample_interval"
 
 
+def test_additive_width_may_be_left_out_and_keeps_the_id():
+    """n_components has one legal value; a request may omit it and gets the spec, and id, of one that gave it
+    (ids are pinned by tests/golden). Every other method still requires it."""
+    for steps, width in ((1, 4), (2, 12), (3, 20)):
+        given = create_map({"method": "additive_chi2", "input_dim": 4, "n_components": width,
+                            "params": {"sample_steps": steps}})
+        derived = create_map({"method": "additive_chi2", "input_dim": 4, "params": {"sample_steps": steps}})
+        assert derived.spec == given.spec and derived.spec.id == given.spec.id
+        assert derived.transform(histograms(3, 4)).shape == (3, width)
+    with pytest.raises(SpecError) as missing:
+        create_map({"method": "skewed_chi2", "input_dim": 4})
+    assert missing.value.field == "n_components"
+    with pytest.raises(SpecError) as no_dim:
+        create_map({"method": "additive_chi2"})
+    assert no_dim.value.field == "input_dim"
+
+
 # -- skewed chi2 ---------------------------------------------------------------------------
 
 def test_skewed_frequencies_follow_the_hyperbolic_secant_law():

@@ -13,7 +13,7 @@ per coordinate is sqrt(x y) times (aliasing + truncation), small where |log(y / 
 
 No randomness: the seed is unused. Output dim = input_dim (2 n - 1), laid out as scikit-learn's: the
 block of phi_0 for every coordinate, then the cos block and the sin block of j = 1, then of j = 2, ...
-so n_components must equal that number (the error says it). Default intervals as scikit-learn (from the
+so n_components, which may be left out of the spec (it is then that number), must equal it. Default intervals as scikit-learn (from the
 paper's figure 2c): 0.8, 0.5, 0.4 for 1, 2, 3 steps; other step counts need `sample_interval`.
 Negative entries are refused (as scikit-learn). Features are float32 unless float64 is asked for; float64
 features are one compiled pass (`_fourier_kernels.additive_chi2_rows`, its own cos and sin);
@@ -60,6 +60,12 @@ class AdditiveChi2Map(DenseFeatureMap):
             raise SpecError("params.sample_interval", "if sample_steps is not in [1, 2, 3], you need to provide "
                             "sample_interval")
         return params.model_copy(update={"sample_interval": DEFAULT_INTERVALS[params.sample_steps]})
+
+    @classmethod
+    def derived_n_components(cls, input_dim, params: AdditiveChi2Params) -> int | None:
+        if isinstance(input_dim, int) and not isinstance(input_dim, bool) and input_dim >= 1:
+            return input_dim * (2 * params.sample_steps - 1)
+        return None   # MapSpec then names input_dim
 
     @classmethod
     def check_spec(cls, spec: MapSpec) -> None:

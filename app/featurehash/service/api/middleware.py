@@ -12,6 +12,11 @@ from http import HTTPStatus
 
 import orjson
 
+from ..first_calls import CLOCK as FIRST_CALLS
+from ..first_calls import HEADER as COMPILED_HEADER
+from ..first_calls import finish, new_clock
+from ..first_calls import spent as compile_seconds
+from ..first_calls import header_value as compiled_header
 from .admission import CURRENT, Admission, Refused, refuse_unread
 from .errors import BodyTooLarge, error_response
 from .metrics import LATENCY, REQUESTS
@@ -40,7 +45,7 @@ class AccessLines:
     LogRecord, a lock and a write system call. The lines are formatted at the write, a batch in one loop (each
     formatted between two requests' code cost about three times as much: the encoder cold every time)."""
 
-    FIELDS = ("time", "method", "route", "status", "duration_ms", "request_id", "tenant", "key_id")
+    FIELDS = ("time", "method", "route", "status", "duration_ms", "request_id", "tenant", "key_id", "compile_ms")
 
     def __init__(self, fd: int = 2, delay: float = 0.2, max_lines: int = 256):
         self.fd, self.delay, self.max_lines = fd, delay, max_lines
@@ -71,10 +76,13 @@ class AccessLines:
 
 
 def _line(entry: tuple) -> bytes:
-    when, method, route, status, seconds, request_id, tenant, key_id = entry
-    return orjson.dumps({"time": when, "method": method, "route": route, "status": status,
-                         "duration_ms": round(seconds * 1e3, 3), "request_id": request_id.decode(), "tenant": tenant,
-                         "key_id": key_id}, option=orjson.OPT_APPEND_NEWLINE)
+    when, method, route, status, seconds, request_id, tenant, key_id, compiling = entry
+    fields = {"time": when, "method": method, "route": route, "status": status,
+              "duration_ms": round(seconds * 1e3, 3), "request_id": request_id.decode(), "tenant": tenant,
+              "key_id": key_id}
+    if compiling > 0.0:   # waited for or spent compiling kernels (first_calls): only the lines that did
+        fields["compile_ms"] = round(compiling * 1e3, 3)
+    return orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE)
 
 
 access_lines = AccessLines()
@@ -107,12 +115,17 @@ class RequestRecorder:
                 media_type = value
         request_id = given if given is not None and _REQUEST_ID.fullmatch(given) else os.urandom(16).hex().encode()
         status = 500
+        clock = new_clock()
+        FIRST_CALLS.set(clock)   # this request's task: the routes, and the threads they run in its context
 
         async def send_with_id(message):
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
                 message["headers"] = [*message.get("headers", ()), (REQUEST_ID_HEADER, request_id)]
+                compiled = compiled_header(clock)
+                if compiled is not None:
+                    message["headers"].append((COMPILED_HEADER, compiled))
             elif not message.get("more_body") and LEASE in scope.get("state", _NO_STATE):
                 # a concurrency lease goes back before the last byte: the client's next request finds it free
                 await release_lease(scope)
@@ -131,7 +144,9 @@ class RequestRecorder:
         finally:
             if LEASE in scope.get("state", _NO_STATE):  # no answer sent through here (a 500, a cut connection)
                 await release_lease(scope)
-            self._record(scope, status, time.perf_counter() - start, request_id)
+            self._record(scope, status, time.perf_counter() - start, request_id, clock)
+            if len(clock) > 2:
+                finish(clock)
 
     async def _admitted(self, scope, receive, send, declared: bytes | None, media_type: bytes | None) -> None:
         """The app, within admission control's budget (service/api/admission.py): refused at once past it."""
@@ -171,7 +186,7 @@ class RequestRecorder:
         return limited_receive
 
     @staticmethod
-    def _record(scope, status: int, seconds: float, request_id: bytes) -> None:
+    def _record(scope, status: int, seconds: float, request_id: bytes, clock: list[float]) -> None:
         route = scope.get("route")
         template = getattr(route, "path", None) or "unmatched"
         method = scope["method"]
@@ -185,7 +200,7 @@ class RequestRecorder:
         latency.observe(seconds)
         if access_logger.isEnabledFor(logging.WARNING if status >= 500 else logging.INFO):
             access_lines.add((time.time(), method, template, status, seconds, request_id, tenant,
-                              principal.key_id if principal is not None else None))
+                              principal.key_id if principal is not None else None, compile_seconds(clock)))
 
 
 def _encoded_body(encoding: bytes):

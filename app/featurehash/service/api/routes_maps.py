@@ -56,12 +56,15 @@ async def create_map(request: Request, principal: Principal = Depends(WRITE), st
     await state.store.check_room(payer, requested.id)
     # A resolved spec posted back is its own request: its map may be in this process's cache.
     feature_map = state.cache.get(requested.id)
+    await state.warmups.wait(requested.id)   # a fit compiles too: background warm-ups wait for it
     if feature_map is None or not _echo_agrees(spec, feature_map.describe()):
         feature_map = await run_in_threadpool(
             functools.partial(state.build_map, spec, work_seconds=state.settings.request_work_seconds))
     document = feature_map.describe()
     created = await state.store.create(document, alias=requested.id, payer=payer)
     state.cache.put(feature_map)
+    if state.settings.warm_maps:
+        state.warmups.start(feature_map)   # the answer does not wait: the first transform might
     return json_response(document, status_code=201 if created else 200,
                          headers={"Location": f"/v1/maps/{document['id']}"})
 

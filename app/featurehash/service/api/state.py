@@ -26,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ..auth import DEFAULT_TENANT, KeySource
 from ..config import Settings
+from ..first_calls import Warmups, install_listener
 from ..map_cache import MapCache
 from ...maps import FeatureMap, InputError, create_map
 from ...maps.cost import check_rows, row_seconds, transform_cost
@@ -59,6 +60,8 @@ class ServiceState:
     quotas: "RequestQuotas | None" = None
     # Set once the compiled kernels are loaded (at once unless settings.preload_kernels).
     kernels_loaded: threading.Event = field(default_factory=_done)
+    # Each map's kernels, compiled in the background once this process builds the map (first_calls).
+    warmups: Warmups = field(default_factory=Warmups)
     _tenant_indexes: dict[str, AsyncLSHIndexes] = field(default_factory=dict, repr=False)
     _dense_prices: dict[str, tuple[float, float]] = field(default_factory=dict, repr=False)
 
@@ -83,6 +86,7 @@ class ServiceState:
         parameters): at once; with `work_seconds` (a new map), also refused if its creation or one row would
         cost more CPU (stored specs are not: they are served as they were admitted)."""
         options = self.map_options(spec.get("method"))
+        install_listener()   # a fit at creation compiles too: its seconds go on the request's clock
         return create_map(spec, max_nbytes=self.settings.max_map_bytes, max_work_seconds=work_seconds,
                           **options).materialize()
 
@@ -151,6 +155,7 @@ class ServiceState:
         if self.watch.confirmed(map_id):
             feature_map = self.cache.get(map_id)
             if feature_map is not None:
+                await self.warmups.wait(map_id)
                 return feature_map
         epoch = self.watch.epoch
         spec = await self.store.get(map_id)
@@ -166,11 +171,15 @@ class ServiceState:
         self.cache.discard(map_id)
 
     async def map_for_spec(self, spec: dict) -> FeatureMap:
-        """The (cached) map of a resolved spec, e.g. the copy an index keeps of its map's spec."""
+        """The (cached) map of a resolved spec, e.g. the copy an index keeps of its map's spec; once its
+        kernels are compiled (`first_calls`: started when this process builds it)."""
         feature_map = self.cache.get(spec["id"])
         if feature_map is None:
             feature_map = await run_in_threadpool(self.build_map, spec)
             self.cache.put(feature_map)
+            if self.settings.warm_maps:
+                self.warmups.start(feature_map)
+        await self.warmups.wait(feature_map.spec.id)
         return feature_map
 
 
