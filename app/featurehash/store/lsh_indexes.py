@@ -27,14 +27,17 @@ from __future__ import annotations
 import asyncio
 import functools
 import secrets
+from dataclasses import replace
 from typing import Any, Awaitable, Callable
 
+import orjson
 import scipy.sparse as sp
 
 from ..lsh.banding import check_bands, choose_bands
 from ..lsh.similarity import has_exact_similarity
 from ..maps import FeatureMap, InputError, create_map
 from .index.handles import AsyncLSHIndex, IndexConflict, IndexNotFound, LSHIndex
+from .index.migration import copy_page_steps, finish_steps, source_left_steps, start_steps
 from .index.sharded.placement import shards_for
 from .lsh_layout import (DEFAULT_TENANT, LATEST_LAYOUT, MAX_BANDS, MAX_SHARDS, NAME_PATTERN, IndexConfig, IndexLayout,
                          check_fraction, check_name, check_positive_int, shard_tags, tenant_key_prefix, tenants_key)
@@ -243,6 +246,9 @@ class _RegistrySteps:
                 config = IndexConfig.from_json(meta)
                 if config.shards:
                     count = yield from self._shard_items_steps(config)
+                elif config.migrating_to is not None:  # the items not moved yet, and those moved
+                    count = int(count or 0) + (yield from self._shard_items_steps(IndexConfig.from_json(
+                        orjson.dumps(config.migrating_to))))
                 return config, meta, int(count or 0)
         raise IndexNotFound(name)
 
@@ -295,6 +301,52 @@ class _RegistrySteps:
             yield from persisted(self.durability, layout.meta, self._registry)
             return removed
         return (yield from self._delete_layout1_steps(name))
+
+    def _migrate_steps(self, name: str, shards, expected_items: int | None, report):
+        """Moves the index into the sharded layout (featurehash.store.index.migration): started (or resumed), every
+        item copied, the cutover, the source's keys unlinked. Returns what it did."""
+        config, meta, items = yield from self._load_steps(name)
+        if config.migrating_to is None:
+            if config.shards and shards in (None, config.shards):
+                return {"index": name, "moved": 0, "shards": config.shards, "from_layout": config.layout,
+                        "already": True}
+            if config.shards:
+                raise InputError("shards", f"index {name!r} already has {config.shards} shards: re-sharding is not "
+                                 "supported (create a new index)")
+            expected = expected_items or max(config.expected_items, 2 * items, DEFAULT_EXPECTED_ITEMS)
+            count = shards_for(expected) if shards == "auto" else (shards or 1)
+            target = plan_index(create_map(config.map_spec), name=name, bands=config.bands, rows=config.rows,
+                                vectors=config.vectors, forest_rows=list(config.forest_rows) or None,
+                                expected_items=expected, shards=count)
+            target = replace(target, threshold=config.threshold, recall_at_threshold=config.recall_at_threshold,
+                             bands_chosen_by=config.bands_chosen_by)
+            source = LSHIndex(self.redis, config, create_map(config.map_spec), self.key_prefix, meta=meta)
+            yield RoundTrip([("HSET", shards_key(self.key_prefix), name, count)])
+            meta = yield from start_steps(source, target, [IndexLayout(self.key_prefix, tag).meta
+                                                           for tag in shard_tags(name, count)])
+            config = IndexConfig.from_json(meta)
+        index = LSHIndex(self.redis, config, create_map(config.map_spec), self.key_prefix, meta=meta,
+                         durability=self.durability, stored_bytes=self.stored_bytes())
+        moved = 0
+        for _ in range(3):  # one pass reads every item (none is written to the source); more only if one was missed
+            cursor = None
+            while True:
+                count, cursor = yield from copy_page_steps(index, cursor)
+                moved += count
+                report(moved)
+                if cursor is None:
+                    break
+            if not (yield from source_left_steps(index)):
+                break
+        else:
+            raise IndexConflict("index_id", f"index {name!r} still holds items after three passes; run it again")
+        target_meta = index.migration._meta
+        yield from finish_steps(index, meta, target_meta, IndexLayout(self.key_prefix, name))
+        keep = index.layout.meta if config.layout >= 2 else None
+        unlinked = yield from self._unlink_steps(index.layout, keep=keep)
+        yield from persisted(self.durability, IndexLayout(self.key_prefix, name).meta)
+        return {"index": name, "moved": moved, "shards": index.migration.config.shards, "from_layout": config.layout,
+                "keys_unlinked": unlinked}
 
     def _drop_command(self, layout: IndexLayout, shards: int) -> tuple:
         """_DROP_SCRIPT over one index's (or shard's) keys, its bytes leaving the tenant's total."""
@@ -360,6 +412,13 @@ class LSHIndexes(_RegistrySteps):
 
     def delete(self, name: str) -> int:
         return run_sync(self.redis, self._delete_steps(name))
+
+    def migrate(self, name: str, *, shards: int | str | None = None, expected_items: int | None = None,
+                progress: Callable[[int], Any] | None = None) -> dict[str, Any]:
+        """Move an index into the sharded layout (S = `shards`, "auto", or 1) while it serves: queries answer and
+        writes land throughout, and a crash is resumed by calling it again (featurehash.store.index.migration).
+        `progress(items moved so far)` after each page."""
+        return run_sync(self.redis, self._migrate_steps(name, shards, expected_items, progress or (lambda moved: None)))
 
     def used_bytes(self) -> int:
         """The bytes the tenant holds, as counted: on a standalone Redis its total (its indexes and the maps it

@@ -320,10 +320,12 @@ class IndexConfig:
     layout: int = 1
     expected_items: int = 0  # layout 3: sizes its partitions (featurehash.store.index.compact.keys); 0 before
     shards: int = 0  # layout 3: S >= 1 shards under tags of their own (featurehash.store.index.sharded); 0: one slot
+    # while featurehash.store.index.migration moves the items into another layout: that layout's configuration
+    migrating_to: dict[str, Any] | None = None
 
     def to_json(self) -> bytes:
         fields = asdict(self)
-        for added_later in ("expected_items", "shards"):  # a meta without them stays what earlier releases read
+        for added_later in ("expected_items", "shards", "migrating_to"):  # a meta without them stays what earlier releases read
             if not fields[added_later]:
                 del fields[added_later]
         return orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)

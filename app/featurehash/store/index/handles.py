@@ -70,13 +70,17 @@ import asyncio
 import copy
 from typing import Any, Awaitable, Callable
 
-from ..lsh_layout import IndexLayout, shard_tags
+import orjson
+
+from ..lsh_layout import IndexConfig, IndexLayout, shard_tags
 from ..redis_steps import RoundTrip, run_async, run_sync
 from .compact.keys import CompactLayout
 from .compact.near.cache import NearCache, NearCachedSteps
 from .compact.steps import CompactSteps
 from .duplicates import DEFAULT_MAX_PAIRS, DuplicateCluster, Duplicates, duplicates_steps
 from .keyed import KeyedSteps
+from .migration import (migrating_add_steps, migrating_query_items_steps, migrating_query_steps,
+                        migrating_remove_steps, refuse_duplicates_steps)
 from .sharded.steps import ShardedSteps, shard_config
 from .queries import CandidateBounds, QueryResult, query_items_steps, query_steps
 from .state import IndexConflict, IndexNotFound, IndexState, ItemNotFound
@@ -101,6 +105,28 @@ class _IndexHandle(IndexState):
         else:
             self.steps = KeyedSteps(self)
         self.near_cache: NearCache | _NearCaches | None = None  # LSHIndex.enable_near_cache
+        self.migration: _IndexHandle | None = None  # the layout the items are moving into (migration.py)
+        if self.config.migrating_to is not None:
+            target = IndexConfig.from_json(orjson.dumps(self.config.migrating_to))
+            self.migration = _IndexHandle(self.redis, target, self.feature_map, self.layout.key_prefix,
+                                          meta=target.to_json(), durability=self.durability,
+                                          stored_bytes=self.stored_bytes)
+
+    # the operations, over the layout or, while the index migrates, over both (migration.py)
+    def _add(self, ids, X):
+        return (migrating_add_steps if self.migration else add_steps)(self, ids, X)
+
+    def _remove(self, ids):
+        return (migrating_remove_steps if self.migration else remove_steps)(self, ids)
+
+    def _query(self, *args):
+        return (migrating_query_steps if self.migration else query_steps)(self, *args)
+
+    def _query_items(self, *args):
+        return (migrating_query_items_steps if self.migration else query_items_steps)(self, *args)
+
+    def _duplicates(self, *args):
+        return (refuse_duplicates_steps if self.migration else duplicates_steps)(self, *args)
 
     def _shard_steps(self, tag: str) -> CompactSteps:
         """Layout 3's hooks over one shard: this index's state with the shard's keys."""
@@ -113,6 +139,8 @@ class _IndexHandle(IndexState):
         self._check_meta(meta)
         if self.config.shards:
             count = yield from self.steps.items_steps()
+        if self.migration is not None:
+            count = int(count or 0) + (yield from self.migration.steps.items_steps())
         return self.config.describe(self.layout, int(count or 0))
 
     # the layout's reads by their former names (tests and tools)
@@ -166,14 +194,14 @@ class LSHIndex(_IndexHandle):
     def add(self, ids: list[str], X) -> dict[str, int]:
         """Add or replace items (one id per row of X): {"added", "replaced", "items"}."""
         try:
-            return run_sync(self.redis, add_steps(self, ids, X))
+            return run_sync(self.redis, self._add(ids, X))
         finally:
             self._wrote()
 
     def remove(self, ids: list[str]) -> list[str]:
         """Remove items by id; returns the ids that were stored."""
         try:
-            return run_sync(self.redis, remove_steps(self, ids))
+            return run_sync(self.redis, self._remove(ids))
         finally:
             self._wrote()
 
@@ -215,7 +243,7 @@ class LSHIndex(_IndexHandle):
         `max_total_candidates`: past that many in all, InputError naming it (featurehash.store.index.queries.
         CandidateBounds). Each Redis call of a query does bounded work, whatever the buckets hold."""
         bounds = CandidateBounds(max_candidates, max_total_candidates)
-        return run_sync(self.redis, query_steps(self, X, top_k, min_similarity, target_recall, bounds))
+        return run_sync(self.redis, self._query(X, top_k, min_similarity, target_recall, bounds))
 
     def query_items(self, ids: list[str], *, top_k: int = 10, min_similarity: float = 0.0,
                     target_recall: float | None = None, max_candidates: int | None = None,
@@ -223,13 +251,13 @@ class LSHIndex(_IndexHandle):
         """query() for stored items named by id, from their stored fingerprints (and vectors, for
         exact ranking); each item is left out of its own results. ItemNotFound names an unknown id."""
         bounds = CandidateBounds(max_candidates, max_total_candidates)
-        return run_sync(self.redis, query_items_steps(self, ids, top_k, min_similarity, target_recall, bounds))
+        return run_sync(self.redis, self._query_items(ids, top_k, min_similarity, target_recall, bounds))
 
     def duplicates(self, threshold: float | None = None, *, mode: str = "components",
                    max_pairs: int = DEFAULT_MAX_PAIRS, min_cluster_size: int = 2) -> Duplicates:
         """The clusters of near-duplicates among the stored items, pairs >= threshold (default: the
         index's); featurehash.store.index.duplicates says how, and what it costs."""
-        return run_sync(self.redis, duplicates_steps(self, threshold, mode, max_pairs, min_cluster_size))
+        return run_sync(self.redis, self._duplicates(threshold, mode, max_pairs, min_cluster_size))
 
     def describe(self) -> dict[str, Any]:
         return run_sync(self.redis, self._describe_steps())
@@ -243,27 +271,27 @@ class AsyncLSHIndex(_IndexHandle):
         self.offload = offload
 
     async def add(self, ids: list[str], X) -> dict[str, int]:
-        return await run_async(self.redis, add_steps(self, ids, X), self.offload)
+        return await run_async(self.redis, self._add(ids, X), self.offload)
 
     async def remove(self, ids: list[str]) -> list[str]:
-        return await run_async(self.redis, remove_steps(self, ids), self.offload)
+        return await run_async(self.redis, self._remove(ids), self.offload)
 
     async def query(self, X, *, top_k: int = 10, min_similarity: float = 0.0, target_recall: float | None = None,
                     max_candidates: int | None = None, max_total_candidates: int | None = None) -> QueryResult:
         bounds = CandidateBounds(max_candidates, max_total_candidates)
-        return await run_async(self.redis, query_steps(self, X, top_k, min_similarity, target_recall, bounds),
+        return await run_async(self.redis, self._query(X, top_k, min_similarity, target_recall, bounds),
                                self.offload)
 
     async def query_items(self, ids: list[str], *, top_k: int = 10, min_similarity: float = 0.0,
                           target_recall: float | None = None, max_candidates: int | None = None,
                           max_total_candidates: int | None = None) -> QueryResult:
         bounds = CandidateBounds(max_candidates, max_total_candidates)
-        return await run_async(self.redis, query_items_steps(self, ids, top_k, min_similarity, target_recall, bounds),
+        return await run_async(self.redis, self._query_items(ids, top_k, min_similarity, target_recall, bounds),
                                self.offload)
 
     async def duplicates(self, threshold: float | None = None, *, mode: str = "components",
                          max_pairs: int = DEFAULT_MAX_PAIRS, min_cluster_size: int = 2) -> Duplicates:
-        return await run_async(self.redis, duplicates_steps(self, threshold, mode, max_pairs, min_cluster_size),
+        return await run_async(self.redis, self._duplicates(threshold, mode, max_pairs, min_cluster_size),
                                self.offload)
 
     async def describe(self) -> dict[str, Any]:

@@ -50,12 +50,14 @@ class CompactSteps:
         identities = self.compact.identities(fingerprints)
         return fingerprints, identities, vectors
 
-    def add_batch_steps(self, ids, encoded, batch: slice):
+    def add_batch_steps(self, ids, encoded, batch: slice, only_absent: bool = False):
+        """Adds ids[batch]; `only_absent`: only those the index does not hold (a migration's copy, which must not
+        overwrite a newer write)."""
         fingerprints, identities, vectors = encoded
         encoded_ids = [item_id.encode() for item_id in ids[batch]]
         tails = encoded_ids if vectors is None else [vector + item_id for vector, item_id
                                                      in zip(vectors[batch], encoded_ids)]
-        return (yield from self._write_batch(encoded_ids, fingerprints[batch], identities[batch], tails))
+        return (yield from self._write_batch(encoded_ids, fingerprints[batch], identities[batch], tails, only_absent))
 
     def _numbers_steps(self, ids: list[bytes]):
         """(numbers (0: not stored), records blob of the stored ones) of UTF-8 ids, READ_CHUNK ids a call."""
@@ -68,7 +70,7 @@ class CompactSteps:
             numbers.append(reply[0]), records.append(reply[1])
         return np.frombuffer(b"".join(numbers), "<u4").astype(np.int64), b"".join(records)
 
-    def _write_batch(self, ids, fingerprints, identities, tails):
+    def _write_batch(self, ids, fingerprints, identities, tails, only_absent: bool = False):
         """Add one batch (retried while other writers change the same items): (added, items). On a Redis Cluster
         with a stored-bytes limit, the tenant's other indexes' counts are read just before the write (two round
         trips; featurehash.store.lsh_accounting says what that bounds)."""
@@ -76,6 +78,12 @@ class CompactSteps:
         spread = account is not None and account.limit is not None and is_cluster(self.index.redis)
         for _ in range(MAX_TRANSACTION_ATTEMPTS):
             numbers, old_records = yield from self._numbers_steps(ids)
+            if only_absent and numbers.any():  # the WRITE script checks they are still absent
+                keep = np.flatnonzero(numbers == 0)
+                ids, fingerprints, identities = [ids[row] for row in keep], fingerprints[keep], identities[keep]
+                tails, numbers, old_records = [tails[row] for row in keep], numbers[keep], b""
+                if not ids:
+                    return 0, None
             fresh = np.flatnonzero(numbers == 0)
             if fresh.size:
                 (given,) = yield RoundTrip([("EVAL", scripts.ALLOCATE, 3, self.layout.meta, compact.next,

@@ -72,9 +72,19 @@ class ShardedSteps:
         counts = yield RoundTrip([("GET", shard.layout.count) for shard in self.shards])
         return sum(int(count or 0) for count in counts)
 
+    def held_steps(self, ids: list[str]):
+        """Whether the index holds each id."""
+        parts = [(shard, picked) for shard, picked in zip(self.shards, self._split(ids)) if picked.size]
+        found = yield from lockstep([shard._numbers_steps([ids[row].encode() for row in picked])
+                                     for shard, picked in parts])
+        held = np.zeros(len(ids), bool)
+        for (_, picked), (numbers, _) in zip(parts, found):
+            held[picked] = numbers > 0
+        return held.tolist()
+
     # -- writes ----------------------------------------------------------------------------------
 
-    def add_batch_steps(self, ids, encoded, batch: slice):
+    def add_batch_steps(self, ids, encoded, batch: slice, only_absent: bool = False):
         rows = np.arange(len(ids))[batch]
         batch_ids = [ids[row] for row in rows]
         operations = []
@@ -84,7 +94,7 @@ class ShardedSteps:
                 part = tuple(None if column is None else
                              (column[chosen] if isinstance(column, np.ndarray) else [column[row] for row in chosen])
                              for column in encoded)
-                operations.append(shard.add_batch_steps([ids[row] for row in chosen], part, slice(None)))
+                operations.append(shard.add_batch_steps([ids[row] for row in chosen], part, slice(None), only_absent))
         written = yield from lockstep(operations)
         return sum(added for added, _ in written), (yield from self.items_steps())
 
