@@ -53,6 +53,10 @@ class _Parser(argparse.ArgumentParser):
         self.exit(BAD_INPUT, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def _shard_count(text: str) -> int | str:
+    return "auto" if text == "auto" else _positive_int(text)
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -186,6 +190,43 @@ def _cmd_warm_cache(args) -> None:
     _print_json(warm())
 
 
+def _cmd_migrate_index(args) -> None:
+    """Move an index into the sharded layout while it serves; run again after a crash to resume."""
+    import os
+
+    import redis
+
+    from .store import IndexNotFound, LSHIndexes
+
+    url = args.redis_url or os.environ.get("REDIS_URL")
+    if not url:
+        raise UsageError("--redis-url (or REDIS_URL): the Redis the index lives in")
+    connection = redis.Redis.from_url(url)
+    bar = None
+    if not args.quiet:
+        try:
+            from tqdm import tqdm
+            bar = tqdm(desc=f"migrating {args.name}", unit=" items")
+        except ImportError:
+            pass
+
+    def progress(moved: int) -> None:
+        if bar is not None:
+            bar.update(moved - bar.n)
+
+    try:
+        indexes = LSHIndexes(connection, args.key_prefix, tenant=args.tenant)
+        _print_json(indexes.migrate(args.name, shards=args.shards, expected_items=args.expected_items,
+                                    progress=progress))
+    except IndexNotFound:
+        raise UsageError(f"no index {args.name!r} under key prefix {args.key_prefix!r} (tenant {args.tenant})") \
+            from None
+    finally:
+        if bar is not None:
+            bar.close()
+        connection.close()
+
+
 def _cmd_serve(args) -> None:
     settings = _settings(**{name: getattr(args, name) for name in SERVE_OPTIONS})
     from .service.serve import serve
@@ -251,6 +292,20 @@ def build_parser() -> argparse.ArgumentParser:
     new_key.add_argument("--scope", required=True, action="append", choices=("read", "write", "admin"),
                          help="a scope it grants (repeat for several)")
     new_key.set_defaults(run=_cmd_new_key)
+
+    migrate = commands.add_parser("migrate-index", help="move an LSH index into the sharded layout (its items "
+                                  "spread over shards, each a Redis Cluster hash tag) while it serves; resumable")
+    migrate.add_argument("name", help="the index id")
+    migrate.add_argument("--redis-url", dest="redis_url", help="the Redis it lives in (default: REDIS_URL)")
+    migrate.add_argument("--key-prefix", dest="key_prefix", default="featurehash:",
+                         help="the service's key prefix (FEATUREHASH_KEY_PREFIX; default featurehash:)")
+    migrate.add_argument("--tenant", default="default", help="the tenant that owns it (default: default)")
+    migrate.add_argument("--shards", type=_shard_count, help="shards: a number (1-256) or auto (one per 8,000,000 expected items); "
+                         "default 1")
+    migrate.add_argument("--expected-items", dest="expected_items", type=_positive_int,
+                         help="sizes the shards' hashes (default: twice the items it holds, at least 100,000)")
+    migrate.add_argument("--quiet", action="store_true", help="no progress bar")
+    migrate.set_defaults(run=_cmd_migrate_index)
 
     spec = commands.add_parser("spec", help="validate a spec and print it resolved, with its id")
     spec.add_argument("spec", help="spec JSON file")

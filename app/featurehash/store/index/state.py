@@ -95,7 +95,8 @@ class IndexState:
             raise IndexNotFound(self.name)
         if stored != self._meta:
             raise IndexConflict("index_id", f"index {self.name!r} was deleted and created again with another "
-                                "configuration during the request; retry")
+                                "configuration, or began or ended a migration (featurehash.store.index.migration), "
+                                "during the request; retry")
 
     def _unpack(self, records: list[bytes]) -> tuple[np.ndarray, list[str]]:
         fingerprints, ids, _ = unpack_records_and_vectors(records, self.config.n_codes, self.codec)
