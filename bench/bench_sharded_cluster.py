@@ -45,9 +45,10 @@ PREFIX = "bench-sharded:"
 
 
 def corpus(n: int, seed: int = 3) -> tuple[list[str], np.ndarray]:
-    """n rows, a fifth of them near copies of others (so queries and buckets have neighbours)."""
+    """n rows, a fifth of them near copies of others (so queries and buckets have neighbours). Log-normal weights:
+    two unrelated rows have a GMM similarity of ~0.1 (uniform ones ~0.5, which would fill every bucket)."""
     rng = np.random.default_rng(seed)
-    base = rng.random((n - n // 5, 32)).astype(np.float32) + 0.01
+    base = rng.lognormal(0.0, 2.0, (n - n // 5, 32)).astype(np.float32) + 0.01
     copies = base[rng.integers(0, len(base), n // 5)] * (1 + 0.05 * rng.random((n // 5, 32))).astype(np.float32)
     return [f"doc-{i}" for i in range(n)], np.vstack([base, copies])
 
@@ -80,7 +81,9 @@ def build(cluster, feature_map, ids, X, label, shards) -> dict:
     after = used_memory(cluster)
     spread = items_per_master(cluster, index.name, shards)
     held = [count for count in spread.values() if count]
-    return {"label": label, "index": index, "shards": shards, "insert_wall": len(ids) / wall,
+    tags = shard_tags(index.name, shards) if shards else (index.name,)
+    counted = sum(int(cluster.get(IndexLayout(PREFIX, tag).size) or 0) for tag in tags)
+    return {"counted": counted, "label": label, "index": index, "shards": shards, "insert_wall": len(ids) / wall,
             "insert_cpu": len(ids) / cpu, "bytes": sum(after.values()) - sum(before.values()),
             "per_master": sorted(spread.values(), reverse=True),
             "imbalance": max(held) / min(held) - 1 if len(held) == len(spread) else None, "latency": []}
@@ -180,16 +183,18 @@ def failover_during_writes(cluster, nodes, feature_map, kill: bool) -> dict:
 
 
 def report(built, answers, n, queries, failovers) -> str:
-    lines = [f"items {n} (gcws d=32 k=128, threshold 0.7, float32 vectors), {queries} single-row queries top_k=10",
+    lines = [f"items {n} (gcws d=32 k=128, threshold 0.7, float32 vectors; log-normal rows, a fifth near copies), "
+             f"{queries} single-row queries top_k=10 (half near copies of items, half new rows)",
+             "bytes/item: the masters' used_memory grown; counted: what the index's size keys count",
              "cluster: 3 masters + 3 replicas on loopback, one host (2 cores)", "",
              f"{'layout':<10} {'insert/s wall':>13} {'insert/s cpu':>13} {'q p50 ms':>9} {'q p99 ms':>9} "
-             f"{'bytes/item':>10} {'items per master':>24} {'spread':>7} {'same answers':>12}"]
+             f"{'bytes/item':>10} {'counted':>8} {'items per master':>24} {'spread':>7} {'same answers':>12}"]
     for at, row in enumerate(built):
         latency = np.array(row["latency"]) * 1e3
         spread = "-" if row["imbalance"] is None else f"{100 * row['imbalance']:.1f}%"
         lines.append(f"{row['label']:<10} {row['insert_wall']:>13,.0f} {row['insert_cpu']:>13,.0f} "
                      f"{np.percentile(latency, 50):>9.2f} {np.percentile(latency, 99):>9.2f} "
-                     f"{row['bytes'] / n:>10.0f} {str(row['per_master']):>24} {spread:>7} "
+                     f"{row['bytes'] / n:>10.0f} {row['counted'] / n:>8.0f} {str(row['per_master']):>24} {spread:>7} "
                      f"{str(answers[at] == answers[0]):>12}")
     lines += ["", f"capacity (items; {MASTER_BYTES / 1e9:.0f} GB masters, {USABLE:.0%} of it for data):"]
     for row in built:
@@ -198,6 +203,12 @@ def report(built, answers, n, queries, failovers) -> str:
             usable = count if row["shards"] and row["shards"] >= count else (min(count, row["shards"] or 1))
             lines.append(f"  {row['label']:<10} {count:>2} masters: {usable * MASTER_BYTES * USABLE / per_item:>15,.0f}"
                          f"  ({usable} master(s) hold it)")
+    sharded = [row for row in built if row["shards"] and row["shards"] > 1]
+    if sharded:
+        per_item = max(row["bytes"] for row in sharded) / n
+        lines.append(f"  sharded with S a multiple of the masters (at {per_item:.0f} bytes/item, the larger sharded "
+                     f"figure): 3 masters {3 * MASTER_BYTES * USABLE / per_item:,.0f}, 30 masters "
+                     f"{30 * MASTER_BYTES * USABLE / per_item:,.0f}")
     lines += ["", "failover during writes (shard 0's master; writer retries a batch until acknowledged):"]
     for result in failovers:
         lines.append(f"  {result['mode']}: {result['acked']} items acknowledged, {result['lost']} lost, "
@@ -216,6 +227,7 @@ def main() -> None:
     feature_map = create_map(GCWS)
     rng = np.random.default_rng(9)
     Q = X[rng.integers(0, len(X), args.queries)] * (1 + 0.03 * rng.random((args.queries, 32))).astype(np.float32)
+    Q[::2] = rng.lognormal(0.0, 2.0, (len(Q[::2]), 32)).astype(np.float32) + 0.01  # half the queries new rows
     with tempfile.TemporaryDirectory() as directory:
         nodes = start_cluster(Path(directory), primaries=3, replicas=1)
         try:
