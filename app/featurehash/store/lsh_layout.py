@@ -38,9 +38,9 @@ defaults, which it does not change):
 Partitions are sized at creation from `expected_items` (default 100,000): about 48 fields a hash at
 that count, so up to ~2.5x as many items keep them under 128; beyond, Redis converts the fullest
 hashes to hashtables (~3x their memory) and everything still works. There is no resplitting: an
-index that outgrows its sizing is re-created with a larger expected_items and its items re-added
-(which is also the migration from layout 2, if wanted: layouts 1 and 2 stay readable and writable as
-they are). Item numbers are uint32 from `P next` (4,294,967,295 at most per index), so bucket
+index that outgrows its sizing is migrated into the sharded layout with a larger expected_items
+(featurehash.store.index.migration, `featurehash migrate-index`; also the way out of layouts 1 and 2, which stay
+readable and writable as they are). Item numbers are uint32 from `P next` (4,294,967,295 at most per index), so bucket
 members take 4 bytes; the maps `u` and `t` turn ids into numbers and back. A record chunk is
 allocated whole when first written (so Redis does not keep growth slack) and freed only with the
 index: removed items leave a zeroed slot, which the next new item reuses. Removing an item reads
@@ -60,6 +60,11 @@ two id maps ~2 x (id + 4) bytes and per-key overhead amortised over ~48 fields; 
 items share is a set key of its own. Writing costs Redis a few tens of us of CPU an item at L = 35. The
 measured figures: docs/benchmarks.md, "LSH indexes in Redis" (bench/bench_lsh_scale.py,
 bench/results/lsh_scale.txt).
+
+Sharded indexes (`shards` S >= 1; featurehash.store.index.sharded): the index's meta at P above, and S
+layout-3 shards, each with the keys above (its own meta copy, count, size, records, buckets) under the prefix
+of its hash tag `name/s.j` (shard_tags). The registry keeps `{key_prefix}indexes:shards`, a hash of name ->
+S, so the tenant's usage finds every shard's count.
 
 Layout versions: indexes created before hash tags (meta without "layout", read as layout 1)
 keep their keys `{key_prefix}index:{name}:*` and are opened, queried, written and deleted

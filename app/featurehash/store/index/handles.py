@@ -16,14 +16,15 @@
     index.enable_near_cache()                # opt-in: queries read a local replica (compact/near/cache.py)
 
 `AsyncLSHIndexes` / `AsyncLSHIndex` do the same over redis.asyncio (the service uses them); both
-accept Redis Cluster clients (every key of an index shares one hash slot).
+accept Redis Cluster clients (every key of an index, or of one shard of a sharded index, shares one hash slot).
 This module is one index (items and queries); featurehash.store.lsh_indexes creates, lists and
 deletes them. The numerics (fingerprints, band digests, the S-curve, ranking) are
 featurehash.lsh, the key layout featurehash.store.lsh_layout; each operation is written once as a
 generator of steps (featurehash.store.redis_steps) that a sync or an async driver runs: queries
 (featurehash.store.index.queries), writes (writes.py), duplicates (duplicates.py), over the hooks of the
 storage layout chosen here when the index is opened (featurehash.store.index.state.LayoutSteps): layouts 1
-and 2 in featurehash.store.index.keyed, layout 3 in featurehash.store.index.compact (with its near cache, a
+and 2 in featurehash.store.index.keyed, S shards of layout 3 in featurehash.store.index.sharded, layout 3 in
+featurehash.store.index.compact (with its near cache, a
 wrapper of layout 3's hooks whose probe reads the replica: featurehash.store.index.compact.near).
 
 Writes: an add is cut into batches of about WRITE_BATCH_COMMANDS Redis commands, each one
