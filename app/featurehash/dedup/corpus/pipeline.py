@@ -22,7 +22,7 @@ from .files import expand
 from .near import near_pairs, pair_similarities
 from .normalise import default_spec
 from .records import Fields
-from .scan import SCHEMA, ScanCounts, scan_batches
+from .scan import ON_ERROR, SCHEMA, ScanCounts, scan_batches
 from .stages import Clock, Workdir, fingerprint, peak_rss
 from .writing import ShardWriter
 
@@ -53,6 +53,12 @@ def dedup_corpus(inputs, output, *, threshold: float = 0.7, spec: dict | None = 
         raise InputError("spec", "needs a text stage (\"input\": {\"hashing\": {...}})")
     if shard_rows < 1:
         raise InputError("shard_rows", "must be positive")
+    if not 0.0 < threshold <= 1.0:
+        raise InputError("threshold", "must lie in (0, 1]")
+    if on_error not in ON_ERROR:
+        raise InputError("on_error", f"one of {', '.join(ON_ERROR)}")
+    if text_unit not in ("line", "file"):
+        raise InputError("text_unit", "'line' or 'file'")
     new = expand(inputs, input_format)
     old = expand(reference, input_format) if reference else []
     files = old + new
