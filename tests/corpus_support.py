@@ -66,3 +66,17 @@ def write(rows: list[dict], path: Path, fmt: str, compression: str | None = None
         raw = zstandard.ZstdCompressor().compress(raw)
     path.write_bytes(raw)
     return path
+
+
+def chain(seed: int = 5) -> list[dict]:
+    """c0, c1 = c0 with 2 words changed, c2 = c1 with 2 more: c0 ~ c1 ~ c2 at 0.7, but c0 and c2 are not (about
+    36/60): one cluster whose first document was never verified against its last."""
+    rng = random.Random(seed)
+    words = [rng.choice(WORDS) for _ in range(50)]
+    out = [" ".join(words)]
+    for at in ((10, 40), (20, 30)):
+        words = list(words)
+        for k in at:
+            words[k] = f"q{k}"
+        out.append(" ".join(words))
+    return [{"id": f"c{k}", "text": text, "score": [0, 2, 1][k]} for k, text in enumerate(out)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
@@ -170,3 +171,22 @@ def test_incremental_batch_keeps_only_what_is_new(tmp_path):
     assert _kept_ids(tmp_path / "out", "jsonl") == ["fresh"]
     removed = _removed(tmp_path / "out")
     assert removed["new-d57"] == "d57" and removed["new-n3"] == "d3"
+
+
+def test_chained_cluster_similarity_to_the_kept_document_is_computed(tmp_path):
+    from corpus_support import chain
+    from featurehash import create_map
+    from featurehash.dedup.corpus import default_spec, document_rows
+    from featurehash.lsh.similarity import ExactPairs, similarity_of
+
+    source = write(chain(), tmp_path / "chain", "jsonl")
+    summary = dedup_corpus(source, tmp_path / "out", id_field="id")
+    table = {r["id"]: r for r in pq.read_table(tmp_path / "out" / "duplicates.parquet").to_pylist()}
+    assert summary["kept"] == 1 and set(table) == {"c1", "c2"} and table["c2"]["kept_id"] == "c0"
+    feature_map = create_map(default_spec())
+    rows, _ = document_rows(feature_map, [r["text"].lower() for r in chain()])
+    exact = ExactPairs(similarity_of(feature_map), rows)
+    far, near = exact(np.array([0, 0]), np.array([2, 1]))
+    assert far < 0.7 <= near
+    assert table["c2"]["similarity"] == pytest.approx(far, rel=1e-12)
+    assert table["c1"]["similarity"] == pytest.approx(near, rel=1e-12)
