@@ -9,6 +9,8 @@ import json
 import random
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 WORDS = ("river stone cloud lantern harbor meadow copper violet thunder orchard signal marble candle falcon "
          "willow ember quartz saddle glacier pepper compass velvet anchor timber").split()
 
@@ -80,3 +82,28 @@ def chain(seed: int = 5) -> list[dict]:
             words[k] = f"q{k}"
         out.append(" ".join(words))
     return [{"id": f"c{k}", "text": text, "score": [0, 2, 1][k]} for k, text in enumerate(out)]
+
+
+def corpus_folder(tmp_path):
+    """Three JSON Lines files of `documents`, a fourth of `chain`, and a bad record at the end of part1."""
+    rows = documents()
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for k in range(3):
+        write(rows[k::3], folder / f"part{k}", "jsonl")
+    write(chain(), folder / "part3", "jsonl")   # a cluster whose kept and last documents were never paired
+    with open(folder / "part1.jsonl", "a") as file:
+        file.write('{"id": "broken"\n')
+    return folder
+
+
+def outcome(output) -> tuple[list[str], list[dict]]:
+    """The kept ids (sorted) and the duplicates table (by id, similarities to 12 digits) of a finished run."""
+    summary = json.loads((output / "summary.json").read_text())
+    kept = []
+    for shard in summary["shards"]:
+        kept += [json.loads(line)["id"] for line in open(shard)]
+    table = pq.read_table(output / "duplicates.parquet").to_pylist()
+    for row in table:
+        row["similarity"] = round(row["similarity"], 12)
+    return sorted(kept), sorted(table, key=lambda r: r["id"])

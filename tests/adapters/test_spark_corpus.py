@@ -4,10 +4,8 @@ keep policy that is not the default, a chained cluster and one bad record skippe
 
 from __future__ import annotations
 
-import json
 import shutil
 
-import pyarrow.parquet as pq
 import pytest
 
 pytest.importorskip("pyspark", reason="pyspark is an optional extra: pip install 'featurehash[spark]'")
@@ -15,7 +13,7 @@ if shutil.which("java") is None:
     pytest.skip("Spark needs Java (17), and no java is on PATH", allow_module_level=True)
 
 import featurehash.spark as fhs
-from corpus_support import chain, documents, write
+from corpus_support import corpus_folder, documents, outcome
 from featurehash.dedup.corpus import dedup_corpus
 from pyspark.sql import SparkSession
 
@@ -31,29 +29,6 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
-
-
-def corpus_folder(tmp_path):
-    rows = documents()
-    folder = tmp_path / "in"
-    folder.mkdir()
-    for k in range(3):
-        write(rows[k::3], folder / f"part{k}", "jsonl")
-    write(chain(), folder / "part3", "jsonl")   # a cluster whose kept and last documents were never paired
-    with open(folder / "part1.jsonl", "a") as file:
-        file.write('{"id": "broken"\n')
-    return folder
-
-
-def outcome(output, fmt="jsonl") -> tuple[list[str], list[dict]]:
-    summary = json.loads((output / "summary.json").read_text())
-    kept = []
-    for shard in summary["shards"]:
-        kept += [json.loads(line)["id"] for line in open(shard)]
-    table = pq.read_table(output / "duplicates.parquet").to_pylist()
-    for row in table:
-        row["similarity"] = round(row["similarity"], 12)
-    return sorted(kept), sorted(table, key=lambda r: r["id"])
 
 
 def test_spark_equals_one_machine(spark, tmp_path):
