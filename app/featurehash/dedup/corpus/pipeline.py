@@ -65,13 +65,24 @@ def dedup_corpus(inputs, output, *, threshold: float = 0.7, spec: dict | None = 
     options = {"threshold": threshold, "spec": feature_map.spec.id, "target_recall": target_recall, "keep": keep,
                "fields": asdict(fields), "on_error": on_error, "reference": len(old), "shard_rows": shard_rows}
     work = Workdir(output, fingerprint(files, options), force)
+    try:
+        return _run(work, files, len(old), fields, feature_map, threshold, target_recall, keep, on_error,
+                    memory_budget, shard_rows, keep_work, progress)
+    except InputError:
+        work.abandon()
+        raise
+
+
+def _run(work, files, n_old, fields, feature_map, threshold, target_recall, keep, on_error, memory_budget,
+         shard_rows, keep_work, progress) -> dict:
+    output = str(work.output)
     clock = Clock()
     parts = [work.path / f"read-{k:05d}.parquet" for k in range(len(files))]
     counts = _read(files, parts, fields, on_error, work, clock, progress)
     n_files = [c["records"] for c in counts]
     columns = pq.read_table(parts, columns=["length", "key", "h0", "h1"]) if parts else None
     hashes = np.stack([columns["h0"].to_numpy(), columns["h1"].to_numpy()], axis=1)
-    reference_mask = np.repeat([k < len(old) for k in range(len(files))], n_files).astype(bool)
+    reference_mask = np.repeat([k < n_old for k in range(len(files))], n_files).astype(bool)
     started = clock.start()
     rep = exact_representatives(hashes)
     unique = np.flatnonzero(rep == np.arange(rep.size))
@@ -84,7 +95,7 @@ def dedup_corpus(inputs, output, *, threshold: float = 0.7, spec: dict | None = 
                                                      rep[decision.kept_of[missing]])
     clock.stop("clusters", started, clusters=int(np.unique(decision.cluster).size), computed=int(missing.size))
     started = clock.start()
-    shards = _write(new, parts[len(old):], fields, decision.kept[reference_mask.sum():], n_files[len(old):],
+    shards = _write(files[n_old:], parts[n_old:], fields, decision.kept[reference_mask.sum():], n_files[n_old:],
                     output, shard_rows, on_error, progress)
     _duplicates(parts, decision, output)
     clock.stop("write", started, shards=len(shards))
@@ -93,7 +104,7 @@ def dedup_corpus(inputs, output, *, threshold: float = 0.7, spec: dict | None = 
     summary = {"documents_in": int(new_mask.sum()), "exact_duplicates": decision.exact_duplicates,
                "near_duplicates": decision.near_duplicates,
                "kept": int((decision.kept & new_mask).sum()), "bytes_in": int(length[new_mask].sum()),
-               "bytes_kept": int(length[decision.kept & new_mask].sum()), "files": len(new),
+               "bytes_kept": int(length[decision.kept & new_mask].sum()), "files": len(files) - n_old,
                "reference_documents": int(reference_mask.sum()),
                "blank_lines": sum(c["blank_lines"] for c in counts), "bad_records": sum(c["bad_records"] for c in counts),
                "bad_named": [name for c in counts for name in c["bad_named"]][:20], "shards": shards,

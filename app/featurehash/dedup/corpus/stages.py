@@ -91,6 +91,13 @@ class Workdir:
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
 
+    def abandon(self) -> None:
+        """After a refused run: nothing finished is worth resuming, so leave the folder as it was found."""
+        if not any(self.path.glob("*.done")):
+            self.remove()
+            if self.output.is_dir() and not any(self.output.iterdir()):
+                self.output.rmdir()
+
 
 class Clock:
     """Wall and CPU seconds per stage (a reused stage reports the figures of the run that made it)."""
