@@ -303,6 +303,8 @@ def build_parser() -> argparse.ArgumentParser:
     corpus.add_argument("--id-field", dest="id_field", help="the id's field (default: <file>:<line>)")
     corpus.add_argument("--input-format", dest="input_format", choices=("jsonl", "parquet", "csv", "text"),
                         help="when the names do not tell")
+    corpus.add_argument("--output-format", dest="output_format", choices=("jsonl", "parquet", "csv", "text"),
+                        help="the shards' format (default: the input's, every field as read)")
     corpus.add_argument("--text-unit", dest="text_unit", choices=("line", "file"), default="line",
                         help="plain text: a document per line, or per file")
     corpus.add_argument("--keep", default="first", help="first, longest, shortest, max:<field> or min:<field>")

@@ -190,3 +190,19 @@ def test_chained_cluster_similarity_to_the_kept_document_is_computed(tmp_path):
     assert far < 0.7 <= near
     assert table["c2"]["similarity"] == pytest.approx(far, rel=1e-12)
     assert table["c1"]["similarity"] == pytest.approx(near, rel=1e-12)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet", "text"])
+def test_output_format_converts_every_field(tmp_path, fmt):
+    source = write(documents(), tmp_path / "c", fmt)
+    target = "parquet" if fmt != "parquet" else "jsonl"
+    summary = dedup_corpus(source, tmp_path / "out", id_field=None if fmt == "text" else "id",
+                           output_format=target)
+    assert summary["kept"] == 60 and all(s.endswith(f".{target}") for s in summary["shards"])
+    if target == "parquet":
+        table = pq.read_table(summary["shards"])
+        expected = {"text"} if fmt == "text" else {"id", "text", "score"}
+        assert set(table.schema.names) == expected and table.num_rows == 60
+        assert table["text"].to_pylist() == [r["text"] for r in documents()[:60]]
+    else:
+        assert _kept_ids(tmp_path / "out", "jsonl") == [r["id"] for r in documents()[:60]]

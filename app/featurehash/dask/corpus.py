@@ -52,7 +52,8 @@ def dedup_corpus(inputs, output, **options) -> dict:
         found = dask.compute(*[dask.delayed(_texts)(scanned, plan.offsets[k], needed) for k, scanned in enumerate(scans)])
         run.similarities(np.concatenate([p for p, _ in found]), [t for _, texts in found for t in texts])
     run.lap("clusters")
-    shards = dask.compute(*[dask.delayed(write_file)(k, f, run.fields, kept, run.output, run.shard_rows)
+    shards = dask.compute(*[dask.delayed(write_file)(k, f, run.fields, kept, run.output, run.shard_rows,
+                                                    run.output_format)
                             for k, f, kept in run.write_plan()])
     run.lap("write")
     return run.finished([name for part in shards for name in part], "dask")

@@ -96,7 +96,7 @@ def run_corpus(args, spec: dict | None) -> dict:
         return dedup_corpus(args.input, args.output, threshold=0.7 if args.threshold is None else args.threshold,
                             spec=spec, weighted=args.weighted, target_recall=args.target_recall, keep=args.keep,
                             text_field=args.text_field, id_field=args.id_field, input_format=args.input_format,
-                            text_unit=args.text_unit, on_error=args.on_error,
+                            text_unit=args.text_unit, on_error=args.on_error, output_format=args.output_format,
                             memory_budget=parse_bytes(args.memory_budget), shard_rows=args.shard_rows,
                             reference=args.reference, force=args.force, keep_work=args.keep_work, progress=progress)
     except InputError as exc:

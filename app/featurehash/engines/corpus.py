@@ -23,7 +23,7 @@ class CorpusRun:
 
     def __init__(self, inputs, output, *, threshold=0.7, spec=None, weighted=False, target_recall=0.95,
                  keep="first", text_field="text", id_field=None, input_format=None, text_unit="line",
-                 on_error="raise", shard_rows=100_000, reference=None, force=False):
+                 on_error="raise", shard_rows=100_000, output_format=None, reference=None, force=False):
         _, key_field = parse_keep(keep)
         if not 0.0 < threshold <= 1.0:
             raise InputError("threshold", "must lie in (0, 1]")
@@ -35,6 +35,7 @@ class CorpusRun:
         self.old = expand(reference, input_format) if reference else []
         self.files = self.old + self.new
         self.output, self.keep, self.on_error, self.shard_rows = str(output), keep, on_error, shard_rows
+        self.output_format = output_format
         self.threshold, self.target_recall = float(threshold), float(target_recall)
         options = {"threshold": threshold, "spec": self.spec, "keep": keep, "on_error": on_error}
         open_output(self.output, self.files, options, force).remove()   # refusals as one machine's

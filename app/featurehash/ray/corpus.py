@@ -53,7 +53,8 @@ def dedup_corpus(inputs, output, *, partitions: int = 8, **options) -> dict:
              "kept": json.dumps(kept)} for k, f, kept in run.write_plan()]
     written = ray.data.from_items(todo, override_num_blocks=max(1, len(todo))).map_batches(
         _write, batch_size=1, batch_format="pyarrow",
-        fn_kwargs={"fields": run.fields, "output": run.output, "shard_rows": run.shard_rows}).take_all()
+        fn_kwargs={"fields": run.fields, "output": run.output, "shard_rows": run.shard_rows,
+                   "output_format": run.output_format}).take_all()
     run.lap("write")
     return run.finished([w["shard"] for w in written], "ray")
 
@@ -79,8 +80,9 @@ def _positioned(batch: pa.Table, offsets, wanted) -> pa.Table:
     return pa.table({"position": pa.array(position[keep], pa.int64()), "text": batch["text"].filter(pa.array(keep))})
 
 
-def _write(batch: pa.Table, fields, output, shard_rows) -> pa.Table:
+def _write(batch: pa.Table, fields, output, shard_rows, output_format) -> pa.Table:
     shards = []
     for row in batch.to_pylist():
-        shards += write_file(row["file"], _file(row), fields, json.loads(row["kept"]), output, shard_rows)
+        shards += write_file(row["file"], _file(row), fields, json.loads(row["kept"]), output, shard_rows,
+                             output_format)
     return pa.table({"shard": pa.array(shards, pa.string())})

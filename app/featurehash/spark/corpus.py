@@ -82,13 +82,13 @@ def _scanner(run: CorpusRun):
 
 
 def _writer(run: CorpusRun):
-    fields, output, shard_rows = run.fields, run.output, run.shard_rows
+    fields, output, shard_rows, output_format = run.fields, run.output, run.shard_rows, run.output_format
 
     def write(batches):
         for batch in batches:
             for k, path, fmt, compression, kept in zip(*(batch.column(n).to_pylist() for n in batch.schema.names)):
                 shards = write_file(k, CorpusFile(path, fmt, compression), fields, json.loads(kept), output,
-                                    shard_rows)
+                                    shard_rows, output_format)
                 yield pa.RecordBatch.from_pydict({"shard": pa.array(shards, pa.string())})
 
     return write

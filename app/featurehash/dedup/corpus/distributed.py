@@ -20,7 +20,8 @@ from ...maps import create_map
 from .decide import decide, exact_representatives
 from .normalise import document_rows
 from .pipeline import DUPLICATES
-from .records import BadRecord, Fields, csv_header, read
+from .kept import output_like, write_kept, write_whole_files
+from .records import Fields
 from .scan import ScanCounts, scan_batches
 from .stages import Workdir, fingerprint, peak_rss
 from .writing import ShardWriter
@@ -124,36 +125,18 @@ def text_similarities(spec: dict, texts_x: list[str], texts_y: list[str]) -> np.
     return np.where(np.isnan(out), 0.0, out)
 
 
-def write_file(index: int, file, fields: Fields, kept_numbers, output: str, shard_rows: int) -> list[str]:
-    """The kept records of one input file, as shards `part-<index>-NNNNN<suffix>` in the input's format."""
-    import pyarrow.parquet as pq
-
+def write_file(index: int, file, fields: Fields, kept_numbers, output: str, shard_rows: int,
+               output_format: str | None = None) -> list[str]:
+    """The kept records of one input file, as shards `part-<index>-NNNNN<suffix>` (the input's format, or
+    `output_format`)."""
     keep = set(kept_numbers)
     if not keep:
         return []
-    writer = ShardWriter(output, file, shard_rows, prefix=f"part-{index:05d}")
+    if fields.text_unit == "file" and file.format == "text":
+        return write_whole_files(file, fields, keep, output, index)
+    writer = ShardWriter(output, output_like(file, output_format), shard_rows, prefix=f"part-{index:05d}")
     try:
-        if file.format == "parquet":
-            from .files import open_binary
-
-            with open_binary(file.path, None) as stream:
-                start = 0
-                for batch in pq.ParquetFile(stream).iter_batches(batch_size=65536):
-                    mask = np.isin(np.arange(start, start + batch.num_rows), np.fromiter(keep, dtype=np.int64))
-                    start += batch.num_rows
-                    if mask.any():
-                        writer.table(pa.Table.from_batches([batch]).filter(pa.array(mask)))
-        elif fields.text_unit == "file" and file.format == "text":
-            name = os.path.join(output, f"part-{index:05d}-{os.path.basename(file.path)}")
-            with open(name, "wb") as out:
-                out.write(next(r for r in read(file, fields, [0]) if not isinstance(r, BadRecord)).raw)
-            return [name]
-        else:
-            good = [r for r in read(file, fields, [0]) if not isinstance(r, BadRecord) and r.number in keep]
-            if file.format == "csv":
-                writer.rows(csv_header(file), [r.raw for r in good])
-            else:
-                writer.lines([r.raw for r in good])
+        write_kept(file, fields, keep, writer)
         return writer.close()
     except BaseException:
         writer.abort()

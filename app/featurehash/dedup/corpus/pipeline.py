@@ -19,6 +19,7 @@ from ...maps import create_map
 from ...maps.errors import InputError
 from .decide import decide, exact_representatives, parse_keep
 from .files import expand
+from .kept import output_like, write_kept, write_whole_files
 from .near import near_pairs, pair_similarities
 from .normalise import default_spec
 from .records import Fields
@@ -34,7 +35,8 @@ def dedup_corpus(inputs, output, *, threshold: float = 0.7, spec: dict | None = 
                  target_recall: float = 0.95, keep: str = "first", text_field: str = "text",
                  id_field: str | None = None, input_format: str | None = None, text_unit: str = "line",
                  on_error: str = "raise", memory_budget: float | None = None, shard_rows: int = 100_000,
-                 reference=None, force: bool = False, keep_work: bool = False, progress: bool = False) -> dict:
+                 output_format: str | None = None, reference=None, force: bool = False, keep_work: bool = False,
+                 progress: bool = False) -> dict:
     """Deduplicate the corpus at `inputs` (a file, folder, glob, URL or a list of them) into the folder `output`;
     the summary (also written as `output/summary.json`).
 
@@ -42,7 +44,8 @@ def dedup_corpus(inputs, output, *, threshold: float = 0.7, spec: dict | None = 
     with a text stage), else `default_spec(weighted)`: word 3-shingles, Jaccard (or with `weighted`, weighted
     Jaccard of 1 + log count weights). `reference`: an already clean corpus (same forms of input) that new
     documents are checked against; its documents are never removed nor written. `keep`: first, longest,
-    shortest, max:<field>, min:<field>. `on_error`: "raise" (a bad record is an InputError naming file and
+    shortest, max:<field>, min:<field>. `output_format` (jsonl, parquet, csv, text; None: the input's,
+    every field as read). `on_error`: "raise" (a bad record is an InputError naming file and
     line) or "skip" (skipped, counted and the first few named in the summary). An existing finished output is
     refused unless `force`; an unfinished one of the same inputs and options is resumed."""
     kind, key_field = parse_keep(keep)
@@ -59,22 +62,25 @@ def dedup_corpus(inputs, output, *, threshold: float = 0.7, spec: dict | None = 
         raise InputError("on_error", f"one of {', '.join(ON_ERROR)}")
     if text_unit not in ("line", "file"):
         raise InputError("text_unit", "'line' or 'file'")
+    if output_format not in (None, "jsonl", "parquet", "csv", "text"):
+        raise InputError("output_format", "one of jsonl, parquet, csv, text (None: the input's)")
     new = expand(inputs, input_format)
     old = expand(reference, input_format) if reference else []
     files = old + new
     options = {"threshold": threshold, "spec": feature_map.spec.id, "target_recall": target_recall, "keep": keep,
-               "fields": asdict(fields), "on_error": on_error, "reference": len(old), "shard_rows": shard_rows}
+               "fields": asdict(fields), "on_error": on_error, "reference": len(old), "shard_rows": shard_rows,
+               "output_format": output_format}
     work = Workdir(output, fingerprint(files, options), force)
     try:
         return _run(work, files, len(old), fields, feature_map, threshold, target_recall, keep, on_error,
-                    memory_budget, shard_rows, keep_work, progress)
+                    memory_budget, shard_rows, output_format, keep_work, progress)
     except InputError:
         work.abandon()
         raise
 
 
 def _run(work, files, n_old, fields, feature_map, threshold, target_recall, keep, on_error, memory_budget,
-         shard_rows, keep_work, progress) -> dict:
+         shard_rows, output_format, keep_work, progress) -> dict:
     output = str(work.output)
     clock = Clock()
     parts = [work.path / f"read-{k:05d}.parquet" for k in range(len(files))]
@@ -96,7 +102,7 @@ def _run(work, files, n_old, fields, feature_map, threshold, target_recall, keep
     clock.stop("clusters", started, clusters=int(np.unique(decision.cluster).size), computed=int(missing.size))
     started = clock.start()
     shards = _write(files[n_old:], parts[n_old:], fields, decision.kept[reference_mask.sum():], n_files[n_old:],
-                    output, shard_rows, on_error, progress)
+                    output, shard_rows, output_format, progress)
     _duplicates(parts, decision, output)
     clock.stop("write", started, shards=len(shards))
     length = columns["length"].to_numpy()
@@ -157,68 +163,29 @@ def _near(parts, unique, feature_map, threshold, target_recall, memory_budget, w
     return a, b, s
 
 
-def _write(files, parts, fields, kept, n_files, output, shard_rows, on_error, progress) -> list[str]:
+def _write(files, parts, fields, kept, n_files, output, shard_rows, output_format, progress) -> list[str]:
     """The kept records of each new file, re-read in order: the k-th good record of a file is its part's k-th."""
     from tqdm import tqdm
 
-    from .records import BadRecord, csv_header, read
-
     for stale in Path(output).glob("part-*"):   # an interrupted write stage starts over
         stale.unlink()
-    writer = ShardWriter(output, files[0], shard_rows)
+    writer = ShardWriter(output, output_like(files[0], output_format), shard_rows)
     base = 0
     try:
         with tqdm(total=int(kept.size), desc="dedup: write", unit="docs", unit_scale=True, disable=not progress) as bar:
-            for file, part, count in zip(files, parts, n_files):
+            for k, (file, part, count) in enumerate(zip(files, parts, n_files)):
                 numbers = pq.read_table(part, columns=["number"])["number"].to_numpy()
-                keep_numbers = set(numbers[kept[base:base + count]].tolist())
+                keep = set(numbers[kept[base:base + count]].tolist())
                 base += count
-                bar.update(count)
-                if file.format == "parquet":
-                    _write_parquet(file, keep_numbers, writer)
-                    continue
                 if fields.text_unit == "file" and file.format == "text":
-                    if keep_numbers:
-                        dest = Path(output) / f"part-{len(writer.shards):05d}-{Path(file.path).name}"
-                        writer.shards.append(str(dest))
-                        with open(dest, "wb") as out:
-                            out.write(next(r for r in read(file, fields, [0]) if not isinstance(r, BadRecord)).raw)
-                    continue
-                good = (r for r in read(file, fields, [0]) if not isinstance(r, BadRecord) and r.number in keep_numbers)
-                if file.format == "csv":
-                    header = csv_header(file)
-                    writer.rows(header, [r.raw for r in good])
+                    writer.shards += write_whole_files(file, fields, keep, output, k)
                 else:
-                    for chunk in _chunks(good, 4096):
-                        writer.lines([r.raw for r in chunk])
+                    write_kept(file, fields, keep, writer)
+                bar.update(count)
         return writer.close()
     except BaseException:
         writer.abort()
         raise
-
-
-def _chunks(items, size):
-    chunk = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-def _write_parquet(file, keep_numbers: set, writer: ShardWriter) -> None:
-    from .files import open_binary
-
-    with open_binary(file.path, None) as stream:
-        start = 0
-        for batch in pq.ParquetFile(stream).iter_batches(batch_size=65536):
-            rows = np.arange(start, start + batch.num_rows)
-            start += batch.num_rows
-            mask = np.fromiter((int(r) in keep_numbers for r in rows), dtype=bool, count=rows.size)
-            if mask.any():
-                writer.table(pa.Table.from_batches([batch]).filter(pa.array(mask)))
 
 
 def _duplicates(parts, decision, output) -> None:
