@@ -144,7 +144,7 @@ def _read(files, parts, fields, on_error, work, clock, progress) -> list[dict]:
             work.finish(f"read-{k:05d}", counts.as_dict())
             out.append(counts.as_dict())
     clock.stop("read", started, files=len(files), files_reused=reused,
-               bytes=int(sum(os.path.getsize(p) for p in parts)))
+               documents=sum(c["records"] for c in out))
     return out
 
 
