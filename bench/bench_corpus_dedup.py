@@ -2,7 +2,7 @@
 rensa's and datasketch's pipelines on the same JSON Lines files in the same run.
 
     python bench/bench_corpus_dedup.py [--docs 200000] [--threshold 0.7] [--memory-budget 2GB]
-        [--no-datasketch] [--spark 50000] [--workdir DIR] [--write]
+        [--no-datasketch] [--no-quality] [--rensa-bands 8,32] [--spark 50000] [--workdir DIR] [--write]
 
 Corpora (bench/corpus_labelled.py): a labelled one of real texts only (licences, copyright files, standard
 library docstrings: ~5,700 unrelated paragraphs, half of them with 1-3 planted copies at word-edit rates 0-30%)
@@ -43,7 +43,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import corpus_labelled  # noqa: E402
+import corpus_labelled
 
 TOKEN = re.compile(r"(?u)\b\w\w+\b")
 
@@ -56,14 +56,21 @@ def peak_rss() -> int:
     return 0
 
 
-def read_docs(folder: str) -> list[dict]:
+def read_batches(folder: str, size: int = 50_000):
+    """The documents of the folder's JSON Lines files, in order, `size` at a time (memory: one batch)."""
     import orjson
 
-    rows = []
+    batch = []
     for path in sorted(Path(folder).glob("*.jsonl")):
         with open(path, "rb") as file:
-            rows += [orjson.loads(line) for line in file if line.strip()]
-    return rows
+            for line in file:
+                if line.strip():
+                    batch.append(orjson.loads(line))
+                    if len(batch) == size:
+                        yield batch
+                        batch = []
+    if batch:
+        yield batch
 
 
 def doc_shingles(text: str) -> list[str]:
@@ -72,29 +79,38 @@ def doc_shingles(text: str) -> list[str]:
 
 
 def child_rensa(folder: str, threshold: float, bands: int, out: str) -> dict:
+    """In batches of 50,000 documents: read and shingle, `RMinHash.from_token_sets`, then each document in
+    order against the LSH of the kept ones (kept sketches stay in memory, as rensa's deduplicator keeps them)."""
     from rensa import RMinHash, RMinHashLSH
 
-    clock = {}
-    t = time.process_time(), time.perf_counter()
-    rows = read_docs(folder)
-    shingled = [doc_shingles(r["text"]) for r in rows]
-    clock["read+shingle"] = _lap(t)
-    t = time.process_time(), time.perf_counter()
-    hashes = RMinHash.from_token_sets(shingled, num_perm=128, seed=42)
-    clock["minhash"] = _lap(t)
-    t = time.process_time(), time.perf_counter()
+    clock = {name: {"cpu_s": 0.0, "wall_s": 0.0} for name in ("read+shingle", "minhash", "lsh")}
     lsh = RMinHashLSH(threshold=threshold, num_perm=128, num_bands=bands)
-    removed = []
-    for k, (row, m) in enumerate(zip(rows, hashes)):
-        if not shingled[k]:
-            continue
-        if any(hashes[c].jaccard(m) >= threshold for c in lsh.query(m)):
-            removed.append(row["id"])
-        else:
-            lsh.insert(k, m)
-    clock["lsh"] = _lap(t)
+    kept, removed, seen = {}, [], 0
+    started = time.process_time(), time.perf_counter()
+    for rows in read_batches(folder):
+        shingled = [doc_shingles(r["text"]) for r in rows]
+        started = _add(clock["read+shingle"], started)
+        hashes = RMinHash.from_token_sets(shingled, num_perm=128, seed=42)
+        started = _add(clock["minhash"], started)
+        for k, (row, m) in enumerate(zip(rows, hashes)):
+            if not shingled[k]:
+                continue
+            if any(kept[c].jaccard(m) >= threshold for c in lsh.query(m)):
+                removed.append(row["id"])
+            else:
+                kept[seen + k] = m
+                lsh.insert(seen + k, m)
+        seen += len(rows)
+        started = _add(clock["lsh"], started)
     Path(out).write_text(json.dumps(removed))
     return {"stages": clock, "peak_rss_bytes": peak_rss()}
+
+
+def _add(total: dict, started) -> tuple[float, float]:
+    cpu, wall = time.process_time(), time.perf_counter()
+    total["cpu_s"] += cpu - started[0]
+    total["wall_s"] += wall - started[1]
+    return cpu, wall
 
 
 def child_datasketch(folder: str, threshold: float, out: str) -> dict:
@@ -102,7 +118,7 @@ def child_datasketch(folder: str, threshold: float, out: str) -> dict:
 
     clock = {}
     t = time.process_time(), time.perf_counter()
-    rows = read_docs(folder)
+    rows = [row for batch in read_batches(folder) for row in batch]
     shingled = [[s.encode() for s in doc_shingles(r["text"])] for r in rows]
     clock["read+shingle"] = _lap(t)
     t = time.process_time(), time.perf_counter()
@@ -214,6 +230,8 @@ def main() -> None:
     parser.add_argument("--threshold", type=float, default=0.7)
     parser.add_argument("--memory-budget", default="2GB")
     parser.add_argument("--no-datasketch", action="store_true")
+    parser.add_argument("--no-quality", action="store_true", help="only the scale corpus")
+    parser.add_argument("--rensa-bands", default="8,32", help="rensa variants (bands), comma-separated")
     parser.add_argument("--spark", type=int, default=0, help="documents for the local[1] / local[2] run (0: none)")
     parser.add_argument("--workdir")
     parser.add_argument("--write", action="store_true")
@@ -229,7 +247,7 @@ def main() -> None:
     lines = [f"bench_corpus_dedup: threshold {args.threshold}, {os.cpu_count()} cores, "
              f"memory budget {args.memory_budget}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"]
     real = corpus_labelled.unrelated(corpus_labelled.real_paragraphs())
-    corpora = [("quality (real texts only)", 2 * len(real)), ("scale", args.docs)]
+    corpora = [("quality (real texts only)", 2 * len(real))] * (not args.no_quality) + [("scale", args.docs)]
     for title, n in corpora:
         rows, truth, rates, n_real = corpus_labelled.build(n, args.threshold, real=real)
         folder = f"{scratch}/{title.split()[0]}-in"
@@ -239,7 +257,7 @@ def main() -> None:
         lines += ["", f"{title}: {len(rows):,} documents, {mb:.1f} MB, {n_real:,} real bases, "
                       f"{len(truth):,} duplicates to remove"]
         runs = [featurehash(folder, f"{scratch}/{title.split()[0]}-out", args.threshold, args.memory_budget)]
-        runs += [contender("rensa", folder, args.threshold, bands, scratch) for bands in (8, 32)]
+        runs += [contender("rensa", folder, args.threshold, int(bands), scratch) for bands in args.rensa_bands.split(",")]
         if title.startswith("quality") and not args.no_datasketch:
             runs.append(contender("datasketch", folder, args.threshold, None, scratch))
         lines += table(runs, mb, truth, rates)

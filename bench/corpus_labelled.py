@@ -158,20 +158,20 @@ def _truth(docs, group, order, threshold: float) -> set[str]:
             continue
         sets = [shingles(docs[k]) for k in ks]
         parent = list(range(len(ks)))
-
-        def find(a):
-            while parent[a] != a:
-                parent[a] = parent[parent[a]]
-                a = parent[a]
-            return a
-
         for a in range(len(ks)):
             for b in range(a + 1, len(ks)):
                 if sets[a] == sets[b] or jaccard(sets[a], sets[b]) >= threshold:
-                    ra, rb = find(a), find(b)
+                    ra, rb = _find(parent, a), _find(parent, b)
                     parent[max(ra, rb)] = min(ra, rb)
-        removed.update(f"doc{ks[a]}" for a in range(len(ks)) if find(a) != a)
+        removed.update(f"doc{ks[a]}" for a in range(len(ks)) if _find(parent, a) != a)
     return removed
+
+
+def _find(parent: list[int], a: int) -> int:
+    while parent[a] != a:
+        parent[a] = parent[parent[a]]
+        a = parent[a]
+    return a
 
 
 def write_jsonl(rows: list[dict], folder: str, shards: int = 8) -> int:

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-WORDS = ("river stone cloud lantern harbor meadow copper violet thunder orchard signal marble candle falcon "
-         "willow ember quartz saddle glacier pepper compass velvet anchor timber").split()
+WORDS = ["river", "stone", "cloud", "lantern", "harbor", "meadow", "copper", "violet", "thunder", "orchard", "signal", "marble", "candle", "falcon", "willow", "ember", "quartz", "saddle", "glacier", "pepper", "compass", "velvet", "anchor", "timber"]
 
 
 def documents(n: int = 60, seed: int = 0) -> list[dict]:

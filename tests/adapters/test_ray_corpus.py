@@ -8,8 +8,8 @@ import pytest
 pytest.importorskip("ray.data", reason="ray is an optional extra: pip install 'featurehash[ray]'")
 import featurehash.ray as fhr
 import ray
-from featurehash.dedup.corpus import dedup_corpus
 from corpus_support import corpus_folder, outcome
+from featurehash.dedup.corpus import dedup_corpus
 
 pytestmark = pytest.mark.xdist_group("ray")
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from corpus_support import documents, expected_removed, write
 from featurehash.cli import BAD_INPUT, main
 

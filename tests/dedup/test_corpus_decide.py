@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from featurehash.dedup.corpus.decide import decide, exact_representatives, parse_keep
 from featurehash.maps.errors import InputError
 

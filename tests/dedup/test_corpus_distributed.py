@@ -7,12 +7,15 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-
 from corpus_support import corpus_folder, outcome
 from featurehash import create_map
 from featurehash.dedup import similarity_join
 from featurehash.dedup.corpus import dedup_corpus, default_spec, document_rows
-from featurehash.dedup.corpus.distributed import scan_file, text_similarities, write_file
+from featurehash.dedup.corpus.distributed import (
+    scan_file,
+    text_similarities,
+    write_file,
+)
 from featurehash.engines.corpus import CorpusRun
 from featurehash.maps.errors import InputError
 

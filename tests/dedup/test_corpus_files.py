@@ -4,7 +4,6 @@ in order, refusals naming the path."""
 from __future__ import annotations
 
 import pytest
-
 from featurehash.dedup.corpus.files import CorpusFile, expand, kind_of, open_binary
 from featurehash.maps.errors import InputError
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pyarrow.parquet as pq
-
 from featurehash.dedup.corpus.files import CorpusFile
 from featurehash.dedup.corpus.kept import output_like, write_kept, write_whole_files
 from featurehash.dedup.corpus.records import Fields

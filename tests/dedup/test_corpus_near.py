@@ -7,7 +7,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from corpus_support import chain
 from featurehash import create_map
 from featurehash.dedup import similarity_join

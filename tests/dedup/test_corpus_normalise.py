@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
-
 from featurehash import create_map
-from featurehash.dedup.corpus.normalise import default_spec, document_rows, hash128, normalise
+from featurehash.dedup.corpus.normalise import (
+    default_spec,
+    document_rows,
+    hash128,
+    normalise,
+)
 
 
 def test_normalise_case_space_and_compatibility_forms():

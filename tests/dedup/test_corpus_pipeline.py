@@ -8,7 +8,6 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-
 from corpus_support import documents, expected_removed, write
 from featurehash.dedup.corpus import dedup_corpus
 from featurehash.dedup.corpus import pipeline as pipeline_module

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-
 from featurehash.dedup.corpus.files import CorpusFile
 from featurehash.dedup.corpus.records import BadRecord, Fields, read
 

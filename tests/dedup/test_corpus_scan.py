@@ -4,7 +4,6 @@ bad records refused by file and line or skipped and counted."""
 from __future__ import annotations
 
 import pytest
-
 from featurehash.dedup.corpus.files import CorpusFile
 from featurehash.dedup.corpus.normalise import hash128
 from featurehash.dedup.corpus.records import Fields

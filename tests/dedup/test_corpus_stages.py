@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from featurehash.dedup.corpus.files import CorpusFile
 from featurehash.dedup.corpus.stages import Clock, Workdir, fingerprint, peak_rss
 from featurehash.maps.errors import InputError

@@ -8,7 +8,6 @@ import gzip
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from featurehash.dedup.corpus.files import CorpusFile
 from featurehash.dedup.corpus.writing import ShardWriter
 

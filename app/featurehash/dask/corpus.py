@@ -31,7 +31,7 @@ def dedup_corpus(inputs, output, **options) -> dict:
     plan = run.planned(pa.concat_tables([t for t, _ in smalls]), [c for _, c in smalls])
     run.lap("read")
     width = create_map(run.spec).spec.input_dim
-    blocks, sizes = [], []
+    blocks = []
     for k, scanned in enumerate(scans):
         start, stop = plan.offsets[k], plan.offsets[k] + smalls[k][0].num_rows
         wanted = plan.near_rows[(plan.near_rows >= start) & (plan.near_rows < stop)] - start

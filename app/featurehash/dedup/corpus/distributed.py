@@ -18,9 +18,9 @@ import pyarrow as pa
 
 from ...maps import create_map
 from .decide import decide, exact_representatives
+from .kept import output_like, write_kept, write_whole_files
 from .normalise import document_rows
 from .pipeline import DUPLICATES
-from .kept import output_like, write_kept, write_whole_files
 from .records import Fields
 from .scan import ScanCounts, scan_batches
 from .stages import Workdir, fingerprint, peak_rss

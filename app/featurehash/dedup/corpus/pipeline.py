@@ -48,7 +48,7 @@ def dedup_corpus(inputs, output, *, threshold: float = 0.7, spec: dict | None = 
     every field as read). `on_error`: "raise" (a bad record is an InputError naming file and
     line) or "skip" (skipped, counted and the first few named in the summary). An existing finished output is
     refused unless `force`; an unfinished one of the same inputs and options is resumed."""
-    kind, key_field = parse_keep(keep)
+    _, key_field = parse_keep(keep)
     fields = Fields(text=text_field, id=id_field, key=key_field, text_unit=text_unit)
     spec = spec or default_spec(weighted)
     feature_map = create_map(spec)

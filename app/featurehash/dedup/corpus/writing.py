@@ -92,7 +92,7 @@ class ShardWriter:
     def abort(self) -> None:
         try:
             self._close()
-        except Exception:   # noqa: BLE001 - already failing; the partial shard is removed below
+        except Exception:   # noqa: BLE001, S110 - already failing; the partial shard is removed below
             pass
         for name in self.shards:
             for path in (name, f"{name}.partial"):
