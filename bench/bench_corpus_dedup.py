@@ -24,7 +24,7 @@ Pipelines, each in a child process (its own CPU time and peak RSS):
 MB/s per core = bytes of the input files / CPU seconds (all threads). Quality: precision, recall and F1 of the
 removed documents against the truth of corpus_labelled.py (components of exact Jaccard >= threshold).
 `--spark N`: featurehash.spark.dedup_corpus on the first N documents with local[1] and local[2] (wall time).
-Prints; `--write` also writes bench/results/corpus_dedup.txt.
+Prints; `--write` also writes bench/results/corpus_dedup.txt (`--append`: adds to it).
 """
 
 from __future__ import annotations
@@ -235,6 +235,7 @@ def main() -> None:
     parser.add_argument("--spark", type=int, default=0, help="documents for the local[1] / local[2] run (0: none)")
     parser.add_argument("--workdir")
     parser.add_argument("--write", action="store_true")
+    parser.add_argument("--append", action="store_true", help="with --write: add to the results file")
     parser.add_argument("--child", nargs="+")
     args = parser.parse_args()
     if args.child:
@@ -278,7 +279,8 @@ def main() -> None:
     print(text)
     if args.write:
         (HERE / "results").mkdir(exist_ok=True)
-        (HERE / "results" / "corpus_dedup.txt").write_text(text + "\n")
+        with open(HERE / "results" / "corpus_dedup.txt", "a" if args.append else "w") as results:
+            results.write(("\n" if args.append else "") + text + "\n")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from .near import near_pairs, pair_similarities
 from .normalise import default_spec
 from .records import Fields
 from .scan import ON_ERROR, SCHEMA, ScanCounts, scan_batches
-from .stages import Clock, Workdir, fingerprint, peak_rss
+from .stages import Clock, Workdir, current_rss, fingerprint, peak_rss
 from .writing import ShardWriter
 
 DUPLICATES = pa.schema([("id", pa.string()), ("cluster", pa.int64()), ("kept_id", pa.string()),
@@ -155,6 +155,11 @@ def _near(parts, unique, feature_map, threshold, target_recall, memory_budget, w
         with np.load(work.path / "near.npz") as saved:
             return saved["a"], saved["b"], saved["s"]
     started = clock.start()
+    if memory_budget is not None:
+        # the budget is the process's: what it holds already (imports and compiled kernels, ~0.5 GB), the
+        # columns and decision to come (~64 bytes a document) and the join's unbudgeted working set (a chunk's
+        # hashing, a block of pairs: ~0.3 GB measured) are not the join's to spend
+        memory_budget = max(memory_budget / 8, memory_budget - current_rss() - 64 * len(unique) - 300e6)
     a, b, s, figures = near_pairs(parts, unique, feature_map, threshold, target_recall=target_recall,
                                   memory_budget=memory_budget, workdir=work.path, progress=progress)
     np.savez(work.path / "near.npz.partial.npz", a=a, b=b, s=s)

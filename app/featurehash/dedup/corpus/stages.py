@@ -32,6 +32,18 @@ def peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def current_rss() -> int:
+    """Bytes resident now (VmRSS; 0 where /proc is absent)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def fingerprint(files, options: dict) -> str:
     """What the output depends on: each input's path, size and modification time (where it can be read
     cheaply) and the options."""
