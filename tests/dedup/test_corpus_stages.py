@@ -42,3 +42,18 @@ def test_clock_and_peak_rss():
     clock.reused("near", {"wall_s": 1.0})
     assert clock.stages["read"]["files"] == 2 and clock.stages["near"]["reused"]
     assert peak_rss() > 10**6
+
+
+def test_anonymous_peak_sees_a_transient_allocation():
+    import time
+
+    import numpy as np
+
+    from featurehash.dedup.corpus.stages import AnonymousPeak, current_rss
+
+    watch = AnonymousPeak(every=0.01)
+    before = current_rss("RssAnon")
+    block = np.ones(64 * 2**20 // 8)   # 64 MiB touched, then freed
+    time.sleep(0.1)
+    del block
+    assert watch.stop() >= before + 60 * 2**20

@@ -24,7 +24,7 @@ from .near import near_pairs, pair_similarities
 from .normalise import default_spec
 from .records import Fields
 from .scan import ON_ERROR, SCHEMA, ScanCounts, scan_batches
-from .stages import Clock, Workdir, current_rss, fingerprint, peak_rss
+from .stages import AnonymousPeak, Clock, Workdir, current_rss, fingerprint, peak_rss
 from .writing import ShardWriter
 
 DUPLICATES = pa.schema([("id", pa.string()), ("cluster", pa.int64()), ("kept_id", pa.string()),
@@ -82,7 +82,7 @@ def dedup_corpus(inputs, output, *, threshold: float = 0.7, spec: dict | None = 
 def _run(work, files, n_old, fields, feature_map, threshold, target_recall, keep, on_error, memory_budget,
          shard_rows, output_format, keep_work, progress) -> dict:
     output = str(work.output)
-    clock = Clock()
+    clock, anonymous = Clock(), AnonymousPeak()
     parts = [work.path / f"read-{k:05d}.parquet" for k in range(len(files))]
     counts = _read(files, parts, fields, on_error, work, clock, progress)
     n_files = [c["records"] for c in counts]
@@ -116,6 +116,7 @@ def _run(work, files, n_old, fields, feature_map, threshold, target_recall, keep
                "bad_named": [name for c in counts for name in c["bad_named"]][:20], "shards": shards,
                "duplicates": os.path.join(output, "duplicates.parquet"), "threshold": threshold, "keep": keep,
                "spec_id": feature_map.spec.id, "stages": clock.stages, "peak_rss_bytes": peak_rss(),
+               "peak_anonymous_bytes": anonymous.stop(),
                "resumed": work.resumed}
     partial = Path(output) / "summary.json.partial"
     partial.write_text(json.dumps(summary, indent=2))

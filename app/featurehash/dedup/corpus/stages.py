@@ -32,16 +32,38 @@ def peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def current_rss() -> int:
-    """Bytes resident now (VmRSS; 0 where /proc is absent)."""
+def current_rss(field: str = "VmRSS") -> int:
+    """Bytes resident now (VmRSS, or RssAnon: the anonymous part; 0 where /proc is absent)."""
     try:
         with open("/proc/self/status") as status:
             for line in status:
-                if line.startswith("VmRSS:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
     return 0
+
+
+class AnonymousPeak:
+    """The highest anonymous resident set (RssAnon) seen, sampled every `every` seconds by a daemon thread. The
+    kernel keeps no high-water mark of it, and VmHWM also counts the pages of memory-mapped spill files read
+    back (file-backed, dropped by the kernel under pressure), which is not memory the run holds."""
+
+    def __init__(self, every: float = 0.05):
+        import threading
+
+        self.peak, self.every, self._stop = current_rss("RssAnon"), every, threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.every):
+            self.peak = max(self.peak, current_rss("RssAnon"))
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return max(self.peak, current_rss("RssAnon"))
 
 
 def fingerprint(files, options: dict) -> str:
