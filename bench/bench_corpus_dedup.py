@@ -168,6 +168,7 @@ def featurehash(folder: str, out: str, threshold: float, budget: str) -> dict:
             "peak_rss_bytes": summary["peak_rss_bytes"], "removed": removed, "summary": summary}
 
 
+
 def contender(kind: str, folder: str, threshold: float, bands: int | None, scratch: str) -> dict:
     out = f"{scratch}/{kind}-{bands}.json"
     args = [sys.executable, __file__, "--child", kind, folder, str(threshold), out]
@@ -214,9 +215,11 @@ def table(runs: list[dict], mb: float, truth: set[str] | None, rates: dict) -> l
     for run in runs:
         q = quality(run["removed"], truth, rates) if truth is not None else None
         run["quality"] = q
+        scores = (f"{q['precision']:6.3f} {q['recall']:6.3f} {q['f1']:6.3f}  "
+                  + " ".join(f"{k:g}:{v:.2f}" for k, v in q["recall_by_edit_rate"].items())) if q else \
+            f"{'-':>6} {'-':>6} {'-':>6}  removed {len(run['removed']):,}"
         lines.append(f"{run['name']:<12} {run['wall_s']:8.1f} {run['cpu_s']:8.1f} {mb / run['cpu_s']:10.2f} "
-                     f"{run['peak_rss_bytes'] / 1e6:12.0f}   {q['precision']:6.3f} {q['recall']:6.3f} {q['f1']:6.3f}  "
-                     + " ".join(f"{k:g}:{v:.2f}" for k, v in q["recall_by_edit_rate"].items()))
+                     f"{run['peak_rss_bytes'] / 1e6:12.0f}   {scores}")
     for run in runs:
         stages = "; ".join(f"{name} {s['cpu_s']:.1f} s CPU ({mb / s['cpu_s']:.1f} MB/s/core)" if s.get("cpu_s")
                            else f"{name} {s.get('wall_s', 0):.1f} s" for name, s in run["stages"].items())
@@ -231,6 +234,8 @@ def main() -> None:
     parser.add_argument("--memory-budget", default="2GB")
     parser.add_argument("--no-datasketch", action="store_true")
     parser.add_argument("--no-quality", action="store_true", help="only the scale corpus")
+    parser.add_argument("--no-truth", action="store_true", help="scale corpus unlabelled (no P/R/F1: at 5M "
+                        "documents the labels cost minutes of Python shingling)")
     parser.add_argument("--rensa-bands", default="8,32", help="rensa variants (bands), comma-separated")
     parser.add_argument("--spark", type=int, default=0, help="documents for the local[1] / local[2] run (0: none)")
     parser.add_argument("--workdir")
@@ -250,22 +255,25 @@ def main() -> None:
     real = corpus_labelled.unrelated(corpus_labelled.real_paragraphs())
     corpora = [("quality (real texts only)", 2 * len(real))] * (not args.no_quality) + [("scale", args.docs)]
     for title, n in corpora:
-        rows, truth, rates, n_real = corpus_labelled.build(n, args.threshold, real=real)
+        labelled = title.startswith("quality") or not args.no_truth
+        rows, truth, rates, n_real = corpus_labelled.build(n, args.threshold, real=real, truth=labelled)
         folder = f"{scratch}/{title.split()[0]}-in"
         shutil.rmtree(folder, ignore_errors=True)
         size = corpus_labelled.write_jsonl(rows, folder)
         mb = size / 1e6
         lines += ["", f"{title}: {len(rows):,} documents, {mb:.1f} MB, {n_real:,} real bases, "
-                      f"{len(truth):,} duplicates to remove"]
+                      + (f"{len(truth):,} duplicates to remove" if truth is not None else "unlabelled")]
         runs = [featurehash(folder, f"{scratch}/{title.split()[0]}-out", args.threshold, args.memory_budget)]
         runs += [contender("rensa", folder, args.threshold, int(bands), scratch) for bands in args.rensa_bands.split(",")]
         if title.startswith("quality") and not args.no_datasketch:
             runs.append(contender("datasketch", folder, args.threshold, None, scratch))
         lines += table(runs, mb, truth, rates)
         fh = runs[0]["summary"]
+        lines.append(f"  featurehash peak anonymous RSS {fh['peak_anonymous_bytes'] / 1e6:.0f} MB (VmHWM above also "
+                     "counts read-back pages of memory-mapped spill files)")
         lines.append(f"  featurehash summary: kept {fh['kept']:,}, exact {fh['exact_duplicates']:,}, near "
                      f"{fh['near_duplicates']:,}; near stage {json.dumps({k: v for k, v in fh['stages']['near'].items() if k not in ('wall_s', 'cpu_s')})}")
-        print("\n".join(lines[-(len(runs) * 2 + 3):]), flush=True)
+        print("\n".join(lines[-(len(runs) * 2 + 4):]), flush=True)
     if args.spark:
         rows = corpus_labelled.build(args.spark, args.threshold, real=real)[0]
         folder = f"{scratch}/spark-in"

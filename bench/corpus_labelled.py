@@ -123,8 +123,9 @@ def edited(text: str, rate: float, vocab: list[str], rng: np.random.Generator) -
     return " ".join(out)
 
 
-def build(n_docs: int, threshold: float, seed: int = 0, real: list[str] | None = None):
-    """(documents [{"id", "text"}], truth: set of ids to remove, rate of each planted id, number of real bases)."""
+def build(n_docs: int, threshold: float, seed: int = 0, real: list[str] | None = None, truth: bool = True):
+    """(documents [{"id", "text"}], truth: set of ids to remove (None without `truth`), rate of each planted id,
+    number of real bases)."""
     rng = np.random.default_rng(seed)
     real = unrelated(real_paragraphs()) if real is None else real
     per_base = 1 + 0.5 * 2   # half the bases get 1-3 copies (2 on average)
@@ -143,7 +144,7 @@ def build(n_docs: int, threshold: float, seed: int = 0, real: list[str] | None =
                 rate_of[len(docs) - 1] = rate
     order = rng.permutation(len(docs))[:n_docs]
     rows = [{"id": f"doc{k}", "text": docs[k]} for k in order]
-    truth = _truth(docs, group, order, threshold)
+    truth = _truth(docs, group, order, threshold) if truth else None
     rates = {f"doc{k}": r for k, r in rate_of.items()}
     return rows, truth, rates, min(len(real), n_bases)
 
