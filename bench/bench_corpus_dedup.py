@@ -260,8 +260,9 @@ def main() -> None:
         folder = f"{scratch}/{title.split()[0]}-in"
         shutil.rmtree(folder, ignore_errors=True)
         size = corpus_labelled.write_jsonl(rows, folder)
-        mb = size / 1e6
-        lines += ["", f"{title}: {len(rows):,} documents, {mb:.1f} MB, {n_real:,} real bases, "
+        mb, n_rows = size / 1e6, len(rows)
+        del rows   # the children read the files; at 5M documents the list is ~8 GB of this process
+        lines += ["", f"{title}: {n_rows:,} documents, {mb:.1f} MB, {n_real:,} real bases, "
                       + (f"{len(truth):,} duplicates to remove" if truth is not None else "unlabelled")]
         runs = [featurehash(folder, f"{scratch}/{title.split()[0]}-out", args.threshold, args.memory_budget)]
         runs += [contender("rensa", folder, args.threshold, int(bands), scratch) for bands in args.rensa_bands.split(",")]

@@ -101,7 +101,7 @@ def generated_documents(paragraphs: list[str], n: int, rng: np.random.Generator)
     vocab, codes = np.unique(np.array(words, dtype=object), return_inverse=True)
     lengths = np.array([len(p.split()) for p in paragraphs])
     sizes = rng.choice(lengths, size=n)
-    drawn = rng.choice(codes, size=int(sizes.sum()))
+    drawn = rng.choice(codes, size=int(sizes.sum())).astype(np.int32)
     cuts = np.cumsum(sizes)[:-1]
     return [" ".join(vocab[part]) for part in np.split(drawn, cuts)]
 
