@@ -82,7 +82,8 @@ def dedup_corpus(inputs, output, *, threshold: float = 0.7, spec: dict | None = 
 def _run(work, files, n_old, fields, feature_map, threshold, target_recall, keep, on_error, memory_budget,
          shard_rows, output_format, keep_work, progress) -> dict:
     output = str(work.output)
-    clock, anonymous = Clock(), AnonymousPeak()
+    anonymous = AnonymousPeak()
+    clock = Clock(anonymous)
     parts = [work.path / f"read-{k:05d}.parquet" for k in range(len(files))]
     counts = _read(files, parts, fields, on_error, work, clock, progress)
     n_files = [c["records"] for c in counts]

@@ -134,10 +134,12 @@ class Workdir:
 
 
 class Clock:
-    """Wall and CPU seconds per stage (a reused stage reports the figures of the run that made it)."""
+    """Wall and CPU seconds per stage (a reused stage reports the figures of the run that made it), and with a
+    `memory` watch (AnonymousPeak) the anonymous peak reached by the end of each stage."""
 
-    def __init__(self):
+    def __init__(self, memory: AnonymousPeak | None = None):
         self.stages: dict[str, dict] = {}
+        self.memory = memory
 
     def start(self):
         return time.perf_counter(), time.process_time()
@@ -146,6 +148,8 @@ class Clock:
         wall, cpu = started
         figures = {"wall_s": round(time.perf_counter() - wall, 3), "cpu_s": round(time.process_time() - cpu, 3),
                    **extra}
+        if self.memory is not None:
+            figures["anonymous_peak_bytes"] = self.memory.peak
         self.stages[stage] = figures
         return figures
 
