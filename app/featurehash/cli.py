@@ -10,6 +10,9 @@
     featurehash dedup X.npy|X.npz|X.jsonl|X.txt --spec SPEC.json --threshold T [--target-recall R] [--verify exact|codes]
         [--memory-budget 2GB] --pairs OUT.npz|OUT.parquet [--clusters OUT.npy]
         [--mode components|representatives] [--progress/--no-progress]   # featurehash.dedup.command
+    featurehash dedup PATH... --output DIR [--threshold 0.7] [--spec SPEC.json | --weighted] [--keep first]
+        [--id-field F] [--text-field text] [--on-error raise|skip] [--reference CLEAN...] [--memory-budget 2GB]
+        [--force]   # a corpus of files in, a deduplicated corpus out: featurehash.dedup.corpus
 
 Outputs are .npy files: a name without the suffix gets it (as with numpy.save), and the name written is
 reported. Bad input (a missing or unreadable file, text, pickled objects, a dense .npz, a wrong
@@ -178,8 +181,12 @@ def _cmd_hash(args) -> None:
 
 
 def _cmd_dedup(args) -> None:
-    from .dedup.command import run
+    from .dedup.command import check_rows_mode, run, run_corpus
 
+    if args.output is not None:
+        _print_json(run_corpus(args, _load_spec(args.spec) if args.spec else None))
+        return
+    check_rows_mode(args)
     # text files too are the library join's to read (featurehash.maps.text.streams, in blocks)
     _print_json(run(_map_from(args.spec), args))
 
@@ -326,19 +333,44 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument("--float64", action="store_true", help="compute features in float64")
         command.set_defaults(run=run)
 
-    dedup = commands.add_parser("dedup", help="write every pair of near-duplicate rows of a .npy/.npz file "
-                                "(and their clusters)")
-    dedup.add_argument("input", help="2-D .npy array (memory-mapped), sparse .npz matrix, or .jsonl / .txt "
-                       "documents for a spec with a text stage")
-    dedup.add_argument("--spec", required=True, help="spec JSON file of a gcws, minhash or binning map")
-    dedup.add_argument("--threshold", required=True, type=float, help="least similarity of a pair, in (0, 1]")
+    dedup = commands.add_parser("dedup", help="deduplicate a corpus of files (--output), or write every pair of "
+                                "near-duplicate rows of a .npy/.npz file (--pairs)")
+    dedup.add_argument("input", nargs="+", help="with --output: files, folders, globs or URLs of JSON Lines, "
+                       "Parquet, CSV or text (.gz/.zst too); with --pairs: one 2-D .npy array, sparse .npz matrix, "
+                       "or .jsonl / .txt documents for a spec with a text stage")
+    dedup.add_argument("--spec", help="spec JSON file of a gcws, minhash or binning map (with --output: optional, default "
+                       "gcws over word 3-shingles)")
+    dedup.add_argument("--threshold", type=float, help="least similarity of a pair, in (0, 1] (default 0.7 with "
+                       "--output)")
     dedup.add_argument("--target-recall", dest="target_recall", type=float, default=0.95,
                        help="chance a pair at the threshold is found (default 0.95)")
     dedup.add_argument("--verify", choices=("exact", "codes"), default="exact")
     dedup.add_argument("--memory-budget", dest="memory_budget", help="e.g. 2GB: past it, band keys spill to disk")
-    dedup.add_argument("--pairs", required=True, help="pairs file to write (.npz, or .parquet with pyarrow)")
+    dedup.add_argument("--pairs", help="pairs file to write (.npz, or .parquet with pyarrow)")
     dedup.add_argument("--clusters", help="also write each row's cluster label (.npy)")
     dedup.add_argument("--mode", choices=("components", "representatives"), default="components")
+    corpus = dedup.add_argument_group("corpus (with --output)")
+    corpus.add_argument("--output", help="folder for the deduplicated corpus (shards in the input's format), "
+                        "duplicates.parquet and summary.json")
+    corpus.add_argument("--text-field", dest="text_field", default="text", help="the text's field or column")
+    corpus.add_argument("--id-field", dest="id_field", help="the id's field (default: <file>:<line>)")
+    corpus.add_argument("--input-format", dest="input_format", choices=("jsonl", "parquet", "csv", "text"),
+                        help="when the names do not tell")
+    corpus.add_argument("--output-format", dest="output_format", choices=("jsonl", "parquet", "csv", "text"),
+                        help="the shards' format (default: the input's, every field as read)")
+    corpus.add_argument("--text-unit", dest="text_unit", choices=("line", "file"), default="line",
+                        help="plain text: a document per line, or per file")
+    corpus.add_argument("--keep", default="first", help="first, longest, shortest, max:<field> or min:<field>")
+    corpus.add_argument("--weighted", action="store_true", help="weighted Jaccard of 1 + log(count) shingle "
+                        "weights (default: Jaccard of the shingle sets)")
+    corpus.add_argument("--reference", action="append", help="an already clean corpus the input is checked "
+                        "against (repeatable): only what is new is kept")
+    corpus.add_argument("--on-error", dest="on_error", choices=("raise", "skip"), default="raise",
+                        help="a bad record: refuse the run (naming file and line), or skip and count it")
+    corpus.add_argument("--shard-rows", dest="shard_rows", type=_positive_int, default=100_000)
+    corpus.add_argument("--force", action="store_true", help="overwrite an existing output")
+    corpus.add_argument("--keep-work", dest="keep_work", action="store_true",
+                        help="keep <output>/_work (each stage's output) after the run")
     dedup.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                        help="progress bars (default: on a terminal)")
     dedup.set_defaults(run=_cmd_dedup)

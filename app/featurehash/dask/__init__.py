@@ -7,6 +7,7 @@ travelling to the workers.
     codes = fhd.hash(X, spec)        # GCWS, binning: int64 dask array (n, n_components)
     pairs = fhd.similarity_join(X, spec, 0.7)          # dask DataFrame (i, j, similarity)
     clusters = fhd.duplicate_clusters(X, spec, 0.7)    # labels: dask array of each row's lowest cluster row
+    summary = fhd.dedup_corpus("corpus/*.jsonl", "clean/", id_field="id")   # files in, clean corpus out
 
 `features.py` has transform / hash, `join.py` the band-key shuffle and the verification of the join,
 `clusters.py` the connected components and greedy representatives over the verified pairs.
@@ -14,7 +15,8 @@ Needs `featurehash[dask]`; the join and clusters also need dask.dataframe (panda
 """
 
 from .clusters import DaskDuplicateClusters, duplicate_clusters
+from .corpus import dedup_corpus
 from .features import hash, transform  # noqa: A004 - mirrors FeatureMap.hash
 from .join import similarity_join
 
-__all__ = ["DaskDuplicateClusters", "duplicate_clusters", "hash", "similarity_join", "transform"]
+__all__ = ["DaskDuplicateClusters", "dedup_corpus", "duplicate_clusters", "hash", "similarity_join", "transform"]

@@ -5,6 +5,8 @@ line read, for a map with a text stage), pairs written to a file.
         [--memory-budget 2GB] --pairs OUT.npz|OUT.parquet [--clusters OUT.npy]
         [--mode components|representatives] [--progress/--no-progress]
 
+    featurehash dedup PATH... --output DIR [corpus options]   # `run_corpus`: featurehash.dedup.corpus
+
 The pairs go to --pairs as found (`similarity_join(output=...)`); --clusters writes each row's cluster
 label (int64, n) as .npy. A summary is printed as JSON on stdout. Bad input raises InputError, which the
 command line prints as one line.
@@ -67,3 +69,35 @@ def run(feature_map, args, rows=None) -> dict:
     if clusters is not None:
         summary.update(clusters=args.clusters, n_clusters=clusters.n_clusters, mode=clusters.mode)
     return summary
+
+
+def check_rows_mode(args) -> None:
+    """The row mode's required options (the corpus mode, --output, has defaults for them)."""
+    for name, value in (("--pairs", args.pairs), ("--spec", args.spec), ("--threshold", args.threshold)):
+        if value is None:
+            raise InputError(name, "required (or give --output DIR to deduplicate a corpus of files)")
+    if len(args.input) != 1:
+        raise InputError("input", "one .npy / .npz / .jsonl / .txt file with --pairs (several with --output)")
+    args.input = args.input[0]
+
+
+def run_corpus(args, spec: dict | None) -> dict:
+    """`featurehash dedup PATH... --output DIR`: `dedup_corpus` with the command line's options."""
+    from .corpus import dedup_corpus
+
+    if args.pairs is not None or args.clusters is not None:
+        raise InputError("--output", "writes a corpus, its duplicates table and summary: drop --pairs / --clusters")
+    if args.verify != "exact":
+        raise InputError("--verify", "a corpus is always verified exactly")
+    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    names = {"threshold": "--threshold", "spec": "--spec", "keep": "--keep", "target_recall": "--target-recall",
+             "memory_budget": "--memory-budget", "on_error": "--on-error", "shard_rows": "--shard-rows"}
+    try:
+        return dedup_corpus(args.input, args.output, threshold=0.7 if args.threshold is None else args.threshold,
+                            spec=spec, weighted=args.weighted, target_recall=args.target_recall, keep=args.keep,
+                            text_field=args.text_field, id_field=args.id_field, input_format=args.input_format,
+                            text_unit=args.text_unit, on_error=args.on_error, output_format=args.output_format,
+                            memory_budget=parse_bytes(args.memory_budget), shard_rows=args.shard_rows,
+                            reference=args.reference, force=args.force, keep_work=args.keep_work, progress=progress)
+    except InputError as exc:
+        raise InputError(names.get(exc.field, exc.field), exc.message) from None

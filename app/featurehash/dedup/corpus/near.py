@@ -1,0 +1,93 @@
+"""The near-duplicate stage over the read stage's parts: the exact representatives' normalised texts, streamed
+part by part into the map's input rows (`normalise.document_rows`), joined by `featurehash.dedup.similarity_join`
+(LSH bands, exact verification, spilling past the memory budget); and the exact similarity of given pairs of
+documents (a removed document to the one kept in its cluster, where no verified pair holds it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from ...lsh.similarity import ExactPairs, similarity_of
+from ..join import similarity_join
+from .normalise import document_rows
+
+
+def texts_of(parts: list[Path], wanted: np.ndarray | None = None, batch_rows: int = 8192):
+    """(positions, texts) blocks of the parts' normalised texts in position order, only the positions in the
+    sorted array `wanted` when given."""
+    base = 0
+    for part in parts:
+        for batch in pq.ParquetFile(part).iter_batches(batch_size=batch_rows, columns=["text"]):
+            positions = np.arange(base, base + batch.num_rows)
+            base += batch.num_rows
+            texts = batch.column(0)
+            if wanted is not None:
+                at = np.searchsorted(wanted, positions)
+                keep = (at < wanted.size) & (wanted[np.minimum(at, wanted.size - 1)] == positions)
+                if not keep.any():
+                    continue
+                positions, texts = positions[keep], texts.filter(keep)
+            yield positions, texts.to_pylist()
+
+
+def near_pairs(parts, representatives: np.ndarray, feature_map, threshold: float, *, target_recall: float,
+               memory_budget, workdir: Path, progress: bool):
+    """(a, b, similarity, join figures): the verified pairs among the representatives, as positions."""
+    fed: list[np.ndarray] = []
+
+    def rows():
+        for positions, texts in texts_of(parts, representatives):
+            matrix, nonempty = document_rows(feature_map, texts)
+            if nonempty.any():
+                fed.append(positions[nonempty])
+                yield matrix[nonempty]
+
+    chunks = rows()
+    first = next(chunks, None)
+    if first is None:
+        return _none()
+
+    def all_chunks():
+        yield first
+        yield from chunks
+
+    output = workdir / "near-pairs.parquet"
+    pairs = similarity_join(all_chunks(), feature_map, threshold, target_recall=target_recall,
+                            memory_budget=memory_budget, spill_dir=workdir, output=output, progress=progress)
+    where = np.concatenate(fed)
+    a, b, s = [], [], []
+    for i, j, sim in pairs.blocks():
+        a.append(where[i])
+        b.append(where[j])
+        s.append(sim)
+    figures = {"rows": int(where.size), "bands": pairs.bands, "rows_per_band": pairs.rows,
+               "candidates": pairs.candidates, "pairs": len(pairs),
+               "recall_at_threshold": pairs.recall_at_threshold}
+    output.unlink(missing_ok=True)
+    if not a:
+        return (*_none()[:3], figures)
+    return np.concatenate(a), np.concatenate(b), np.concatenate(s), figures
+
+
+def _none():
+    empty = np.zeros(0, dtype=np.int64)
+    return empty, empty, np.zeros(0), {"rows": 0, "candidates": 0, "pairs": 0}
+
+
+def pair_similarities(parts, feature_map, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The exact similarity of each (x, y) pair of positions (the map's kernel on their input rows)."""
+    if x.size == 0:
+        return np.zeros(0)
+    wanted = np.unique(np.concatenate([x, y]))
+    texts, positions = [], []
+    for where, block in texts_of(parts, wanted):
+        positions.append(where)
+        texts.extend(block)
+    matrix, _ = document_rows(feature_map, texts)
+    at = np.concatenate(positions)
+    score = ExactPairs(similarity_of(feature_map), matrix)
+    out = score(np.searchsorted(at, x), np.searchsorted(at, y))
+    return np.where(np.isnan(out), 0.0, out)

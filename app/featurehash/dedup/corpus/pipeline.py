@@ -1,0 +1,207 @@
+"""`dedup_corpus`: files in, a deduplicated corpus out, in stages that each leave their output in the work
+directory (`<output>/_work`, removed at the end unless kept): read (normalise and hash, one part per input
+file), exact (first document of each 128-bit hash), near (signatures, bands, candidates, exact verification of
+the exact representatives), clusters and keep policy, write (the kept records re-read from the inputs in their
+format, the duplicates table, the summary)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ...maps import create_map
+from ...maps.errors import InputError
+from .decide import decide, exact_representatives, parse_keep
+from .files import expand
+from .kept import output_like, write_kept, write_whole_files
+from .near import near_pairs, pair_similarities
+from .normalise import default_spec
+from .records import Fields
+from .scan import ON_ERROR, SCHEMA, ScanCounts, scan_batches
+from .stages import AnonymousPeak, Clock, Workdir, current_rss, fingerprint, peak_rss
+from .writing import ShardWriter
+
+DUPLICATES = pa.schema([("id", pa.string()), ("cluster", pa.int64()), ("kept_id", pa.string()),
+                        ("similarity", pa.float64()), ("kind", pa.string())])
+
+
+def dedup_corpus(inputs, output, *, threshold: float = 0.7, spec: dict | None = None, weighted: bool = False,
+                 target_recall: float = 0.95, keep: str = "first", text_field: str = "text",
+                 id_field: str | None = None, input_format: str | None = None, text_unit: str = "line",
+                 on_error: str = "raise", memory_budget: float | None = None, shard_rows: int = 100_000,
+                 output_format: str | None = None, reference=None, force: bool = False, keep_work: bool = False,
+                 progress: bool = False) -> dict:
+    """Deduplicate the corpus at `inputs` (a file, folder, glob, URL or a list of them) into the folder `output`;
+    the summary (also written as `output/summary.json`).
+
+    Near duplicates are pairs whose similarity under the map is >= `threshold`: `spec` (a gcws or binning map
+    with a text stage), else `default_spec(weighted)`: word 3-shingles, Jaccard (or with `weighted`, weighted
+    Jaccard of 1 + log count weights). `reference`: an already clean corpus (same forms of input) that new
+    documents are checked against; its documents are never removed nor written. `keep`: first, longest,
+    shortest, max:<field>, min:<field>. `output_format` (jsonl, parquet, csv, text; None: the input's,
+    every field as read). `on_error`: "raise" (a bad record is an InputError naming file and
+    line) or "skip" (skipped, counted and the first few named in the summary). An existing finished output is
+    refused unless `force`; an unfinished one of the same inputs and options is resumed."""
+    _, key_field = parse_keep(keep)
+    fields = Fields(text=text_field, id=id_field, key=key_field, text_unit=text_unit)
+    spec = spec or default_spec(weighted)
+    feature_map = create_map(spec)
+    if feature_map.text_stage is None:
+        raise InputError("spec", "needs a text stage (\"input\": {\"hashing\": {...}})")
+    if shard_rows < 1:
+        raise InputError("shard_rows", "must be positive")
+    if not 0.0 < threshold <= 1.0:
+        raise InputError("threshold", "must lie in (0, 1]")
+    if on_error not in ON_ERROR:
+        raise InputError("on_error", f"one of {', '.join(ON_ERROR)}")
+    if text_unit not in ("line", "file"):
+        raise InputError("text_unit", "'line' or 'file'")
+    if output_format not in (None, "jsonl", "parquet", "csv", "text"):
+        raise InputError("output_format", "one of jsonl, parquet, csv, text (None: the input's)")
+    new = expand(inputs, input_format)
+    old = expand(reference, input_format) if reference else []
+    files = old + new
+    options = {"threshold": threshold, "spec": feature_map.spec.id, "target_recall": target_recall, "keep": keep,
+               "fields": asdict(fields), "on_error": on_error, "reference": len(old), "shard_rows": shard_rows,
+               "output_format": output_format}
+    work = Workdir(output, fingerprint(files, options), force)
+    try:
+        return _run(work, files, len(old), fields, feature_map, threshold, target_recall, keep, on_error,
+                    memory_budget, shard_rows, output_format, keep_work, progress)
+    except InputError:
+        work.abandon()
+        raise
+
+
+def _run(work, files, n_old, fields, feature_map, threshold, target_recall, keep, on_error, memory_budget,
+         shard_rows, output_format, keep_work, progress) -> dict:
+    output = str(work.output)
+    anonymous = AnonymousPeak()
+    clock = Clock(anonymous)
+    parts = [work.path / f"read-{k:05d}.parquet" for k in range(len(files))]
+    counts = _read(files, parts, fields, on_error, work, clock, progress)
+    n_files = [c["records"] for c in counts]
+    columns = pq.read_table(parts, columns=["length", "key", "h0", "h1"]) if parts else None
+    hashes = np.stack([columns["h0"].to_numpy(), columns["h1"].to_numpy()], axis=1)
+    reference_mask = np.repeat([k < n_old for k in range(len(files))], n_files).astype(bool)
+    started = clock.start()
+    rep = exact_representatives(hashes)
+    unique = np.flatnonzero(rep == np.arange(rep.size))
+    clock.stop("exact", started, unique=int(unique.size))
+    a, b, s = _near(parts, unique, feature_map, threshold, target_recall, memory_budget, work, clock, progress)
+    started = clock.start()
+    decision = decide(hashes, columns["length"].to_numpy(), columns["key"].to_numpy(), reference_mask, a, b, s, keep)
+    missing = np.flatnonzero(np.isnan(decision.similarity))
+    decision.similarity[missing] = pair_similarities(parts, feature_map, rep[decision.removed[missing]],
+                                                     rep[decision.kept_of[missing]])
+    clock.stop("clusters", started, clusters=int(np.unique(decision.cluster).size), computed=int(missing.size))
+    started = clock.start()
+    shards = _write(files[n_old:], parts[n_old:], fields, decision.kept[reference_mask.sum():], n_files[n_old:],
+                    output, shard_rows, output_format, progress)
+    _duplicates(parts, decision, output)
+    clock.stop("write", started, shards=len(shards))
+    length = columns["length"].to_numpy()
+    new_mask = ~reference_mask
+    summary = {"documents_in": int(new_mask.sum()), "exact_duplicates": decision.exact_duplicates,
+               "near_duplicates": decision.near_duplicates,
+               "kept": int((decision.kept & new_mask).sum()), "bytes_in": int(length[new_mask].sum()),
+               "bytes_kept": int(length[decision.kept & new_mask].sum()), "files": len(files) - n_old,
+               "reference_documents": int(reference_mask.sum()),
+               "blank_lines": sum(c["blank_lines"] for c in counts), "bad_records": sum(c["bad_records"] for c in counts),
+               "bad_named": [name for c in counts for name in c["bad_named"]][:20], "shards": shards,
+               "duplicates": os.path.join(output, "duplicates.parquet"), "threshold": threshold, "keep": keep,
+               "spec_id": feature_map.spec.id, "stages": clock.stages, "peak_rss_bytes": peak_rss(),
+               "peak_anonymous_bytes": anonymous.stop(),
+               "resumed": work.resumed}
+    partial = Path(output) / "summary.json.partial"
+    partial.write_text(json.dumps(summary, indent=2))
+    os.replace(partial, Path(output) / "summary.json")
+    if not keep_work:
+        work.remove()
+    return summary
+
+
+def _read(files, parts, fields, on_error, work, clock, progress) -> list[dict]:
+    from tqdm import tqdm
+
+    out, started, reused = [], clock.start(), 0
+    with tqdm(desc="dedup: read", unit="docs", unit_scale=True, disable=not progress) as bar:
+        for k, (file, part) in enumerate(zip(files, parts)):
+            done = work.done(f"read-{k:05d}")
+            if done is not None:
+                out.append(done)
+                reused += 1
+                continue
+            counts = ScanCounts()
+            with pq.ParquetWriter(f"{part}.partial", SCHEMA) as writer:
+                for batch in scan_batches(file, fields, on_error, counts, bar):
+                    writer.write_batch(batch)
+            os.replace(f"{part}.partial", part)
+            work.finish(f"read-{k:05d}", counts.as_dict())
+            out.append(counts.as_dict())
+    clock.stop("read", started, files=len(files), files_reused=reused,
+               documents=sum(c["records"] for c in out))
+    return out
+
+
+def _near(parts, unique, feature_map, threshold, target_recall, memory_budget, work, clock, progress):
+    done = work.done("near")
+    if done is not None:
+        clock.reused("near", done)
+        with np.load(work.path / "near.npz") as saved:
+            return saved["a"], saved["b"], saved["s"]
+    started = clock.start()
+    if memory_budget is not None:
+        # the budget is the process's: what it holds already (imports and compiled kernels, ~0.5 GB), the
+        # columns and decision to come (~64 bytes a document) and the join's unbudgeted working set (a chunk's
+        # hashing, a block of pairs: ~0.3 GB measured) are not the join's to spend
+        memory_budget = max(memory_budget / 8, memory_budget - current_rss() - 64 * len(unique) - 300e6)
+    a, b, s, figures = near_pairs(parts, unique, feature_map, threshold, target_recall=target_recall,
+                                  memory_budget=memory_budget, workdir=work.path, progress=progress)
+    np.savez(work.path / "near.npz.partial.npz", a=a, b=b, s=s)
+    os.replace(work.path / "near.npz.partial.npz", work.path / "near.npz")
+    work.finish("near", clock.stop("near", started, **figures))
+    return a, b, s
+
+
+def _write(files, parts, fields, kept, n_files, output, shard_rows, output_format, progress) -> list[str]:
+    """The kept records of each new file, re-read in order: the k-th good record of a file is its part's k-th."""
+    from tqdm import tqdm
+
+    for stale in Path(output).glob("part-*"):   # an interrupted write stage starts over
+        stale.unlink()
+    writer = ShardWriter(output, output_like(files[0], output_format), shard_rows)
+    base = 0
+    try:
+        with tqdm(total=int(kept.size), desc="dedup: write", unit="docs", unit_scale=True, disable=not progress) as bar:
+            for k, (file, part, count) in enumerate(zip(files, parts, n_files)):
+                numbers = pq.read_table(part, columns=["number"])["number"].to_numpy()
+                keep = set(numbers[kept[base:base + count]].tolist())
+                base += count
+                if fields.text_unit == "file" and file.format == "text":
+                    writer.shards += write_whole_files(file, fields, keep, output, k)
+                else:
+                    write_kept(file, fields, keep, writer)
+                bar.update(count)
+        return writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def _duplicates(parts, decision, output) -> None:
+    ids = pq.read_table(parts, columns=["id"])["id"]
+    table = pa.table({"id": ids.take(pa.array(decision.removed)).cast(pa.string()),
+                      "cluster": pa.array(decision.cluster, pa.int64()),
+                      "kept_id": ids.take(pa.array(decision.kept_of)).cast(pa.string()),
+                      "similarity": pa.array(decision.similarity, pa.float64()),
+                      "kind": pa.array(np.where(decision.exact, "exact", "near").tolist(), pa.string())},
+                     schema=DUPLICATES)
+    pq.write_table(table, f"{output}/duplicates.parquet.partial")
+    os.replace(f"{output}/duplicates.parquet.partial", f"{output}/duplicates.parquet")
