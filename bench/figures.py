@@ -5,7 +5,8 @@
 
 The "which map for which kernel and data" table is one table, printed in README.md and docs/methods/index.md
 (they had drifted apart: other chi2 and Nystroem ratios on each page). Its measured cells are computed here
-from bench/results/ (the file of each row in its source column); the rest of the row is text. The first-call
+from bench/results/ (the file of each row in its source column: text.txt and text_minhash.txt from
+bench_text.py, minhash.txt from bench_minhash.py); the rest of the row is text. The first-call
 table of docs/getting-started.md comes from startup.txt and first_calls.txt. A table sits between
 `<!-- figures-table: NAME -->` and `<!-- /figures-table -->`. tests/docs/test_figures.py runs
 --check, and checks every other ratio of the docs against the result file its paragraph names.
@@ -71,6 +72,15 @@ def text_ratios(name: str, heading: str, contender: str) -> list[float]:
     return found
 
 
+def minhash_documents() -> dict[str, list[float]]:
+    """contender -> featurehash minhash's CPU speed over it, for every (set, w, k) of bench_text.py --only minhash."""
+    found: dict[str, list[float]] = {}
+    for line in re.findall(r"^featurehash minhash, CPU speed \(w = \d+, k = \d+\): (.*)$", read("text_minhash.txt"), re.M):
+        for ratio, name in re.findall(r"([\d.]+)x ([^,]+)", line):
+            found.setdefault(name.strip(), []).append(float(ratio))
+    return found
+
+
 def minhash_sets() -> dict[tuple[int, int], tuple[float, ...]]:
     """(set size, k) -> (featurehash uint64 CPU us, rensa / featurehash on uint64, rensa / featurehash on str,
     datasketch / featurehash) of bench_minhash.py's one-thread table."""
@@ -100,6 +110,7 @@ def cells() -> dict[str, str]:
                for analyzer in ("word (1, 1)", "word (1, 2)", "char_wb (3, 5)")}
     gcws = {k: text_ratios("text.txt", f"k = {k} ", "featurehash gcws dart + text stage, 1 thread") for k in (128, 256)}
     sets = minhash_sets()
+    documents = minhash_documents()
     fit = [parity(f"nystroem fit m={m}, 2000 rows") for m in (256, 512, 1024)]
     return {
         "rff_speed": f"float32: {span([v for n, v in rff.items() if n >= 4096])} scikit-learn's RBFSampler at n ≥ "
@@ -124,7 +135,11 @@ def cells() -> dict[str, str]:
         "minhash_speed": f"{sets[50, 128][0]:.1f} µs a set of 50 tokens, {sets[5000, 128][0]:.0f} µs of 5,000 (k = 128, "
                          f"one thread): {span([v[1] for v in sets.values()], 2)} rensa 0.5 from pre-hashed uint64; "
                          f"from str lists {span([v[2] for v in sets.values()], 2)} rensa, "
-                         f"{span([v[3] for v in sets.values()], 0)} datasketch",
+                         f"{span([v[3] for v in sets.values()], 0)} datasketch; documents to codes (word 3- and "
+                         f"5-shingles, k = 128 and 256, one thread): {span(documents['sklearn regex + set + rensa'])} "
+                         f"scikit-learn's regex + a Python set + rensa, {span(documents['rensa given pre-split tokens'])} "
+                         f"rensa given pre-split tokens, {span(documents['sklearn regex + set + datasketch'], 0)} "
+                         "datasketch's MinHash.bulk",
     }
 
 
@@ -149,7 +164,8 @@ ROWS = [
      ["binning.txt"]),
     ("Jaccard of plain sets", "token / shingle sets, documents (text dedup), binary rows, pre-hashed uint64 tokens",
      "`minhash` (`hash_tokens(tokens, offsets)` for your own token hashes)", "discrete codes, b-bit one-hot", "no",
-     "{minhash_speed}", "mean z² 0.96-1.13 (binomial 1); C-MinHash 0.57 on dense sets", ["minhash.txt"]),
+     "{minhash_speed}", "mean z² 0.96-1.13 (binomial 1); C-MinHash 0.57 on dense sets",
+     ["minhash.txt", "text_minhash.txt"]),
     ("GMM / pGMM (weighted Jaccard)", "nonnegative or signed, sparse, histograms, bags of words",
      '`gcws` (`sampler: "dart"` for long rows)', "discrete codes, b-bit one-hot", "no", "{gcws_speed}",
      "LinearSVC on 8-bit features of k = 256: 97.3% on digits (GMM-kernel SVM 98.3%)",
