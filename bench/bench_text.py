@@ -27,6 +27,18 @@ summed over threads does not show a speed-up). The machine's other load shows in
    stage (dart sampler, binary weights: plain Jaccard).
 4. Accuracy of the gcws text codes: Jaccard of 300 pairs (a document and a perturbed copy) against the exact value.
 `--write` also writes this output to bench/results/text.txt.
+
+    python bench/bench_text.py --only minhash [--documents 3000] [--repeat 5] [--write]
+
+5. Documents to minhash codes with the `minhash` map (a text stage of word w-shingles; documents go through the
+   stage's compiled pass to the minhash kernel), word 3- and 5-shingles, k = 128 and 256, CPU time on one thread
+   (row threads, BLAS and rensa's rayon pool held to 1), one interleaved run against (i) "sklearn regex + set +
+   rensa": scikit-learn's analyzer, a Python set of shingles, RMinHash.digest_matrix_from_token_sets; (ii)
+   "rensa given pre-split tokens": each document's word tokens split beforehand (scikit-learn's regex on the
+   lower-cased text, not timed), the w-shingles joined in Python, then rensa; (iii) "sklearn regex + set +
+   datasketch": the same sets, encoded as UTF-8, to datasketch's MinHash.bulk; and, for reference, "rensa given the shingle sets"
+   (nothing but rensa's hashing timed). The featurehash codes are checked equal to those of the stage's CSR rows.
+   `--write` writes this output to bench/results/text_minhash.txt.
 """
 
 from __future__ import annotations
@@ -57,6 +69,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from text_support import real_corpus  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "text.txt"
+MINHASH_RESULTS = RESULTS.with_name("text_minhash.txt")
 RUST_BY_EXAMPLE = "~/.rustup/toolchains/*/share/doc/rust/html/rust-by-example/{language}/print.html"
 
 
@@ -205,6 +218,57 @@ def bench_minhash(label: str, documents: list[str], repeat: int) -> None:
                    characters, "sklearn regex + set + rensa")
 
 
+def bench_minhash_map(label: str, documents: list[str], repeat: int) -> None:
+    import datasketch
+    from rensa import RMinHash
+    characters = sum(map(len, documents))
+    # the pre-split tokens of (ii): what scikit-learn's analyzer splits, lower-cased, before its n-grams
+    splitter = HashingVectorizer().build_tokenizer()
+    tokens = [splitter(d.lower()) for d in documents]
+    for w in (3, 5):
+        analyzer = HashingVectorizer(ngram_range=(w, w)).build_analyzer()
+        sets = [set(analyzer(d)) for d in documents]
+        assert sets == [set(map(" ".join, zip(*(t[i:] for i in range(w))))) for t in tokens]
+        for k in (128, 256):
+            m = create_map({"method": "minhash", "n_components": k, "seed": 1,
+                            "input": {"hashing": {"ngram_range": [w, w]}, "empty": "code"}})
+            same = np.array_equal(m.hash(documents), m.hash(m.text_stage.transform(documents, dtype=np.float64)))
+            medians = interleaved({
+                "featurehash minhash + text stage, 1 thread": one_thread(lambda: m.hash(documents)),
+                "sklearn regex + set + rensa": lambda: RMinHash.digest_matrix_from_token_sets(
+                    [set(analyzer(d)) for d in documents], k, 1),
+                "rensa given pre-split tokens": lambda: RMinHash.digest_matrix_from_token_sets(
+                    [set(map(" ".join, zip(*(t[i:] for i in range(w))))) for t in tokens], k, 1),
+                "sklearn regex + set + datasketch": lambda: datasketch.MinHash.bulk(
+                    [[s.encode() for s in set(analyzer(d))] for d in documents], num_perm=k, seed=1),
+                "rensa given the shingle sets": lambda: RMinHash.digest_matrix_from_token_sets(sets, k, 1)}, repeat)
+            report(f"5. {label}: documents to minhash codes, word {w}-shingles, k = {k}; featurehash codes equal "
+                   f"the stage's CSR rows' codes: {same}", medians, len(documents), characters,
+                   "sklearn regex + set + rensa")
+            ours = medians["featurehash minhash + text stage, 1 thread"][1]
+            ratios = ", ".join(f"{medians[name][1] / ours:.2f}x {name}" for name in medians if "featurehash" not in name)
+            print(f"featurehash minhash, CPU speed (w = {w}, k = {k}): {ratios}")
+
+
+def run_minhash(args) -> None:
+    import datasketch
+    import rensa
+    print(f"scikit-learn {sklearn.__version__}, rensa {getattr(rensa, '__version__', '0.5')}, datasketch "
+          f"{getattr(datasketch, '__version__', '?')}, RAYON_NUM_THREADS={os.environ.get('RAYON_NUM_THREADS')}, "
+          f"{os.cpu_count()} cores (shared with whatever else runs); CPU time, one thread; ratio = contender's CPU "
+          "time / featurehash's")
+    for label, paragraphs in {"ASCII": ascii_paragraphs(), "non-ASCII": non_ascii_paragraphs()}.items():
+        if len(paragraphs) < 20:
+            print(f"\n{label}: no such real text installed here (Rust by Example translations); skipped")
+            continue
+        documents = documents_of(paragraphs, args.documents, seed=1)
+        lengths = np.array([len(d) for d in documents])
+        print(f"\n== {label}: {len(paragraphs)} paragraphs -> {len(documents)} documents of {lengths.min()} to "
+              f"{lengths.max()} characters (median {int(np.median(lengths))})")
+        bench_minhash_map(label, documents, args.repeat)
+    print(f"\npeak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+
+
 def accuracy(documents: list[str]) -> None:
     analyzer = HashingVectorizer(ngram_range=(3, 3)).build_analyzer()
     gcws = create_map({"method": "gcws", "n_components": 128, "seed": 1, "params": {"sampler": "dart"},
@@ -253,10 +317,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--documents", type=int, default=4000, help="documents per set (ASCII, non-ASCII)")
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--write", action="store_true", help=f"also write the output to {RESULTS}")
+    parser.add_argument("--only", choices=["minhash"], help="section 5 only (documents to codes with the minhash map)")
+    parser.add_argument("--write", action="store_true",
+                        help=f"also write the output to {RESULTS} ({MINHASH_RESULTS.name} with --only minhash)")
     args = parser.parse_args()
+    if args.only == "minhash":
+        # one thread for every contender: rensa's rayon pool is sized when rensa is first imported
+        os.environ.setdefault("RAYON_NUM_THREADS", "1")
+        bench, target = run_minhash, MINHASH_RESULTS
+    else:
+        bench, target = run, RESULTS
     if not args.write:
-        run(args)
+        bench(args)
         return
     captured = io.StringIO()
 
@@ -267,8 +339,8 @@ def main() -> None:
             return captured.write(text)
 
     with redirect_stdout(Tee()):
-        run(args)
-    RESULTS.write_text(captured.getvalue())
+        bench(args)
+    target.write_text(captured.getvalue())
 
 
 if __name__ == "__main__":

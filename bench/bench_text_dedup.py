@@ -1,7 +1,7 @@
 """Peak memory of the library's text dedup: `duplicate_clusters` over a .txt file of short documents (one a line),
 streamed through a gcws map's text stage in `chunk_rows` blocks inside `memory_budget`.
 
-    python bench/bench_text_dedup.py [--documents 1000000] [--memory-budget 1e9] [--threshold 0.8] [--k 128]
+    python bench/bench_text_dedup.py [--documents 1000000] [--memory-budget 1e9] [--threshold 0.8] [--k 128] [--write]
 
 The documents are 15..100 words drawn from real ASCII text (bench_text.py's corpus, each paragraph once), a third
 of them perturbed copies of recent others (~5% of words dropped), written to a temporary file. The dedup runs in a child process
@@ -9,12 +9,13 @@ of them perturbed copies of recent others (~5% of words dropped), written to a t
 child also reports its RSS after the imports and map creation (the floor nothing here can go under) and the peaks of
 its anonymous and file-backed resident memory sampled every 50 ms from /proc/self/status (spilled rows and band
 keys are memory-mapped files: their resident pages count in RSS but are the kernel's to reclaim). Wall and CPU
-time of the child; the pairs and clusters found.
+time of the child; the pairs and clusters found. `--write` also writes this output to bench/results/text_dedup.txt.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import resource
@@ -28,6 +29,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_text import ascii_paragraphs  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results" / "text_dedup.txt"
 
 CHILD = r"""
 import json, resource, sys, threading, time
@@ -88,26 +91,39 @@ def main() -> None:
     parser.add_argument("--memory-budget", dest="budget", type=float, default=1e9)
     parser.add_argument("--threshold", type=float, default=0.8)
     parser.add_argument("--k", type=int, default=128)
+    parser.add_argument("--write", action="store_true", help=f"also write the output to {RESULTS}")
     args = parser.parse_args()
+    lines = io.StringIO()
+
+    def say(text: str) -> None:
+        print(text, flush=True)
+        lines.write(text + "\n")
+
+    run(args, say)
+    if args.write:
+        RESULTS.write_text(lines.getvalue())
+
+
+def run(args, say) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-text-dedup-") as folder:
         path = Path(folder) / "documents.txt"
         characters = write_documents(path, args.documents)
-        print(f"{args.documents} documents, {characters / args.documents:.0f} characters each on average, "
+        say(f"{args.documents} documents, {characters / args.documents:.0f} characters each on average, "
               f"{path.stat().st_size / 1e6:.0f} MB; memory_budget {args.budget / 1e9:.2f} GB, threshold "
               f"{args.threshold}, gcws dart k = {args.k}, word 3-shingles")
         env = {**os.environ}
         done = subprocess.run([sys.executable, "-c", CHILD, str(path), str(args.budget), str(args.threshold),
                                str(args.k), folder], capture_output=True, text=True, env=env)
         if done.returncode:
-            print(done.stderr[-3000:])
+            say(done.stderr[-3000:])
             raise SystemExit(done.returncode)
         result = json.loads(done.stdout.strip().splitlines()[-1])
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         sampled = result["peaks_kib"]
-        print(f"peak RSS {peak / 1024:.0f} MiB (after imports and map: {result['floor_kib'] / 1024:.0f} MiB; "
+        say(f"peak RSS {peak / 1024:.0f} MiB (after imports and map: {result['floor_kib'] / 1024:.0f} MiB; "
               f"sampled every 50 ms: anonymous {sampled['RssAnon'] / 1024:.0f} MiB, file pages mapped in "
               f"{sampled['RssFile'] / 1024:.0f} MiB at their peaks)")
-        print(f"   "
+        say(f"   "
               f"wall {result['wall']:.1f} s, CPU {result['cpu']:.1f} s "
               f"({args.documents / result['cpu']:.0f} documents/s of CPU); {result['bands']} bands of "
               f"{result['rows_per_band']}; {result['candidates']} candidates, {result['pairs']} pairs, "

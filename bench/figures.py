@@ -5,7 +5,8 @@
 
 The "which map for which kernel and data" table is one table, printed in README.md and docs/methods/index.md
 (they had drifted apart: other chi2 and Nystroem ratios on each page). Its measured cells are computed here
-from bench/results/ (the file of each row in its source column); the rest of the row is text. The first-call
+from bench/results/ (the file of each row in its source column: text.txt and text_minhash.txt from
+bench_text.py, minhash.txt from bench_minhash.py); the rest of the row is text. The first-call
 table of docs/getting-started.md comes from startup.txt and first_calls.txt. A table sits between
 `<!-- figures-table: NAME -->` and `<!-- /figures-table -->`. tests/docs/test_figures.py runs
 --check, and checks every other ratio of the docs against the result file its paragraph names.
@@ -51,11 +52,45 @@ def parity(name: str, threads: str = "1") -> float:
     raise KeyError(name)
 
 
-def text_table(title: str) -> dict[str, tuple[float, ...]]:
-    """name -> (docs/s, speed, CPU speed) of one table of bench_text.py."""
-    section = read("text.txt").split(title, 1)[1].split("\n\n", 1)[0]
-    rows = re.findall(r"^(\S.*?)\s+[\d.]+\s+[\d.]+\s+(\d+)\s+[\d.]+\s+([\d.]+)\s+([\d.]+)$", section, re.M)
-    return {name.strip(): (float(rate), float(speed), float(cpu)) for name, rate, speed, cpu in rows}
+def text_tables(name: str = "text.txt") -> dict[str, dict[str, tuple[float, ...]]]:
+    """title -> {contender -> (docs/s CPU, x ref CPU, x ref wall)} of every table bench_text.py printed (a title
+    is its heading up to the parenthesis: "1. ASCII: hashing trick, word (1, 1), 2^20 columns, l2, float64; ...")."""
+    tables = {}
+    for block in read(name).split("\n\n"):
+        title, _, body = block.strip("\n").partition("\n")
+        rows = re.findall(r"^(\S.*?)\s+[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+[\d.]+\s+([\d.]+)\s+([\d.]+)$", body, re.M)
+        if rows:
+            tables[title] = {row.strip(): (float(rate), float(cpu), float(wall)) for row, rate, cpu, wall in rows}
+    return tables
+
+
+def text_ratios(name: str, heading: str, contender: str) -> list[float]:
+    """`contender`'s CPU-time ratio to its table's reference in every table whose title holds `heading`."""
+    found = [table[contender][1] for title, table in text_tables(name).items() if heading in title]
+    if not found:
+        raise KeyError(f"{name}: no table {heading!r} with {contender!r}")
+    return found
+
+
+def minhash_documents() -> dict[str, list[float]]:
+    """contender -> featurehash minhash's CPU speed over it, for every (set, w, k) of bench_text.py --only minhash."""
+    found: dict[str, list[float]] = {}
+    for line in re.findall(r"^featurehash minhash, CPU speed \(w = \d+, k = \d+\): (.*)$", read("text_minhash.txt"), re.M):
+        for ratio, name in re.findall(r"([\d.]+)x ([^,]+)", line):
+            found.setdefault(name.strip(), []).append(float(ratio))
+    return found
+
+
+def minhash_sets() -> dict[tuple[int, int], tuple[float, ...]]:
+    """(set size, k) -> (featurehash uint64 CPU us, rensa / featurehash on uint64, rensa / featurehash on str,
+    datasketch / featurehash) of bench_minhash.py's one-thread table."""
+    section = read("minhash.txt").split("one thread", 1)[1].split("default threads", 1)[0]
+    found = {}
+    for size, k, fh, r_u64, r_str, d in re.findall(
+            r"^\s+(\d+),(\d+) \|\s+([\d.]+)/[\d.]+\s+[\d.]+/[\d.]+\s+[\d.]+/[\d.]+\s+([\d.]+) \|"
+            r"\s+[\d.]+/[\d.]+\s+[\d.]+/[\d.]+\s+([\d.]+) \|\s+[\d.]+/[\d.]+\s+([\d.]+)$", section, re.M):
+        found[int(size), int(k)] = (float(fh), float(r_u64), float(r_str), float(d))
+    return found
 
 
 def gram(dataset: str, D: int, name: str) -> float:
@@ -70,9 +105,12 @@ def thousands(value: float) -> str:
 def cells() -> dict[str, str]:
     rff = dense_speed("rff cos_sin", "float32")
     ssf = dense_speed("ssf gaussian", "float32")
-    hashing = text_table("1. Hashing trick")
-    k128, k256 = text_table("k = 128"), text_table("k = 256")
-    ours = "featurehash gcws dart (codes)"
+    hashing = {analyzer: text_ratios("text.txt", f"hashing trick, {analyzer},",
+                                     "featurehash hashing sklearn mode, 1 thread")
+               for analyzer in ("word (1, 1)", "word (1, 2)", "char_wb (3, 5)")}
+    gcws = {k: text_ratios("text.txt", f"k = {k} ", "featurehash gcws dart + text stage, 1 thread") for k in (128, 256)}
+    sets = minhash_sets()
+    documents = minhash_documents()
     fit = [parity(f"nystroem fit m={m}, 2000 rows") for m in (256, 512, 1024)]
     return {
         "rff_speed": f"float32: {span([v for n, v in rff.items() if n >= 4096])} scikit-learn's RBFSampler at n ≥ "
@@ -89,11 +127,19 @@ def cells() -> dict[str, str]:
         "chi2_speed": f"{span([parity('additive_chi2 2 steps (D=192) float32'), parity('additive_chi2 2 steps (D=192) float64')], 2)}"
                       f" / {span([parity('skewed_chi2 D=512 float32'), parity('skewed_chi2 D=512 float64')], 2)} "
                       "scikit-learn's samplers (float32-float64, one thread)",
-        "gcws_speed": f"text shingles, k = 128: {thousands(k128[ours][0])} docs/s, {k128[ours][1]:.2f}x datasketch's "
-                      f"MinHash.bulk in wall time, {k128[ours][2]:.2f}x per CPU second; "
-                      f"k = 256: {k256[ours][1]:.2f}x wall, {k256[ours][2]:.2f}x CPU",
-        "hashing_speed": f"{thousands(hashing['featurehash hashing (murmur3)'][0])} docs/s, "
-                         f"{hashing['featurehash hashing (murmur3)'][1]:.2f}x HashingVectorizer (float64, one thread)",
+        "gcws_speed": f"documents to codes (word 3- and 5-shingles, one thread): k = 128 {span(gcws[128])}, k = 256 "
+                      f"{span(gcws[256])} scikit-learn's regex + a Python set + rensa per CPU second",
+        "hashing_speed": f"{span(hashing['word (1, 1)'])} HashingVectorizer's documents per CPU second for word "
+                         f"(1, 1), {span(hashing['word (1, 2)'])} for (1, 2), {span(hashing['char_wb (3, 5)'])} "
+                         "for char_wb (3, 5) (scikit-learn mode, float64, one thread, ASCII and non-ASCII)",
+        "minhash_speed": f"{sets[50, 128][0]:.1f} µs a set of 50 tokens, {sets[5000, 128][0]:.0f} µs of 5,000 (k = 128, "
+                         f"one thread): {span([v[1] for v in sets.values()], 2)} rensa 0.5 from pre-hashed uint64; "
+                         f"from str lists {span([v[2] for v in sets.values()], 2)} rensa, "
+                         f"{span([v[3] for v in sets.values()], 0)} datasketch; documents to codes (word 3- and "
+                         f"5-shingles, k = 128 and 256, one thread): {span(documents['sklearn regex + set + rensa'])} "
+                         f"scikit-learn's regex + a Python set + rensa, {span(documents['rensa given pre-split tokens'])} "
+                         f"rensa given pre-split tokens, {span(documents['sklearn regex + set + datasketch'], 0)} "
+                         "datasketch's MinHash.bulk",
     }
 
 
@@ -116,6 +162,10 @@ ROWS = [
     ("Laplacian", "dense or sparse", '`binning` (or `rff` `kernel: "laplacian"`)', "discrete codes, one-hot", "no",
      "48,000 rows/s (4096 x 64, P = 1024)", "match fraction within its sampling error (mean z² 0.83-1.08)",
      ["binning.txt"]),
+    ("Jaccard of plain sets", "token / shingle sets, documents (text dedup), binary rows, pre-hashed uint64 tokens",
+     "`minhash` (`hash_tokens(tokens, offsets)` for your own token hashes)", "discrete codes, b-bit one-hot", "no",
+     "{minhash_speed}", "mean z² 0.96-1.13 (binomial 1); C-MinHash 0.57 on dense sets",
+     ["minhash.txt", "text_minhash.txt"]),
     ("GMM / pGMM (weighted Jaccard)", "nonnegative or signed, sparse, histograms, bags of words",
      '`gcws` (`sampler: "dart"` for long rows)', "discrete codes, b-bit one-hot", "no", "{gcws_speed}",
      "LinearSVC on 8-bit features of k = 256: 97.3% on digits (GMM-kernel SVM 98.3%)",

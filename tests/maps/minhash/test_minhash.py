@@ -25,6 +25,7 @@ import scipy.sparse as sp
 from featurehash.maps import InputError, SpecError, create_map, resolve_spec
 from featurehash.maps.base import EMPTY_CODE
 from featurehash.maps.minhash import _set_kernels
+from featurehash.maps.minhash import minhash as minhash_module
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[2] / "golden" / "minhash.json").read_text())
 SPEC_FIELDS = ("method", "input_dim", "n_components", "seed", "params")
@@ -207,6 +208,69 @@ def test_token_lists_and_documents_hash_as_the_stage_rows():
     coded = create_map({"method": "minhash", "n_components": 8, "seed": 3,
                         "input": {"hashing": {}, "empty": "code"}})
     assert (coded.hash([["a"], []])[1] == EMPTY_CODE).all()
+
+
+DOCUMENTS = ["The quick brown fox jumps over the lazy dog near the river bank today",
+             "the quick brown fox jumped over a lazy dog near the river bank today!",
+             "Ünïcödé naïve café déjà vu über straße Œuvre ﬁne ΣΊΣΥΦΟΣ ΟΔΟΣ σοφός",
+             "中文 文档 的 分词 测试 日本語 の テキスト 한국어 텍스트 😀 emoji 🎉 row",
+             "a b c d e f g h i j k l m n o p q r s t u v w x y z aa bb cc dd ee ff gg hh",
+             "tabs\tand\u00a0non-breaking\u2003spaces, and  dots.in.words and under_scores too"]
+
+
+def _python_path_codes(m, documents):
+    """The codes as the minhash map computed them before the compiled pass: the stage's Python analyzer, its
+    MurmurHash3 of each token's UTF-8 bytes, and the stage's column formula."""
+    rows = m.text_stage.check(documents)
+    columns = minhash_module.stage_columns(m.text_stage.hashes(rows), m.text_stage.params.hash, m.spec.input_dim)
+    return m.hash_tokens(columns, rows.starts)
+
+
+@pytest.mark.parametrize("hash_mode", ["murmur3", "sklearn"])
+@pytest.mark.parametrize("stage", [{"ngram_range": [3, 3]}, {"ngram_range": [5, 5]}, {"ngram_range": [1, 2]},
+                                   {"ngram_range": [3, 3], "strip_accents": "unicode"},
+                                   {"analyzer": "char_wb", "ngram_range": [3, 5]}])
+@pytest.mark.parametrize("k", [128, 256])
+def test_documents_through_the_compiled_pass_give_the_stage_rows_codes(hash_mode, stage, k):
+    """Documents go from UTF-8 bytes through the stage's compiled pass to the minhash kernel, with no CSR: the
+    codes equal those of the stage's CSR rows and those of the Python analyzer's tokens, bit for bit."""
+    m = create_map({"method": "minhash", "n_components": k, "seed": 11,
+                    "input": {"hashing": {**stage, "hash": hash_mode}}})
+    documents = [d for d in DOCUMENTS if m.text_stage.check([d]).starts[-1] > 0]
+    assert len(documents) >= 4
+    codes = m.hash(documents)
+    assert codes.shape == (len(documents), k)
+    np.testing.assert_array_equal(codes, m.hash(m.text_stage.transform(documents, dtype=np.float64)))
+    np.testing.assert_array_equal(codes, _python_path_codes(m, documents))
+    assert not (codes[0] == codes[2]).all()
+
+
+def test_documents_take_the_compiled_pass_and_fall_back_with_the_same_codes(monkeypatch):
+    m = create_map({"method": "minhash", "n_components": 64, "seed": 2, "input": {"hashing": {"ngram_range": [3, 3]}}})
+    expected = _python_path_codes(m, DOCUMENTS)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("str documents went through the Python analyzer or the CSR rows")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(m.text_stage, "check", refused)
+        patched.setattr(m.text_stage, "transform", refused)
+        np.testing.assert_array_equal(m.hash(DOCUMENTS), expected)
+        # the row threads split the pass by chunks of bytes: a batch of many chunks gives every row's codes
+        many = DOCUMENTS * 4000
+        np.testing.assert_array_equal(m.hash(many), np.tile(expected, (4000, 1)))
+    # bytes rows and a custom token pattern keep the analyzer, with the same codes
+    np.testing.assert_array_equal(m.hash([d.encode() for d in DOCUMENTS]), expected)
+    custom = create_map({"method": "minhash", "n_components": 64, "seed": 2,
+                         "input": {"hashing": {"ngram_range": [3, 3], "token_pattern": r"(?u)\b\w+\b"}}})
+    np.testing.assert_array_equal(custom.hash(DOCUMENTS), _python_path_codes(custom, DOCUMENTS))
+    with pytest.raises(InputError, match="row 1"):
+        m.hash(["fine words here", "a lone \ud800 surrogate"])
+    with pytest.raises(InputError, match="row 1"):
+        m.hash(["three words here", "two words"])   # no 3-shingle: an empty set, refused by default
+    coded = create_map({"method": "minhash", "n_components": 8, "seed": 3,
+                        "input": {"hashing": {"ngram_range": [3, 3]}, "empty": "code"}})
+    assert (coded.hash(["three words here", ""])[1] == EMPTY_CODE).all()
 
 
 def test_the_token_list_pass_is_the_stages_murmur3_columns_for_any_length_and_alphabet():

@@ -249,36 +249,36 @@ class MinHashMap(DiscreteCodeMap):
         return self._finish(self._codes(elements, offsets, threads))
 
     def _text_sets(self, X) -> tuple[np.ndarray, np.ndarray] | None:
-        """Token lists and documents of a murmur3 text stage straight to their columns: the support of the rows
-        the stage makes is the set of its tokens' columns (every token of a list or document weighs > 0), so
-        the codes are those of the stage's CSR rows, without counting, sorting or building them."""
+        """Token lists and documents straight to the columns of the stage's rows: the support of the rows the
+        stage makes is the set of its tokens' columns (every token of a list or document weighs > 0, and a code
+        map's stage has no alternate sign), so the codes are those of the stage's CSR rows, without counting,
+        sorting or building them. Documents take the stage's compiled pass (`token_hashes`: UTF-8 bytes to
+        n-gram hashes, no Python string per token) for either hash; token lists a joined split-and-hash pass
+        for murmur3."""
         stage = self.text_stage
-        if stage is None or stage.params.hash != "murmur3" or not isinstance(X, (list, tuple)) or not X:
+        if stage is None or not isinstance(X, (list, tuple)) or not X:
             return None
-        if all(type(row) is list or type(row) is tuple for row in X):
-            lengths = np.fromiter(map(len, X), dtype=np.int64, count=len(X))
-            if not lengths.all():
-                return None   # an empty list would read as one empty token below
-            try:   # str.join refuses a token that is not a str; encode, text with no UTF-8 form
-                data = "\0".join(map("\0".join, X)).encode("utf-8")
-            except (TypeError, UnicodeEncodeError):
-                return None   # the stage's own check names the row at fault
-            if not data:
-                return None   # only empty tokens: nothing the pass could read
-            offsets = np.zeros(len(X) + 1, dtype=np.int64)
-            np.cumsum(lengths, out=offsets[1:])
-            columns = _set_kernels.separated_token_columns(np.frombuffer(data, dtype=np.uint8), int(offsets[-1]),
-                                                           np.uint32(stage._key), self.spec.input_dim)
-            return (columns, offsets) if columns.size == offsets[-1] else None
-        if not isinstance(X[0], (str, bytes)):
+        if isinstance(X[0], (str, bytes)):
+            # token_hashes falls back to the stage's analyzer for what the compiled pass does not read (bytes,
+            # a custom token_pattern, text with no UTF-8 form), with its errors naming the row
+            hashed, offsets = stage.token_hashes(X)
+            return stage_columns(hashed, stage.params.hash, self.spec.input_dim), offsets
+        if stage.params.hash != "murmur3" or not all(type(row) is list or type(row) is tuple for row in X):
             return None
-        rows = stage.check(X)   # the stage's own reading: its analyzer, its errors naming the row
-        if rows.kind != "documents":
-            return None
-        hashed = stage.hashes(rows)
-        offsets = rows.starts
-        columns = (hashed.astype(np.uint64) * _U64(self.spec.input_dim)) >> _U64(32)
-        return columns, offsets
+        lengths = np.fromiter(map(len, X), dtype=np.int64, count=len(X))
+        if not lengths.all():
+            return None   # an empty list would read as one empty token below
+        try:   # str.join refuses a token that is not a str; encode, text with no UTF-8 form
+            data = "\0".join(map("\0".join, X)).encode("utf-8")
+        except (TypeError, UnicodeEncodeError):
+            return None   # the stage's own check names the row at fault
+        if not data:
+            return None   # only empty tokens: nothing the pass could read
+        offsets = np.zeros(len(X) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        columns = _set_kernels.separated_token_columns(np.frombuffer(data, dtype=np.uint8), int(offsets[-1]),
+                                                       np.uint32(stage._key), self.spec.input_dim)
+        return (columns, offsets) if columns.size == offsets[-1] else None
 
     def transform(self, X, *, dtype=None) -> OneHotFeatures:
         """b-bit one-hot features: the lowest `bits` bits of a seeded mix of each full code."""
@@ -304,6 +304,18 @@ class MinHashMap(DiscreteCodeMap):
         A = _indicator(*self.row_sets(X), self.spec.input_dim)
         B = A if Y is None else _indicator(*self.row_sets(Y), self.spec.input_dim)
         return jaccard_matrix(A, B)
+
+
+def stage_columns(hashed: np.ndarray, hash_mode: str, width: int) -> np.ndarray:
+    """The columns (uint64) a `hashing` stage of `width` columns gives tokens of these 32-bit hashes: the high
+    bits of hash x width in the seeded mode, scikit-learn's |signed hash| mod width (int32 min wrapping as
+    HashingVectorizer's) in "sklearn" mode (featurehash.maps.text.hashing)."""
+    hashed = hashed.astype(np.uint64, copy=False)
+    if hash_mode == "murmur3":
+        return (hashed * _U64(width)) >> _U64(32)
+    signed = hashed.astype(np.uint32).view(np.int32).astype(np.int64)
+    columns = np.where(signed == -(2**31), (2**31 - width) % width, np.abs(signed) % width)
+    return columns.astype(np.uint64)
 
 
 def _indicator(elements: np.ndarray, offsets: np.ndarray, width: int) -> sp.csr_matrix:
