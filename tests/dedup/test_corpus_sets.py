@@ -14,7 +14,8 @@ from featurehash import create_map
 from featurehash.dedup import similarity_join
 from featurehash.dedup.corpus.near import near_pairs
 from featurehash.dedup.corpus.normalise import default_spec, document_rows
-from featurehash.dedup.corpus.sets import document_sets, jaccard_pairs, takes_sets
+from featurehash.dedup.candidates import band_keys as general_band_keys
+from featurehash.dedup.corpus.sets import band_keys, document_columns, jaccard_pairs, takes_sets
 from featurehash.lsh.similarity import ExactPairs, similarity_of
 
 
@@ -42,24 +43,25 @@ def test_default_map_takes_the_set_path_and_weighted_does_not():
     assert not takes_sets(create_map(sklearn))
 
 
-def test_sets_and_codes_are_the_rows_supports_and_their_codes():
+def test_sets_codes_and_keys_are_the_rows_supports_and_theirs():
     feature_map = create_map(default_spec())
     texts = corpus()
     rows, nonempty = document_rows(feature_map, texts)
-    elements, offsets = document_sets(feature_map, texts)
+    elements, offsets = document_columns(feature_map, texts)
     assert (np.diff(offsets) > 0).tolist() == nonempty.tolist()
     for r in range(len(texts)):
-        assert elements[offsets[r]:offsets[r + 1]].tolist() == sorted(rows.indices[rows.indptr[r]:rows.indptr[r + 1]])
+        assert set(elements[offsets[r]:offsets[r + 1]].tolist()) == set(rows.indices[rows.indptr[r]:rows.indptr[r + 1]].tolist())
     keep = np.flatnonzero(nonempty)
     codes = feature_map.hash_tokens(elements.astype(np.uint64), np.concatenate(([0], offsets[1:][keep])))
     np.testing.assert_array_equal(codes, feature_map.hash(rows[keep]))
+    np.testing.assert_array_equal(band_keys(codes, 17, 5), general_band_keys(codes, 17, 5)[0])
 
 
 def test_jaccard_is_the_exact_similarity_of_the_rows():
     feature_map = create_map(default_spec())
     texts = corpus(120)
     rows, nonempty = document_rows(feature_map, texts)
-    elements, offsets = document_sets(feature_map, texts)
+    elements, offsets = document_columns(feature_map, texts)
     keep = np.flatnonzero(nonempty)
     rng = np.random.default_rng(0)
     i, j = rng.choice(keep, 500), rng.choice(keep, 500)

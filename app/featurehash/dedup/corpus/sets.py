@@ -8,9 +8,9 @@ It gives what the general path (`document_rows` -> the map's `hash` -> `similari
   and binary weights no column cancels, so the row's support is exactly that set of columns;
 - the minhash of a CSR row reads its column indices as the set's elements, so `hash_tokens` of the columns gives
   the same codes;
-- verification is the Jaccard of the two sorted column sets (the Jaccard code family's exact similarity: the
+- verification is the Jaccard of the two column sets (the Jaccard code family's exact similarity: the
   supports' Jaccard), computed by a compiled merge.
-The sets are written to the work directory and memory-mapped back (4 bytes a distinct shingle), so the rows the
+The sets are written to the work directory and memory-mapped back (4 bytes a shingle), so the rows the
 verifier reads cost no anonymous memory whatever the corpus's size; the band keys follow the join's budget rules
 (`featurehash.dedup.keys`, `featurehash.dedup.spill`)."""
 
@@ -24,6 +24,8 @@ import numpy as np
 
 from ...maps.base import CodeFamily
 from ...maps.text.documents import shingle_hashes
+from ...lsh.band_kernels import mix
+from ...lsh.banding import BAND_SALT, FINGERPRINT_SALT
 from .. import candidates
 from .. import output as pair_output
 from ..keys import hash_collection
@@ -46,59 +48,69 @@ def takes_sets(feature_map) -> bool:
             and p.weighting == "binary" and stage.spec.n_components <= 2**32)
 
 
-def document_sets(feature_map, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(columns uint32, offsets int64 of n + 1): each document's distinct columns, ascending."""
+def document_columns(feature_map, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(columns uint32, offsets int64 of n + 1): each document's shingles' columns, in document order with
+    repeats kept (its set is their distinct values; neither the minhash nor `jaccard_pairs` needs them sorted,
+    so the batch is never sorted: sorting cost a quarter of the stage's CPU)."""
     stage = feature_map.text_stage
     p = stage.params
     hashes, offsets = shingle_hashes(texts, analyzer=p.analyzer, ngram_range=tuple(p.ngram_range),
                                      lowercase=p.lowercase, strip_accents=p.strip_accents,
                                      token_pattern=p.token_pattern, seed=stage.spec.seed)
-    columns = (hashes * np.uint64(stage.spec.n_components)) >> np.uint64(32)
-    # one sort of (row, column) keys sorts every row at once: rows < 2^31 and columns < 2^32 fit one uint64
-    rows = np.repeat(np.arange(len(texts), dtype=np.uint64), np.diff(offsets))
-    keys = np.sort((rows << np.uint64(32)) | columns)
-    first = np.ones(keys.size, dtype=bool)
-    first[1:] = keys[1:] != keys[:-1]
-    keys = keys[first]
-    counts = np.bincount((keys >> np.uint64(32)).astype(np.int64), minlength=len(texts))
-    distinct = np.zeros(len(texts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=distinct[1:])
-    return (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32), distinct
+    hashes *= np.uint64(stage.spec.n_components)
+    hashes >>= np.uint64(32)
+    return hashes.astype(np.uint32), offsets
+
+
+@nb.njit(nogil=True, cache=True)
+def _distinct_sorted(values):
+    out = np.sort(values)
+    size = 0
+    for t in range(out.size):
+        if size == 0 or out[t] != out[size - 1]:
+            out[size] = out[t]
+            size += 1
+    return out[:size]
 
 
 @nb.njit(nogil=True, cache=True)
 def jaccard_pairs(elements, offsets, i, j):
-    """|S n T| / |S u T| of the sorted sets of rows i[t], j[t] (1 for two empty sets, as minhash's GMM(0, 0))."""
+    """|S n T| / |S u T| of the sets of distinct elements of rows i[t], j[t] (1 for two empty sets, as
+    minhash's GMM(0, 0)). Rows are sorted here, pair by pair: a row is a candidate far less often than it is
+    read."""
     out = np.empty(i.size, dtype=np.float64)
     for t in range(i.size):
-        a, a_end = offsets[i[t]], offsets[i[t] + 1]
-        b, b_end = offsets[j[t]], offsets[j[t] + 1]
-        size = (a_end - a) + (b_end - b)
-        common = 0
-        while a < a_end and b < b_end:
-            x, y = elements[a], elements[b]
-            if x == y:
+        x = _distinct_sorted(elements[offsets[i[t]]:offsets[i[t] + 1]])
+        y = _distinct_sorted(elements[offsets[j[t]]:offsets[j[t] + 1]])
+        a, b, common = 0, 0, 0
+        while a < x.size and b < y.size:
+            if x[a] == y[b]:
                 common += 1
                 a += 1
                 b += 1
-            elif x < y:
+            elif x[a] < y[b]:
                 a += 1
             else:
                 b += 1
-        union = size - common
+        union = x.size + y.size - common
         out[t] = 1.0 if union == 0 else common / union
     return out
 
 
-class _Codes:
-    """Chunks that are already codes: `hash_collection` asks the map to hash each chunk, here a no-op."""
-
-    def __init__(self, n_components: int):
-        self.spec = type("Spec", (), {"n_components": n_components})()
-
-    @staticmethod
-    def hash(codes):
-        return codes
+@nb.njit(nogil=True, cache=True)
+def band_keys(codes, bands, rows):
+    """featurehash.dedup.candidates.band_keys(codes, bands, rows)[0], bit for bit, in one compiled pass that
+    fingerprints only the bands * rows codes the keys read (the rest are for re-ranking, unused here)."""
+    n = codes.shape[0]
+    keys = np.empty((bands, n), dtype=np.uint64)
+    for r in range(n):
+        for band in range(bands):
+            digest = mix(np.uint64(band) + BAND_SALT)
+            for sample in range(rows):
+                word = np.uint64(codes[r, band * rows + sample])
+                digest = mix(digest ^ (mix(word + FINGERPRINT_SALT) >> np.uint64(32)))
+            keys[band, r] = digest
+    return keys
 
 
 def set_join(batches, feature_map, threshold: float, *, target_recall: float, memory_budget, workdir: Path,
@@ -110,8 +122,7 @@ def set_join(batches, feature_map, threshold: float, *, target_recall: float, me
     from ...lsh.banding import choose_bands, collision_probability
     from .near import bar
 
-    k = feature_map.spec.n_components
-    bands, rows = choose_bands(k, threshold, target_recall)
+    bands, rows = choose_bands(feature_map.spec.n_components, threshold, target_recall)
     keep = math.inf if memory_budget is None else memory_budget / 4
     spill_dir = Path(workdir) / "near-spill"
     spill_dir.mkdir(exist_ok=True)
@@ -123,7 +134,7 @@ def set_join(batches, feature_map, threshold: float, *, target_recall: float, me
         nonlocal written
         with open(sets_path, "wb") as sets_file:
             for positions, texts in batches:
-                elements, starts = document_sets(feature_map, texts)
+                elements, starts = document_columns(feature_map, texts)
                 nonempty = starts[1:] > starts[:-1]
                 if not nonempty.all():
                     positions, starts = positions[nonempty], np.concatenate(([0], starts[1:][nonempty]))
@@ -136,8 +147,8 @@ def set_join(batches, feature_map, threshold: float, *, target_recall: float, me
                 yield feature_map.hash_tokens(elements.astype(np.uint64), starts)
 
     try:
-        hashed = hash_collection(_Codes(k), bar(codes(), progress, "near: hash"), "x", bands, rows, False, keep,
-                                 lambda: spill_dir)
+        hashed = hash_collection(feature_map, bar(codes(), progress, "near: hash"), "x", bands, rows, False, keep,
+                                 lambda: spill_dir, keys_of=lambda codes: (band_keys(codes, bands, rows), None))
         keys = hashed.keys
         all_offsets = np.concatenate(offsets)
         elements = (np.memmap(sets_path, dtype=np.uint32, mode="r", shape=(written,)) if written
