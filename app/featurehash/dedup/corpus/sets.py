@@ -144,7 +144,8 @@ def set_join(batches, feature_map, threshold: float, *, target_recall: float, me
                 elements.tofile(sets_file)
                 offsets.append(starts[1:] + written)
                 written += int(elements.size)
-                yield feature_map.hash_tokens(elements.astype(np.uint64), starts)
+                batch_codes = feature_map.hash_tokens(elements.astype(np.uint64), starts)
+                yield batch_codes
 
     try:
         hashed = hash_collection(feature_map, bar(codes(), progress, "near: hash"), "x", bands, rows, False, keep,
