@@ -273,9 +273,12 @@ def main() -> None:
         fh = runs[0]["summary"]
         lines.append(f"  featurehash peak anonymous RSS {fh['peak_anonymous_bytes'] / 1e6:.0f} MB (VmHWM above also "
                      "counts read-back pages of memory-mapped spill files)")
+        lines.append("  featurehash anonymous growth by stage (MB): " + ", ".join(
+            f"{name} {st['stage_anonymous_growth_bytes'] / 1e6:.0f}" for name, st in fh["stages"].items()
+            if "stage_anonymous_growth_bytes" in st))
         lines.append(f"  featurehash summary: kept {fh['kept']:,}, exact {fh['exact_duplicates']:,}, near "
                      f"{fh['near_duplicates']:,}; near stage {json.dumps({k: v for k, v in fh['stages']['near'].items() if k not in ('wall_s', 'cpu_s')})}")
-        print("\n".join(lines[-(len(runs) * 2 + 4):]), flush=True)
+        print("\n".join(lines[-(len(runs) * 2 + 5):]), flush=True)
     if args.spark:
         rows = corpus_labelled.build(args.spark, args.threshold, real=real)[0]
         folder = f"{scratch}/spark-in"
