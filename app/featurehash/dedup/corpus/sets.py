@@ -23,6 +23,7 @@ import numba as nb
 import numpy as np
 
 from ...maps.base import CodeFamily
+from ...maps.numerics._row_threads import held_blas
 from ...maps.text.documents import shingle_hashes
 from ...lsh.band_kernels import mix
 from ...lsh.banding import BAND_SALT, FINGERPRINT_SALT
@@ -134,7 +135,10 @@ def set_join(batches, feature_map, threshold: float, *, target_recall: float, me
         nonlocal written
         with open(sets_path, "wb") as sets_file:
             for positions, texts in batches:
-                elements, starts = document_columns(feature_map, texts)
+                # a held section sends the passes' chunks to helper threads rather than numpy's OpenBLAS pool,
+                # whose threads spin after each pass: measured, 25% more CPU for the same stage
+                with held_blas():
+                    elements, starts = document_columns(feature_map, texts)
                 nonempty = starts[1:] > starts[:-1]
                 if not nonempty.all():
                     positions, starts = positions[nonempty], np.concatenate(([0], starts[1:][nonempty]))
@@ -144,7 +148,8 @@ def set_join(batches, feature_map, threshold: float, *, target_recall: float, me
                 elements.tofile(sets_file)
                 offsets.append(starts[1:] + written)
                 written += int(elements.size)
-                batch_codes = feature_map.hash_tokens(elements.astype(np.uint64), starts)
+                with held_blas():
+                    batch_codes = feature_map.hash_tokens(elements.astype(np.uint64), starts)
                 yield batch_codes
 
     try:
