@@ -22,7 +22,7 @@ def default_spec(weighted: bool = False, shingle: int = 3, n_components: int = 1
     """The near stage's map over word `shingle`-grams. Unweighted: plain-set minhash (one-permutation hashing),
     whose similarity is the Jaccard of the shingle sets; its binary hashing rows have no alternate sign, so
     a row's support is exactly its shingles' columns and the corpus path (`sets`) can go from documents to
-    codes without building the rows (measured: ~10x less CPU than gcws over the same sets). Weighted: gcws
+    codes without building the rows (measured: the near stage 41.2 MB/s per core, gcws 6.1). Weighted: gcws
     over 1 + log(count) weights (GMM = weighted Jaccard), the "dart" sampler: O(k log k + nnz) a document
     where ICWS costs O(k nnz) (measured: 4.8x less CPU on 7,500 documents of ~1 KB)."""
     if not weighted:
