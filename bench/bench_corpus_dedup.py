@@ -1,17 +1,17 @@
 """A corpus deduplicated from files to a clean corpus: featurehash (`featurehash dedup DIR --output OUT`) against
 rensa's and datasketch's pipelines on the same JSON Lines files in the same run.
 
-    python bench/bench_corpus_dedup.py [--docs 200000] [--threshold 0.7] [--memory-budget 2GB]
+    python bench/bench_corpus_dedup.py [--docs 200000[,1000000...]] [--threshold 0.7] [--memory-budget 2GB]
         [--no-datasketch] [--no-quality] [--rensa-bands 8,32] [--spark 50000] [--workdir DIR] [--write]
 
 Corpora (bench/corpus_labelled.py): a labelled one of real texts only (licences, copyright files, standard
 library docstrings: ~5,700 unrelated paragraphs, half of them with 1-3 planted copies at word-edit rates 0-30%)
-for quality, and one of `--docs` documents (the same plus bases of those texts' words drawn by frequency) for
+for quality, and one of `--docs` documents (each size of the comma-separated list in turn) (the same plus bases of those texts' words drawn by frequency) for
 scale. Both written as 8 JSON Lines files {"id", "text"}.
 
 Pipelines, each in a child process (its own CPU time and peak RSS):
-- featurehash: the CLI, default settings (gcws k=128 over word 3-shingles, Jaccard, bands chosen for recall 0.95
-  at the threshold, exact verification, keep first), with `--memory-budget`; its summary gives wall and CPU
+- featurehash: the CLI, default settings (plain-set minhash k=128 over word 3-shingles, Jaccard, bands chosen
+  for recall 0.95 at the threshold, exact verification, keep first), with `--memory-budget`; its summary gives wall and CPU
   time per stage (read = parse + normalise + 128-bit hash; near = shingling + signatures + bands + candidates
   + verification; clusters; write) and its peak RSS;
 - rensa 0.5 (README: RMinHash num_perm=128 seed=42, RMinHashLSH num_bands=8 at the threshold): orjson read,
@@ -229,7 +229,7 @@ def table(runs: list[dict], mb: float, truth: set[str] | None, rates: dict) -> l
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--docs", type=int, default=200_000)
+    parser.add_argument("--docs", default="200000", help="scale corpus sizes, comma-separated")
     parser.add_argument("--threshold", type=float, default=0.7)
     parser.add_argument("--memory-budget", default="2GB")
     parser.add_argument("--no-datasketch", action="store_true")
@@ -253,7 +253,8 @@ def main() -> None:
     lines = [f"bench_corpus_dedup: threshold {args.threshold}, {os.cpu_count()} cores, "
              f"memory budget {args.memory_budget}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"]
     real = corpus_labelled.unrelated(corpus_labelled.real_paragraphs())
-    corpora = [("quality (real texts only)", 2 * len(real))] * (not args.no_quality) + [("scale", args.docs)]
+    corpora = [("quality (real texts only)", 2 * len(real))] * (not args.no_quality) + \
+        [("scale", int(n)) for n in args.docs.split(",")]
     for title, n in corpora:
         labelled = title.startswith("quality") or not args.no_truth
         rows, truth, rates, n_real = corpus_labelled.build(n, args.threshold, real=real, truth=labelled)
@@ -272,9 +273,12 @@ def main() -> None:
         fh = runs[0]["summary"]
         lines.append(f"  featurehash peak anonymous RSS {fh['peak_anonymous_bytes'] / 1e6:.0f} MB (VmHWM above also "
                      "counts read-back pages of memory-mapped spill files)")
+        lines.append("  featurehash anonymous growth by stage (MB): " + ", ".join(
+            f"{name} {st['stage_anonymous_growth_bytes'] / 1e6:.0f}" for name, st in fh["stages"].items()
+            if "stage_anonymous_growth_bytes" in st))
         lines.append(f"  featurehash summary: kept {fh['kept']:,}, exact {fh['exact_duplicates']:,}, near "
                      f"{fh['near_duplicates']:,}; near stage {json.dumps({k: v for k, v in fh['stages']['near'].items() if k not in ('wall_s', 'cpu_s')})}")
-        print("\n".join(lines[-(len(runs) * 2 + 4):]), flush=True)
+        print("\n".join(lines[-(len(runs) * 2 + 5):]), flush=True)
     if args.spark:
         rows = corpus_labelled.build(args.spark, args.threshold, real=real)[0]
         folder = f"{scratch}/spark-in"

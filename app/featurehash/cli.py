@@ -339,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "Parquet, CSV or text (.gz/.zst too); with --pairs: one 2-D .npy array, sparse .npz matrix, "
                        "or .jsonl / .txt documents for a spec with a text stage")
     dedup.add_argument("--spec", help="spec JSON file of a gcws, minhash or binning map (with --output: optional, default "
-                       "gcws over word 3-shingles)")
+                       "minhash over word 3-shingles, gcws with --weighted)")
     dedup.add_argument("--threshold", type=float, help="least similarity of a pair, in (0, 1] (default 0.7 with "
                        "--output)")
     dedup.add_argument("--target-recall", dest="target_recall", type=float, default=0.95,

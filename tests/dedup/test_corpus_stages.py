@@ -57,3 +57,28 @@ def test_anonymous_peak_sees_a_transient_allocation():
     time.sleep(0.1)
     del block
     assert watch.stop() >= before + 60 * 2**20
+
+
+def test_a_stage_growth_is_its_own_under_an_earlier_higher_peak():
+    import time
+
+    import numpy as np
+
+    from featurehash.dedup.corpus.stages import AnonymousPeak
+
+    watch = AnonymousPeak(every=0.01)
+    clock = Clock(watch)
+    started = clock.start()
+    block = np.ones(96 * 2**20 // 8)   # an earlier stage's 96 MiB peak, freed before the next stage
+    time.sleep(0.1)
+    del block
+    clock.stop("read", started)
+    started = clock.start()
+    block = np.ones(32 * 2**20 // 8)
+    time.sleep(0.1)
+    del block
+    near = clock.stop("near", started)
+    watch.stop()
+    assert clock.stages["read"]["stage_anonymous_growth_bytes"] >= 90 * 2**20
+    assert 28 * 2**20 <= near["stage_anonymous_growth_bytes"] < 80 * 2**20
+    assert near["anonymous_peak_bytes"] >= clock.stages["read"]["anonymous_peak_bytes"]

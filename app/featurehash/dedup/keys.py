@@ -27,14 +27,16 @@ class HashedKeys:
 
 
 def hash_collection(feature_map, chunks, name: str, bands: int, rows: int, keep_prints: bool, limit: float,
-                    workdir) -> HashedKeys:
+                    workdir, keys_of=None) -> HashedKeys:
     """Keys of the rows of `chunks` (an iterable of row blocks, in order); `workdir()` gives the directory
-    for the files once `limit` bytes are passed."""
+    for the files once `limit` bytes are passed. `keys_of(chunk)` -> (keys (L, c), prints or None) replaces
+    the map's hashing when a caller's chunks are not rows (featurehash.dedup.corpus.sets: already codes)."""
     k = feature_map.spec.n_components
     row_bytes = 8 * bands + (4 * k if keep_prints else 0)
     kept_keys, kept_prints, files, n = [], [], None, 0
     for chunk in chunks:
-        chunk_keys, chunk_prints = candidates.band_keys(feature_map.hash(chunk), bands, rows)
+        chunk_keys, chunk_prints = (candidates.band_keys(feature_map.hash(chunk), bands, rows) if keys_of is None
+                                    else keys_of(chunk))
         kept_keys.append(chunk_keys)
         if keep_prints:
             kept_prints.append(chunk_prints)

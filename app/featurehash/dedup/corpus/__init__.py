@@ -4,7 +4,8 @@ corpora, and what the Spark, Ray and Dask adapters run per file and on their dri
 Modules, in the order a run uses them: `files` (paths, folders, globs, URLs; format and compression from the
 name), `records` (one file's records with their line numbers), `normalise` (normalised text, its 128-bit hash,
 a document's input rows), `scan` (the read stage of one file as Arrow), `near` (the near-duplicate join of the
-exact representatives), `decide` (clusters and the keep policy), `kept` (the kept records re-read, as read
+exact representatives; `sets` its path for the default minhash, from documents to codes with no sparse rows),
+`decide` (clusters and the keep policy), `kept` (the kept records re-read, as read
 or converted), `writing` (sharded output), `stages` (the work directory, resume markers, clocks), `pipeline`
 (`dedup_corpus`); `distributed` is what the engine adapters run per file and on their driver."""
 

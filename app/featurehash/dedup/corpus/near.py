@@ -11,8 +11,10 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from ...lsh.similarity import ExactPairs, similarity_of
+from .. import output as pair_output
 from ..join import similarity_join
 from .normalise import document_rows
+from .sets import set_join, takes_sets
 
 
 def texts_of(parts: list[Path], wanted: np.ndarray | None = None, batch_rows: int = 8192):
@@ -36,6 +38,12 @@ def texts_of(parts: list[Path], wanted: np.ndarray | None = None, batch_rows: in
 def near_pairs(parts, representatives: np.ndarray, feature_map, threshold: float, *, target_recall: float,
                memory_budget, workdir: Path, progress: bool):
     """(a, b, similarity, join figures): the verified pairs among the representatives, as positions."""
+    if takes_sets(feature_map):
+        output = workdir / "near-pairs.parquet"
+        where, figures = set_join(texts_of(parts, representatives), feature_map, threshold,
+                                  target_recall=target_recall, memory_budget=memory_budget, workdir=workdir,
+                                  output=output, progress=progress)
+        return (*_positions(output, where), figures)
     fed: list[np.ndarray] = []
 
     def rows():
@@ -58,18 +66,31 @@ def near_pairs(parts, representatives: np.ndarray, feature_map, threshold: float
     pairs = similarity_join(all_chunks(), feature_map, threshold, target_recall=target_recall,
                             memory_budget=memory_budget, spill_dir=workdir, output=output, progress=progress)
     where = np.concatenate(fed)
-    a, b, s = [], [], []
-    for i, j, sim in pairs.blocks():
-        a.append(where[i])
-        b.append(where[j])
-        s.append(sim)
     figures = {"rows": int(where.size), "bands": pairs.bands, "rows_per_band": pairs.rows,
                "candidates": pairs.candidates, "pairs": len(pairs),
                "recall_at_threshold": pairs.recall_at_threshold}
-    output.unlink(missing_ok=True)
+    return (*_positions(output, where), figures)
+
+
+def _positions(output: Path, where: np.ndarray):
+    """(a, b, similarity) of the pair file of join rows, as positions; the file removed."""
+    a, b, s = [], [], []
+    if output.exists():
+        for i, j, sim in pair_output.read_blocks(str(output), 1 << 20):
+            a.append(where[i])
+            b.append(where[j])
+            s.append(sim)
+        output.unlink()
     if not a:
-        return (*_none()[:3], figures)
-    return np.concatenate(a), np.concatenate(b), np.concatenate(s), figures
+        return _none()[:3]
+    return np.concatenate(a), np.concatenate(b), np.concatenate(s)
+
+
+def bar(iterable, progress: bool, what: str):
+    if not progress:
+        return iterable
+    from tqdm import tqdm
+    return tqdm(iterable, desc=f"dedup: {what}")
 
 
 def _none():

@@ -19,10 +19,17 @@ WEIGHTED = "sublinear"   # 1 + log(count): repeated shingles count, but less tha
 
 
 def default_spec(weighted: bool = False, shingle: int = 3, n_components: int = 128) -> dict:
-    """gcws over word `shingle`-grams: binary weights (GMM = Jaccard of the shingle sets) or, weighted,
-    1 + log(count) weights (GMM = weighted Jaccard). The "dart" sampler: O(k log k + nnz) a document where
-    ICWS costs O(k nnz) (measured: 4.8x less CPU on 7,500 documents of ~1 KB)."""
-    hashing = {"analyzer": "word", "ngram_range": [shingle, shingle], "weighting": WEIGHTED if weighted else "binary"}
+    """The near stage's map over word `shingle`-grams. Unweighted: plain-set minhash (one-permutation hashing),
+    whose similarity is the Jaccard of the shingle sets; its binary hashing rows have no alternate sign, so
+    a row's support is exactly its shingles' columns and the corpus path (`sets`) can go from documents to
+    codes without building the rows (measured: the near stage 41.2 MB/s per core, gcws 6.1). Weighted: gcws
+    over 1 + log(count) weights (GMM = weighted Jaccard), the "dart" sampler: O(k log k + nnz) a document
+    where ICWS costs O(k nnz) (measured: 4.8x less CPU on 7,500 documents of ~1 KB)."""
+    if not weighted:
+        hashing = {"analyzer": "word", "ngram_range": [shingle, shingle], "weighting": "binary",
+                   "alternate_sign": False, "norm": "none"}
+        return {"method": "minhash", "n_components": n_components, "seed": 1, "input": {"hashing": hashing}}
+    hashing = {"analyzer": "word", "ngram_range": [shingle, shingle], "weighting": WEIGHTED}
     return {"method": "gcws", "n_components": n_components, "seed": 1, "params": {"sampler": "dart"},
             "input": {"hashing": hashing}}
 

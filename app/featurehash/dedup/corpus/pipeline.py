@@ -40,7 +40,7 @@ def dedup_corpus(inputs, output, *, threshold: float = 0.7, spec: dict | None = 
     """Deduplicate the corpus at `inputs` (a file, folder, glob, URL or a list of them) into the folder `output`;
     the summary (also written as `output/summary.json`).
 
-    Near duplicates are pairs whose similarity under the map is >= `threshold`: `spec` (a gcws or binning map
+    Near duplicates are pairs whose similarity under the map is >= `threshold`: `spec` (a gcws, minhash or binning map
     with a text stage), else `default_spec(weighted)`: word 3-shingles, Jaccard (or with `weighted`, weighted
     Jaccard of 1 + log count weights). `reference`: an already clean corpus (same forms of input) that new
     documents are checked against; its documents are never removed nor written. `keep`: first, longest,

@@ -53,12 +53,21 @@ class AnonymousPeak:
         import threading
 
         self.peak, self.every, self._stop = current_rss("RssAnon"), every, threading.Event()
+        self.stage_peak = self.peak
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
 
     def _watch(self) -> None:
         while not self._stop.wait(self.every):
-            self.peak = max(self.peak, current_rss("RssAnon"))
+            now = current_rss("RssAnon")
+            self.peak, self.stage_peak = max(self.peak, now), max(self.stage_peak, now)
+
+    def stage(self) -> int:
+        """Start a stage's own peak (the running one hides a later stage's growth under an earlier
+        stage's peak); the anonymous bytes held as it starts."""
+        now = current_rss("RssAnon")
+        self.stage_peak = now
+        return now
 
     def stop(self) -> int:
         self._stop.set()
@@ -135,21 +144,25 @@ class Workdir:
 
 class Clock:
     """Wall and CPU seconds per stage (a reused stage reports the figures of the run that made it), and with a
-    `memory` watch (AnonymousPeak) the anonymous peak reached by the end of each stage."""
+    `memory` watch (AnonymousPeak) the anonymous peak reached by the end of each stage and the stage's own
+    growth (its peak less what was held as it started)."""
 
     def __init__(self, memory: AnonymousPeak | None = None):
         self.stages: dict[str, dict] = {}
         self.memory = memory
 
     def start(self):
-        return time.perf_counter(), time.process_time()
+        held = self.memory.stage() if self.memory is not None else None
+        return time.perf_counter(), time.process_time(), held
 
     def stop(self, stage: str, started, **extra) -> dict:
-        wall, cpu = started
+        wall, cpu, held = started
         figures = {"wall_s": round(time.perf_counter() - wall, 3), "cpu_s": round(time.process_time() - cpu, 3),
                    **extra}
         if self.memory is not None:
             figures["anonymous_peak_bytes"] = self.memory.peak
+            # what the stage itself added on top of what it was handed
+            figures["stage_anonymous_growth_bytes"] = max(0, self.memory.stage_peak - held)
         self.stages[stage] = figures
         return figures
 

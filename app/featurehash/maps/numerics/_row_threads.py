@@ -213,8 +213,15 @@ def _run_on_blas_pool(worker, threads: int) -> None:
     the spinning thread takes this work at once. Only the one section running uses the pool: a second
     caller would spin in OpenBLAS until the first's chunks are done."""
     _blas.reserve_pool(threads)
-    callback = _POOL_CALLBACK(lambda _unused: worker())
-    _blas.pool_runner(threads, ctypes.cast(callback, ctypes.c_void_p), None, 0)
+    job = [worker]
+    callback = _POOL_CALLBACK(lambda _unused: job[0]())
+    try:
+        _blas.pool_runner(threads, ctypes.cast(callback, ctypes.c_void_p), None, 0)
+    finally:
+        # a ctypes callback and its thunk form a reference cycle: through `worker` it would hold the batch's
+        # chunk results until the cyclic collector ran (measured: ~25 MB a batch of 8,192 documents retained,
+        # 0.6 GB over 250,000 documents), so the cycle is left holding nothing
+        job.clear()
 
 
 def run_chunks(work, chunks: list, threads: int) -> list:
