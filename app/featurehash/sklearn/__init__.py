@@ -49,18 +49,20 @@ from ._base import _FeatureMapTransformer
 from .fitted import NystroemFeatures
 from .fourier import (AdditiveChi2Features, NormalizedRandomFourierFeatures, QuadratureFeatures, RandomFourierFeatures,
                       SkewedChi2Features, SphericalRandomFeatures, SphericalStructuredFeatures)
-from .minhash import GCWSFeatures, RandomBinningFeatures
+from .minhash import GCWSFeatures, MinHashFeatures, RandomBinningFeatures
 from .polynomial import RandomMaclaurinFeatures, TensorSketchFeatures
 from .text import HashingFeatures
 
-__all__ = ["ESTIMATORS", "AdditiveChi2Features", "GCWSFeatures", "HashingFeatures", "NormalizedRandomFourierFeatures",
+__all__ = ["ESTIMATORS", "AdditiveChi2Features", "GCWSFeatures", "HashingFeatures", "MinHashFeatures",
+           "NormalizedRandomFourierFeatures",
            "NystroemFeatures", "QuadratureFeatures", "RandomBinningFeatures", "RandomFourierFeatures", "RandomMaclaurinFeatures",
            "SkewedChi2Features", "SphericalRandomFeatures", "SphericalStructuredFeatures", "TensorSketchFeatures"]
 
 ESTIMATORS: dict[str, type[_FeatureMapTransformer]] = {cls._method: cls for cls in (
     RandomFourierFeatures, NormalizedRandomFourierFeatures, GCWSFeatures, SphericalRandomFeatures,
     SphericalStructuredFeatures, QuadratureFeatures, RandomBinningFeatures, RandomMaclaurinFeatures,
-    TensorSketchFeatures, NystroemFeatures, AdditiveChi2Features, SkewedChi2Features, HashingFeatures)}
+    TensorSketchFeatures, NystroemFeatures, AdditiveChi2Features, SkewedChi2Features, HashingFeatures,
+    MinHashFeatures)}
 
 # The public path, not the family module, names each class: in pickles (which then survive a move between
 # modules), reprs and the API reference.

@@ -1,8 +1,33 @@
-"""The transformers with discrete codes: GCWS and random binning (CSR one-hot features and `hash`)."""
+"""The transformers with discrete codes: set minhash, GCWS and random binning (CSR one-hot features and `hash`)."""
 
 from __future__ import annotations
 
 from ._base import _OneHotTransformer
+
+
+class MinHashFeatures(_OneHotTransformer):
+    """Minwise hashing of plain sets (method "minhash"; Broder 1997; C-MinHash, Li & Li ICML 2022; one permutation
+    with optimal densification, Shrivastava ICML 2017).
+
+    Kernel: Jaccard |A ∩ B| / |A ∪ B| of the rows' sets of nonzero columns (or, with `text`, of a document's
+    hashed tokens or shingles). `n_components` codes; `transform` gives their b-bit one-hot features (`bits`) as
+    CSR, n_components << bits columns; `hash` the codes. `variant`: "one_permutation" (O(|A| + k)),
+    "k_permutation" (k seeded permutations) or "circulant" (one permutation of `input_dim` <= 2^24 columns, shifted).
+    `empty_rows`: as GCWSFeatures. See `featurehash.maps.minhash.minhash`.
+    """
+
+    _method = "minhash"
+    _spec_params = ("variant", "bits", "code_bits", "empty_rows")
+
+    def __init__(self, *, n_components=100, variant="one_permutation", bits=8, code_bits=None, empty_rows="code",
+                 text=None, random_state=None):
+        self.n_components = n_components
+        self.variant = variant
+        self.bits = bits
+        self.code_bits = code_bits
+        self.empty_rows = empty_rows
+        self.text = text
+        self.random_state = random_state
 
 
 class GCWSFeatures(_OneHotTransformer):
