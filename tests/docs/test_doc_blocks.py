@@ -45,6 +45,7 @@ EXEMPT = {
 ENGINES = {
     ("docs/guides/past-one-machine.md", "SparkSession.builder"): "starts a Spark session (a JVM)",
     ("docs/guides/past-one-machine.md", "ray.init("): "starts a Ray cluster",
+    ("docs/guides/corpus-dedup.md", "SparkSession.builder"): "starts a Spark session (a JVM)",
 }
 if os.environ.get("FEATUREHASH_DOC_ENGINES") != "1":
     EXEMPT.update({key: f"{reason}: run with FEATUREHASH_DOC_ENGINES=1" for key, reason in ENGINES.items()})
