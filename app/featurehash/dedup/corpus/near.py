@@ -86,13 +86,6 @@ def _positions(output: Path, where: np.ndarray):
     return np.concatenate(a), np.concatenate(b), np.concatenate(s)
 
 
-def bar(iterable, progress: bool, what: str):
-    if not progress:
-        return iterable
-    from tqdm import tqdm
-    return tqdm(iterable, desc=f"dedup: {what}")
-
-
 def _none():
     empty = np.zeros(0, dtype=np.int64)
     return empty, empty, np.zeros(0), {"rows": 0, "candidates": 0, "pairs": 0}

@@ -121,7 +121,7 @@ def set_join(batches, feature_map, threshold: float, *, target_recall: float, me
     each row (the documents with at least one shingle, in order: a shorter one can only be an exact
     duplicate). The sets go to a file in `workdir`, removed at the end."""
     from ...lsh.banding import choose_bands, collision_probability
-    from .near import bar
+    from .stages import bar
 
     bands, rows = choose_bands(feature_map.spec.n_components, threshold, target_recall)
     keep = math.inf if memory_budget is None else memory_budget / 4

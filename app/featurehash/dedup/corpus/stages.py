@@ -168,3 +168,11 @@ class Clock:
 
     def reused(self, stage: str, figures: dict) -> None:
         self.stages[stage] = {**figures, "reused": True}
+
+
+def bar(iterable, progress: bool, what: str):
+    """A stage's progress bar over `iterable` (tqdm), or the iterable itself."""
+    if not progress:
+        return iterable
+    from tqdm import tqdm
+    return tqdm(iterable, desc=f"dedup: {what}")
