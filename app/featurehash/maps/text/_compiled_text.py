@@ -22,44 +22,12 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ._murmur import _MASK, _rotl32, _scramble
+from ._murmur import murmur3_32 as _murmur
 from ._sparse_rows import _normalize_l1, _normalize_l2
 
 WORD_ANALYZER, CHAR_ANALYZER, CHAR_WB_ANALYZER = 0, 1, 2
 NORM_NONE, NORM_L2, NORM_L1 = 0, 1, 2
 _INT32_MIN = -(2**31)
-
-
-@nb.njit(inline="always")
-def _murmur(buf, begin, end, seed):
-    """MurmurHash3_x86_32 of buf[begin:end] (as murmur3_32_many, one token)."""
-    length = end - begin
-    h1 = np.uint64(seed) & _MASK
-    blocks = length // 4
-    for b in range(blocks):
-        at = begin + 4 * b
-        k1 = (np.uint64(buf[at]) | (np.uint64(buf[at + 1]) << np.uint64(8))
-              | (np.uint64(buf[at + 2]) << np.uint64(16)) | (np.uint64(buf[at + 3]) << np.uint64(24)))
-        h1 ^= _scramble(k1)
-        h1 = _rotl32(h1, 13)
-        h1 = (h1 * np.uint64(5) + np.uint64(0xE6546B64)) & _MASK
-    tail = begin + 4 * blocks
-    rest = length & 3
-    k1 = np.uint64(0)
-    if rest == 3:
-        k1 ^= np.uint64(buf[tail + 2]) << np.uint64(16)
-    if rest >= 2:
-        k1 ^= np.uint64(buf[tail + 1]) << np.uint64(8)
-    if rest >= 1:
-        k1 ^= np.uint64(buf[tail])
-        h1 ^= _scramble(k1)
-    h1 ^= np.uint64(length) & _MASK
-    h1 ^= h1 >> np.uint64(16)
-    h1 = (h1 * np.uint64(0x85EBCA6B)) & _MASK
-    h1 ^= h1 >> np.uint64(13)
-    h1 = (h1 * np.uint64(0xC2B2AE35)) & _MASK
-    h1 ^= h1 >> np.uint64(16)
-    return np.uint32(h1)
 
 
 @nb.njit(inline="always")

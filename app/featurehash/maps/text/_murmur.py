@@ -31,40 +31,45 @@ def _scramble(k1):
     return (k1 * _C2) & _MASK
 
 
+@nb.njit(inline="always")
+def murmur3_32(buf, begin, end, seed):
+    """MurmurHash3_x86_32 of buf[begin:end] (uint8), as uint32."""
+    length = end - begin
+    h1 = np.uint64(seed) & _MASK
+    blocks = length // 4
+    for b in range(blocks):
+        at = begin + 4 * b
+        k1 = (np.uint64(buf[at]) | (np.uint64(buf[at + 1]) << np.uint64(8))
+              | (np.uint64(buf[at + 2]) << np.uint64(16)) | (np.uint64(buf[at + 3]) << np.uint64(24)))
+        h1 ^= _scramble(k1)
+        h1 = _rotl32(h1, 13)
+        h1 = (h1 * np.uint64(5) + np.uint64(0xE6546B64)) & _MASK
+    tail = begin + 4 * blocks
+    rest = length & 3
+    k1 = np.uint64(0)
+    if rest == 3:
+        k1 ^= np.uint64(buf[tail + 2]) << np.uint64(16)
+    if rest >= 2:
+        k1 ^= np.uint64(buf[tail + 1]) << np.uint64(8)
+    if rest >= 1:
+        k1 ^= np.uint64(buf[tail])
+        h1 ^= _scramble(k1)
+    h1 ^= np.uint64(length) & _MASK
+    h1 ^= h1 >> np.uint64(16)
+    h1 = (h1 * np.uint64(0x85EBCA6B)) & _MASK
+    h1 ^= h1 >> np.uint64(13)
+    h1 = (h1 * np.uint64(0xC2B2AE35)) & _MASK
+    h1 ^= h1 >> np.uint64(16)
+    return np.uint32(h1)
+
+
 @nb.njit(nogil=True, cache=True)
 def murmur3_32_many(data: np.ndarray, starts: np.ndarray, seed: np.uint32) -> np.ndarray:
     """uint32 MurmurHash3_x86_32 of each token (data: uint8, starts: int64 of n + 1 offsets)."""
     n = starts.size - 1
     out = np.empty(n, dtype=np.uint32)
     for t in range(n):
-        begin = starts[t]
-        length = starts[t + 1] - begin
-        h1 = np.uint64(seed) & _MASK
-        blocks = length // 4
-        for b in range(blocks):
-            at = begin + 4 * b
-            k1 = (np.uint64(data[at]) | (np.uint64(data[at + 1]) << np.uint64(8))
-                  | (np.uint64(data[at + 2]) << np.uint64(16)) | (np.uint64(data[at + 3]) << np.uint64(24)))
-            h1 ^= _scramble(k1)
-            h1 = _rotl32(h1, 13)
-            h1 = (h1 * np.uint64(5) + np.uint64(0xE6546B64)) & _MASK
-        tail = begin + 4 * blocks
-        rest = length & 3
-        k1 = np.uint64(0)
-        if rest == 3:
-            k1 ^= np.uint64(data[tail + 2]) << np.uint64(16)
-        if rest >= 2:
-            k1 ^= np.uint64(data[tail + 1]) << np.uint64(8)
-        if rest >= 1:
-            k1 ^= np.uint64(data[tail])
-            h1 ^= _scramble(k1)
-        h1 ^= np.uint64(length) & _MASK
-        h1 ^= h1 >> np.uint64(16)
-        h1 = (h1 * np.uint64(0x85EBCA6B)) & _MASK
-        h1 ^= h1 >> np.uint64(13)
-        h1 = (h1 * np.uint64(0xC2B2AE35)) & _MASK
-        h1 ^= h1 >> np.uint64(16)
-        out[t] = np.uint32(h1)
+        out[t] = murmur3_32(data, starts[t], starts[t + 1], seed)
     return out
 
 
