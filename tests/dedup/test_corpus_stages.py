@@ -71,13 +71,13 @@ def test_a_stage_growth_is_its_own_under_an_earlier_higher_peak():
     started = clock.start()
     block = np.ones(96 * 2**20 // 8)   # an earlier stage's 96 MiB peak, freed before the next stage
     time.sleep(0.1)
-    del block
     clock.stop("read", started)
+    del block
     started = clock.start()
     block = np.ones(32 * 2**20 // 8)
     time.sleep(0.1)
-    del block
     near = clock.stop("near", started)
+    del block
     watch.stop()
     assert clock.stages["read"]["stage_anonymous_growth_bytes"] >= 90 * 2**20
     assert 28 * 2**20 <= near["stage_anonymous_growth_bytes"] < 80 * 2**20

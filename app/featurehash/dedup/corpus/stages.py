@@ -59,8 +59,13 @@ class AnonymousPeak:
 
     def _watch(self) -> None:
         while not self._stop.wait(self.every):
-            now = current_rss("RssAnon")
-            self.peak, self.stage_peak = max(self.peak, now), max(self.stage_peak, now)
+            self.sample()
+
+    def sample(self) -> None:
+        """One reading now; a stage's end takes one too, as the watch thread can be kept off the GIL (a
+        compile in another thread) for the whole of a short stage."""
+        now = current_rss("RssAnon")
+        self.peak, self.stage_peak = max(self.peak, now), max(self.stage_peak, now)
 
     def stage(self) -> int:
         """Start a stage's own peak (the running one hides a later stage's growth under an earlier
@@ -160,6 +165,7 @@ class Clock:
         figures = {"wall_s": round(time.perf_counter() - wall, 3), "cpu_s": round(time.process_time() - cpu, 3),
                    **extra}
         if self.memory is not None:
+            self.memory.sample()
             figures["anonymous_peak_bytes"] = self.memory.peak
             # what the stage itself added on top of what it was handed
             figures["stage_anonymous_growth_bytes"] = max(0, self.memory.stage_peak - held)
