@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import pickle
 import subprocess
@@ -316,3 +317,27 @@ def test_grid_search_over_gamma_finds_the_bandwidth():
     assert search.best_params_ == {"randomfourierfeatures__gamma": 2.0}
     assert scores[1] > 0.95 and scores[0] < 0.75 and scores[2] < 0.9
     assert search.best_estimator_[0].spec_["params"]["gamma"] == 2.0
+
+
+_CACHE_PROBE = textwrap.dedent("""
+    import gc, json
+    import numpy as np
+    from numba.core.dispatcher import Dispatcher
+    from featurehash.sklearn import RandomFourierFeatures
+    X = np.random.default_rng(0).standard_normal((50, 8))
+    RandomFourierFeatures(n_components=64, random_state=0).fit(X).transform(X)
+    ours = [o for o in gc.get_objects() if isinstance(o, Dispatcher) and o.py_func.__module__.startswith("featurehash")]
+    print(json.dumps({"hits": sum(sum(o.stats.cache_hits.values()) for o in ours),
+                      "misses": sum(sum(o.stats.cache_misses.values()) for o in ours)}))
+""")
+
+
+def test_a_second_process_loads_the_kernels_from_numbas_cache(tmp_path):
+    # What a GridSearchCV or Dask worker relies on: kernels compiled by one process (cache=True) are loaded,
+    # not compiled, by the next one that shares NUMBA_CACHE_DIR.
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    first, second = (json.loads(subprocess.run([sys.executable, "-c", _CACHE_PROBE], env=env, check=True,
+                                               capture_output=True, text=True).stdout) for _ in range(2))
+    assert first["misses"] > 0 and first["hits"] == 0
+    assert second["hits"] > 0 and second["misses"] == 0   # (a kernel called by another loads with it)
+    assert list(tmp_path.rglob("*.nbi")) and list(tmp_path.rglob("*.nbc"))

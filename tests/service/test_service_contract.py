@@ -49,6 +49,24 @@ def test_openapi_document_is_valid_and_every_ref_resolves(document):
     assert "HTTPValidationError" not in schemas
 
 
+COMPUTING = {("post", "/v1/maps", "201"), ("post", "/v1/maps/{map_id}/transform", "200"),
+             ("post", "/v1/maps/{map_id}/hash", "200"), ("post", "/v1/maps/{map_id}/kernel", "200"),
+             ("post", "/v1/indexes/{index_id}/items", "200"), ("post", "/v1/indexes/{index_id}/query", "200"),
+             ("post", "/v1/indexes/{index_id}/duplicates", "200")}
+
+
+def test_the_compiled_header_is_declared_where_a_request_can_compile(document):
+    declared = {(method, path, status): response["headers"]["X-Featurehash-Compiled"]
+                for path, operations in document["paths"].items() for method, operation in operations.items()
+                for status, response in operation["responses"].items()
+                if "X-Featurehash-Compiled" in response.get("headers", {})}
+    assert set(declared) == COMPUTING
+    pattern = re.compile(declared["post", "/v1/maps/{map_id}/transform", "200"]["schema"]["pattern"])
+    from featurehash.service.first_calls import header_value
+    assert pattern.match(header_value([1.25, 0.5]).decode()) and pattern.match(header_value([0.0, 0.0004]).decode())
+    assert "Location" in document["paths"]["/v1/maps"]["post"]["responses"]["201"]["headers"]
+
+
 def test_every_route_declares_its_bodies_and_errors_with_the_one_error_model(document):
     for path, operations in document["paths"].items():
         for method, operation in operations.items():

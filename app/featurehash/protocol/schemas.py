@@ -202,8 +202,9 @@ class CreateIndexRequest(BaseModel):
 
 
 class IndexResponse(BaseModel):
-    id: str = Field(description="the index name")
-    name: str
+    id: str = Field(description="the index name: the `index_id` of its paths and error fields")
+    name: str = Field(description="the same as `id`, kept for older clients: read `id`",
+                      json_schema_extra={"deprecated": True})
     map_id: str
     method: str
     n_codes: int = Field(description="k codes per vector (all of them re-rank the candidates)")
@@ -370,6 +371,12 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
 BINARY = {"schema": {"type": "string", "format": "binary"}}
 NPY_CONTENT = {"application/x-npy": BINARY}
 LOCATION = {"Location": {"description": "the URL of the created resource", "schema": {"type": "string"}}}
+# Added by the service's middleware (service/first_calls.py) to any answer whose request compiled a kernel or
+# waited for numba's compile lock; declared on the routes that compute with a map, the only ones that can.
+COMPILED = {"X-Featurehash-Compiled": {
+    "description": "present only when this request compiled kernels itself (none compiled yet for its map, "
+                   "input form or dtype): `waited=W compiled=C`, seconds waiting for numba's compile lock and "
+                   "compiling", "schema": {"type": "string", "pattern": r"^waited=\d+\.\d{3} compiled=\d+\.\d{3}$"}}}
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:

@@ -40,7 +40,7 @@ from .metrics import BATCH_ROWS
 from .plain_route import PlainRoute
 from .state import ServiceState, n_rows
 from ...protocol.examples import MAP_ID_EXAMPLES, TEXT_MAP, query_examples
-from ...protocol.schemas import (NPY_CONTENT, DenseFeatures, HashRequest, HashResponse, KernelRequest, KernelResponse,
+from ...protocol.schemas import (COMPILED, NPY_CONTENT, DenseFeatures, HashRequest, HashResponse, KernelRequest, KernelResponse,
                       OneHotFeaturesResponse, SparseFeaturesResponse, VectorsRequest, body_doc, errors, operation_id,
                       plain_route_doc)
 from .streams import RowResult, json_answer, npy_answer
@@ -124,7 +124,7 @@ def _one_hot_features(feature_map: FeatureMap, X, npy: bool, settings) -> Respon
 @router.post("/transform", openapi_extra={**plain_route_doc(VectorsRequest, (MAP_ID,), (DTYPE_QUERY,), TEXT_MAP),
                                           **PLAIN_READ},
              responses={200: {"model": DenseFeatures | OneHotFeaturesResponse | SparseFeaturesResponse,
-                              "content": NPY_CONTENT, "headers": ONE_HOT_HEADERS,
+                              "content": NPY_CONTENT, "headers": {**ONE_HOT_HEADERS, **COMPILED},
                               "description": "dense features, a one-hot map's indices, or a hashing map's sparse "
                                              "features (JSON only); .npy with Accept: application/x-npy"},
                         **errors(406)})
@@ -163,7 +163,7 @@ async def transform(request: Request):
 
 @router.post("/hash", openapi_extra={**plain_route_doc(HashRequest, (MAP_ID,), (BANDS_QUERY,), TEXT_MAP),
                                      **PLAIN_READ},
-             responses={200: {"model": HashResponse, "content": NPY_CONTENT,
+             responses={200: {"model": HashResponse, "content": NPY_CONTENT, "headers": COMPILED,
                               "description": "codes; .npy with Accept: application/x-npy (JSON whenever bands "
                                              "are asked for: codes and band keys)"}})
 async def hash_vectors(request: Request):
@@ -218,7 +218,7 @@ def _bands(body, query_bands: int | None):
 
 
 @router.post("/kernel", openapi_extra=body_doc(KernelRequest, text_with=TEXT_MAP),
-             responses={200: {"model": KernelResponse}},
+             responses={200: {"model": KernelResponse, "headers": COMPILED}},
              dependencies=[Depends(READ), Depends(refuse_unknown_query)])
 async def kernel(request: Request, map_id: str = Path(openapi_examples=MAP_ID_EXAMPLES),
                  state: ServiceState = Depends(get_state)):

@@ -34,7 +34,7 @@ from .quotas import tenant_stored_bytes
 from .duplicates import NDJSON, bounded_duplicates, duplicates_answer
 from .metrics import BATCH_ROWS
 from ...protocol.examples import INDEX_ID_EXAMPLES, ITEM_ID_EXAMPLES, TEXT_INDEX, query_examples
-from ...protocol.schemas import (ITEM_ID_SCHEMA, LOCATION, MAX_TOP_K, AddItemsRequest, AddItemsResponse, CreateIndexRequest,
+from ...protocol.schemas import (COMPILED, ITEM_ID_SCHEMA, LOCATION, MAX_TOP_K, AddItemsRequest, AddItemsResponse, CreateIndexRequest,
                       DeleteItemsRequest, DeleteItemsResponse, DuplicatesRequest, DuplicatesResponse,
                       IndexListResponse, IndexQueryRequest, IndexQueryResponse, IndexResponse, TenantListResponse,
                       body_doc, errors, operation_id)
@@ -43,6 +43,8 @@ router = APIRouter(prefix="/v1/indexes", tags=["indexes"], generate_unique_id_fu
                    dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)],
                    responses=errors(401, 403, 422, 429, 503, 507))
 BODY_ERRORS = errors(404, 409, 413, 415, 422)
+# Answers of routes that hash or compare vectors with the index's map (whose kernels may compile in the request).
+COMPUTED = {200: {"description": "Successful Response", "headers": COMPILED}}
 # Query parameters the routes read themselves (documented, so that .npy bodies can carry them).
 ITEM_IDS_QUERY = {"name": "ids", "description": "with an .npy body: one id per row (or the X-Item-Ids header)",
                   "schema": {"type": "array", "items": ITEM_ID_SCHEMA}, "style": "form", "explode": True}
@@ -195,7 +197,7 @@ async def delete_index(index_id: IndexId, indexes: Indexes):
 
 # -- items and queries -----------------------------------------------------------------------------
 
-@router.post("/{index_id}/items", response_model=AddItemsResponse, responses=BODY_ERRORS,
+@router.post("/{index_id}/items", response_model=AddItemsResponse, responses={**COMPUTED, **BODY_ERRORS},
              openapi_extra=body_doc(AddItemsRequest, query=(ITEM_IDS_QUERY,), text_with=TEXT_INDEX),
              dependencies=[Depends(WRITE)])
 async def add_items(index_id: IndexId, request: Request, indexes: Indexes, state: ServiceState = Depends(get_state)):
@@ -250,7 +252,7 @@ async def delete_items(index_id: IndexId, request: Request, indexes: Indexes,
                                                                if i not in removed]})
 
 
-@router.post("/{index_id}/query", response_model=IndexQueryResponse, responses=BODY_ERRORS,
+@router.post("/{index_id}/query", response_model=IndexQueryResponse, responses={**COMPUTED, **BODY_ERRORS},
              openapi_extra=body_doc(IndexQueryRequest, query=QUERY_OPTIONS, text_with=TEXT_INDEX),
              dependencies=[Depends(READ)])
 async def query_index(index_id: IndexId, request: Request, indexes: Indexes, state: ServiceState = Depends(get_state)):
@@ -293,7 +295,8 @@ async def query_index(index_id: IndexId, request: Request, indexes: Indexes, sta
 
 @router.post("/{index_id}/duplicates", response_model=DuplicatesResponse,
              responses={200: {"description": "the clusters (JSON, or NDJSON with Accept: application/x-ndjson)",
-                              "content": {NDJSON: {"schema": {"type": "string"}}}}, **BODY_ERRORS},
+                              "content": {NDJSON: {"schema": {"type": "string"}}}, "headers": COMPILED},
+                        **BODY_ERRORS},
              openapi_extra=body_doc(DuplicatesRequest, npy=False), dependencies=[Depends(READ)])
 async def find_duplicates(index_id: IndexId, request: Request, indexes: Indexes,
                           state: ServiceState = Depends(get_state)):

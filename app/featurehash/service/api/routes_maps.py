@@ -28,7 +28,7 @@ from .deps import READ, WRITE, get_state, refuse_unknown_query, require_api_key
 from .state import ServiceState
 from .errors import MapInUse, MapNotFound
 from ...protocol.examples import EXAMPLE_GCWS_ID, MAP_ID_EXAMPLES, query_examples
-from ...protocol.schemas import LOCATION, CreateMapRequest, MapListResponse, MapSpecResponse, body_doc, errors, operation_id
+from ...protocol.schemas import COMPILED, LOCATION, CreateMapRequest, MapListResponse, MapSpecResponse, body_doc, errors, operation_id
 
 router = APIRouter(prefix="/v1/maps", tags=["maps"], generate_unique_id_function=operation_id,
                    dependencies=[Depends(require_api_key), Depends(refuse_unknown_query)],
@@ -38,7 +38,7 @@ MapId = Annotated[str, Path(openapi_examples=MAP_ID_EXAMPLES)]
 
 
 @router.post("", status_code=201, response_model=MapSpecResponse, openapi_extra=body_doc(CreateMapRequest, npy=False),
-             responses={201: {"description": "created", "headers": LOCATION},
+             responses={201: {"description": "created", "headers": {**LOCATION, **COMPILED}},
                         200: {"model": MapSpecResponse, "description": "the map already existed",
                               "headers": LOCATION}, **errors(413, 415, 422)})
 async def create_map(request: Request, principal: Principal = Depends(WRITE), state: ServiceState = Depends(get_state)):
