@@ -11,6 +11,7 @@ are not random enough. With 100 pairs per family the chance a correct sampler tr
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -289,3 +290,21 @@ def test_golden_codes(name):
     assert features.scale == pytest.approx(expected["scale"], rel=1e-15)
     np.testing.assert_array_equal(m.kernel(X), np.array(expected["kernel"]))
     np.testing.assert_allclose(m.exact_kernel(X), expected["exact_kernel"], rtol=1e-12, atol=1e-15)
+
+
+def test_weights_of_exactly_a_power_of_two_keep_their_codes():
+    """Rows of 0/1 and power-of-two weights (mantissa 1: the band whose darts the weight test refused is now
+    not thrown) among other weights, GMM and pGMM: the SHA-256 of the codes the sampler gave before that
+    shortcut (computed at commit 0610ed2), so the shortcut changed no code."""
+    rng = np.random.default_rng(44)
+    n, d = 40, 5000
+    cols = [np.sort(rng.choice(d, size=int(rng.integers(1, 120)), replace=False)) for _ in range(n)]
+    data = [rng.choice([1.0, 1.0, 1.0, 2.0, 0.5, -4.0, 1.5], size=c.size) for c in cols]
+    X = sp.csr_matrix((np.concatenate(data), np.concatenate(cols),
+                       np.concatenate([[0], np.cumsum([c.size for c in cols])])), shape=(n, d))
+    pinned = {1.0: "effd44715d2d6125a2e3e7f8bca9c97f6fccfb1d349c36619148437fc5c0dd40",
+              2.0: "a452016c85ed928a1552dadebad2fb769f137a1c2ed95837d51582811b38fb31"}
+    for power, digest in pinned.items():
+        m = create_map({"method": "gcws", "input_dim": d, "n_components": 128, "seed": 7,
+                        "params": {"sampler": "dart", "power": power}})
+        assert hashlib.sha256(np.ascontiguousarray(m.hash(X)).tobytes()).hexdigest() == digest

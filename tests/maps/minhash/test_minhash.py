@@ -285,6 +285,20 @@ def test_the_token_list_pass_is_the_stages_murmur3_columns_for_any_length_and_al
     assert m.hash([[""]]).shape == (1, 32)   # only empty tokens: the general path
 
 
+def test_token_lists_joined_in_blocks_of_rows_give_the_codes_of_one_block(monkeypatch):
+    """Blocks of 7 tokens (rows cut at block edges, long rows alone) and one block of the whole batch: the same
+    codes as the stage's CSR rows; a U+0000 token in a late block still takes the general path (the same codes)."""
+    m = create_map({"method": "minhash", "n_components": 64, "seed": 4, "input": {"hashing": {}}})
+    rng = np.random.default_rng(2)
+    rows = [[str(t) for t in rng.integers(0, 10**6, rng.integers(1, 40))] for _ in range(80)]
+    reference = m.hash(m.text_stage.transform(rows, dtype=np.float64))
+    for block in (7, 2**30):
+        monkeypatch.setattr(minhash_module, "TEXT_BLOCK_TOKENS", block)
+        np.testing.assert_array_equal(m.hash(rows), reference)
+    rows[70] = rows[70] + ["a\0b"]
+    np.testing.assert_array_equal(m.hash(rows), m.hash(m.text_stage.transform(rows, dtype=np.float64)))
+
+
 # ---------------------------------------------------------------- 4. empty sets, b-bit codes, the spec
 
 

@@ -116,6 +116,9 @@ def _throw(coordinate, stream, band, mantissa, k, limit_exponent, limit_mantissa
     filled = 0
     for e in range(coordinate.size):
         top_band, own = band[e], stream[e]
+        # A weight of exactly 2^A (mantissa 1: every 0/1 row) owns no dart of its own band A, whose darts
+        # weigh 2^A (1 + U) with U > 0: its darts, about half the row's, need not be made to be refused.
+        clipped_empty = mantissa[e] <= 1.0
         for g in range(lowest_group, top_band // G + 1):
             chosen = g - lowest_group
             V = uniform(own, _counter(g * G, _GROUP_MIN, _GAP))
@@ -129,7 +132,7 @@ def _throw(coordinate, stream, band, mantissa, k, limit_exponent, limit_mantissa
             base = first / _GROUP_RATE
             for j in range(G):
                 a = g * G + j
-                if a > top_band:
+                if a > top_band or (a == top_band and clipped_empty):
                     break
                 limit = m * _pow2(a + B)  # rank <= m 2^B  <=>  band time <= m 2^(a + B)
                 gamma = base * _pow2(j)

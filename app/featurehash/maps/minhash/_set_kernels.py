@@ -16,6 +16,7 @@ import numba as nb
 import numpy as np
 
 from ..numerics._counter_random import GOLDEN, mix
+from ..numerics._murmur import MASK32, block_step, finish, load32, load_tail
 
 _ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 _THIRTY_TWO = np.uint64(32)
@@ -210,56 +211,75 @@ def csr_support(indptr, indices, data):
     return offsets, columns[:at]
 
 
+_HIGH_BITS = np.uint64(0x8080808080808080)
+_LOW_SEVEN = np.uint64(0x7F7F7F7F7F7F7F7F)
+_BYTE_RANKS = np.uint64(0x0001020304050607)
+
+
+@nb.njit(inline="always")
+def _load64(buf, at):
+    """The little-endian 64-bit word of buf[at:at + 8] (uint8); unsigned indices, so LLVM merges the reads."""
+    at = np.uint64(at)
+    word = np.uint64(0)
+    for i in range(8):
+        word |= np.uint64(buf[at + np.uint64(i)]) << np.uint64(8 * i)
+    return word
+
+
+@nb.njit(nogil=True, cache=True)
+def _separators(data, expected):
+    """The positions of the zero bytes of `data`, then data.size (int64, `expected` of them), or an empty array
+    when there are not exactly expected - 1 zero bytes. Eight bytes a step: a word's zero bytes are exactly its
+    bytes whose high bit survives ~(((v & 0x7f..) + 0x7f..) | v) (no borrow crosses bytes, unlike the shorter
+    (v - 0x01..) & ~v test), and each one's byte index is the top byte of (bit >> 7) x 0x0001..07."""
+    ends = np.empty(expected, dtype=np.int64)
+    limit = expected - 1
+    count = 0
+    full = data.size - data.size % 8
+    for p in range(0, full, 8):
+        v = _load64(data, p)
+        zeros = ~(((v & _LOW_SEVEN) + _LOW_SEVEN) | v) & _HIGH_BITS
+        while zeros != np.uint64(0):
+            if count == limit:
+                return np.empty(0, dtype=np.int64)
+            lowest = zeros & (~zeros + _ONE)
+            ends[count] = p + np.int64(((lowest >> np.uint64(7)) * _BYTE_RANKS) >> np.uint64(56))
+            count += 1
+            zeros ^= lowest
+    for p in range(full, data.size):
+        if data[p] == 0:
+            if count == limit:
+                return np.empty(0, dtype=np.int64)
+            ends[count] = p
+            count += 1
+    if count != limit:
+        return np.empty(0, dtype=np.int64)
+    ends[count] = data.size
+    return ends
+
+
 @nb.njit(nogil=True, cache=True)
 def separated_token_columns(data, expected, seed, width):
     """The text stage's column of each token of `data`: tokens joined by zero bytes (UTF-8 has no zero byte
-    but U+0000's), each hashed by MurmurHash3_x86_32 keyed by `seed` (featurehash.maps.text._murmur, the same
-    bits) and placed as the stage places it, floor(h width / 2^32). Returns an empty array when `data` does not
-    hold exactly `expected` tokens (a token containing U+0000): the caller then takes the general path."""
-    # the token ends first, compacted without a branch; then each token's hash, whose byte loop has no test
-    ends = np.empty(data.size + 1, dtype=np.int64)
-    separators = 0
-    for p in range(data.size):
-        ends[separators] = p
-        separators += data[p] == 0
-    if separators != expected - 1:
+    but U+0000's), each hashed by MurmurHash3_x86_32 keyed by `seed` (featurehash.maps.numerics._murmur, the
+    stage's own hash) and placed as the stage places it, floor(h width / 2^32). Returns an empty array when
+    `data` does not hold exactly `expected` tokens (a token containing U+0000): the caller then takes the
+    general path. The caller passes at least one byte."""
+    ends = _separators(data, expected)
+    if ends.size != expected:
         return np.empty(0, dtype=np.uint64)
-    ends[separators] = data.size
     columns = np.empty(expected, dtype=np.uint64)
-    mask, c1, c2 = np.uint64(0xFFFFFFFF), np.uint64(0xCC9E2D51), np.uint64(0x1B873593)
-    last = data.size - 1   # the caller passes at least one byte
+    key, w = np.uint64(seed) & MASK32, np.uint64(width)
     begin = 0
     for t in range(expected):
         stop = ends[t]
         length = stop - begin
-        h1 = np.uint64(seed) & mask
-        blocks = length // 4
-        for b in range(blocks):
-            at = begin + 4 * b
-            k1 = (np.uint64(data[at]) | (np.uint64(data[at + 1]) << np.uint64(8))
-                  | (np.uint64(data[at + 2]) << np.uint64(16)) | (np.uint64(data[at + 3]) << np.uint64(24)))
-            k1 = (k1 * c1) & mask
-            k1 = ((k1 << np.uint64(15)) | (k1 >> np.uint64(17))) & mask
-            h1 ^= (k1 * c2) & mask
-            h1 = ((h1 << np.uint64(13)) | (h1 >> np.uint64(19))) & mask
-            h1 = (h1 * np.uint64(5) + np.uint64(0xE6546B64)) & mask
-        # The tail without a branch: its bytes read clamped to the data and masked to the `rest` of them; with
-        # no rest the masked word is 0, which scrambles to 0 (the reference's `if rest` skips a no-op). Branches
-        # on the tail's length mispredicted token after token and kept the hashes of neighbours from overlapping.
-        tail = begin + 4 * blocks
-        rest = length & 3
-        word = (np.uint64(data[min(tail, last)]) | (np.uint64(data[min(tail + 1, last)]) << np.uint64(8))
-                | (np.uint64(data[min(tail + 2, last)]) << np.uint64(16)))
-        k1 = word & ((np.uint64(1) << np.uint64(8 * rest)) - np.uint64(1))
-        k1 = (k1 * c1) & mask
-        k1 = ((k1 << np.uint64(15)) | (k1 >> np.uint64(17))) & mask
-        h1 ^= (k1 * c2) & mask
-        h1 ^= np.uint64(length) & mask
-        h1 ^= h1 >> np.uint64(16)
-        h1 = (h1 * np.uint64(0x85EBCA6B)) & mask
-        h1 ^= h1 >> np.uint64(13)
-        h1 = (h1 * np.uint64(0xC2B2AE35)) & mask
-        h1 ^= h1 >> np.uint64(16)
-        columns[t] = (h1 * np.uint64(width)) >> _THIRTY_TWO
+        h1 = key
+        tail = begin + (length & ~3)
+        for at in range(begin, tail, 4):
+            h1 = block_step(h1, load32(data, at))
+        # an empty token's clamped read lands on its separator or a neighbour's byte: masked off by `finish`
+        word = load_tail(data, tail, max(stop - 1, 0))
+        columns[t] = (finish(h1, word, length & 3, length) * w) >> _THIRTY_TWO
         begin = stop + 1
     return columns

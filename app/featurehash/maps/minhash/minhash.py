@@ -58,6 +58,7 @@ MAX_CIRCULANT_UNIVERSE = 2**24
 # costs tens of microseconds, a batch of this size a few.
 THREADED_MIN_ELEMENTS = 1 << 15
 _CHUNKS_PER_THREAD = 4
+TEXT_BLOCK_TOKENS = 1 << 14   # token lists joined a block of rows at a time (`_text_sets`)
 _U64 = np.uint64
 
 
@@ -268,17 +269,28 @@ class MinHashMap(DiscreteCodeMap):
         lengths = np.fromiter(map(len, X), dtype=np.int64, count=len(X))
         if not lengths.all():
             return None   # an empty list would read as one empty token below
-        try:   # str.join refuses a token that is not a str; encode, text with no UTF-8 form
-            data = "\0".join(map("\0".join, X)).encode("utf-8")
-        except (TypeError, UnicodeEncodeError):
-            return None   # the stage's own check names the row at fault
-        if not data:
-            return None   # only empty tokens: nothing the pass could read
         offsets = np.zeros(len(X) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        columns = _set_kernels.separated_token_columns(np.frombuffer(data, dtype=np.uint8), int(offsets[-1]),
-                                                       np.uint32(stage._key), self.spec.input_dim)
-        return (columns, offsets) if columns.size == offsets[-1] else None
+        # Rows go in blocks of about TEXT_BLOCK_TOKENS tokens: a block's joined text, its bytes and their
+        # columns stay in the core's cache, where one join of the whole batch wrote and read it from memory
+        # three times over.
+        cuts = np.unique(np.searchsorted(offsets, np.arange(0, offsets[-1], TEXT_BLOCK_TOKENS), side="right") - 1)
+        cuts = np.append(cuts[cuts < len(X)], len(X))
+        parts = []
+        for first, last in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+            try:   # str.join refuses a token that is not a str; encode, text with no UTF-8 form
+                data = "\0".join(map("\0".join, X[first:last])).encode("utf-8")
+            except (TypeError, UnicodeEncodeError):
+                return None   # the stage's own check names the row at fault
+            expected = int(offsets[last] - offsets[first])
+            if not data:
+                return None   # only empty tokens: nothing the pass could read
+            columns = _set_kernels.separated_token_columns(np.frombuffer(data, dtype=np.uint8), expected,
+                                                           np.uint32(stage._key), self.spec.input_dim)
+            if columns.size != expected:
+                return None   # a token holding U+0000
+            parts.append(columns)
+        return (parts[0] if len(parts) == 1 else np.concatenate(parts)), offsets
 
     def transform(self, X, *, dtype=None) -> OneHotFeatures:
         """b-bit one-hot features: the lowest `bits` bits of a seeded mix of each full code."""

@@ -5,7 +5,7 @@ each document, in one pass and without a Python string per token: decode, map ev
 preprocessing table (featurehash.maps.text._unicode_tables: `str.lower`, then accents stripped as scikit-learn),
 cut into the built-in analyzers' tokens (featurehash.maps.text.analyzers: "word" with the default pattern
 (?u)\\b\\w\\w+\\b, i.e. the maximal runs of two or more word characters; "char"; "char_wb"), re-encode each token
-or n-gram as UTF-8 and hash those bytes with MurmurHash3 x86 32-bit (featurehash.maps.text._murmur).
+or n-gram as UTF-8 and hash those bytes with MurmurHash3 x86 32-bit (featurehash.maps.numerics._murmur).
 
 Invariant: for a document with no CONTEXT code point, the hashes come out in the order and with the values of
 murmur3_32_many over the UTF-8 bytes of `Analyzer(...)(document)` (the Python path), n-grams of smaller n first;
@@ -22,7 +22,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ._murmur import murmur3_32 as _murmur
+from ..numerics._murmur import murmur3_32 as _murmur
 from ._sparse_rows import _normalize_l1, _normalize_l2
 
 WORD_ANALYZER, CHAR_ANALYZER, CHAR_WB_ANALYZER = 0, 1, 2
