@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .mapped_pages import mapped_buffers, release
+from .mapped_pages import MAPPED_BLOCK_PAIRS, mapped_buffers, random_access, release
 
 # elements of one block's gathered rows (dense) or nonzeros (sparse): ~32 MB of float64
 BLOCK_ELEMENTS = 1 << 22
@@ -115,6 +115,9 @@ class ExactPairs:
         # rows in mapped files (a join's spilled rows): the pages a block read are handed back after it, or
         # random pairs would leave the whole file resident in this process
         self.buffers = mapped_buffers(X, None if same else Y)
+        if self.buffers:
+            random_access(self.buffers)
+            self.block = min(self.block, MAPPED_BLOCK_PAIRS)
 
     def distances(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
         out = np.empty(i.size)
