@@ -11,7 +11,10 @@ word 3-shingles; the gcws dart map with a text stage, k = 128, documents to code
   to claim a chunk to the first usable core, the next to the second...), then given its affinity back: the
   scheduler can then neither stack both on one core nor move them.
 Columns: medians of wall and CPU seconds, documents/s of each, and the wall speed-up over "1 thread" measured in
-the same repeat (each repeat's ratio, then their median; CPU time summed over threads shows no speed-up).
+the same repeat (each repeat's ratio, then their median; CPU time summed over threads shows no speed-up), then
+one default run's work split: the chunks each thread took and its CPU seconds in them, and the CPU outside the
+chunks (which no thread count shortens). "1 thread" CPU may include numpy's OpenBLAS pool threads spinning
+(~0.1 s) after the default run before it.
 
 Load: the 1-minute load average before and after, and the cores this process could get at those moments: two
 threads spinning in a compiled loop without the GIL for ~0.3 s, their CPU seconds over wall seconds (2.0 on two
@@ -98,6 +101,33 @@ def pinned(fn):
     return run
 
 
+def work_split(fn) -> str:
+    """One default run with each thread's chunks and CPU seconds in them counted: whether the work was shared,
+    whatever the machine's load did to wall time; the rest of the process's CPU is outside the chunks (encoding
+    the batch, assembling the output, a map's kernel after the text stage)."""
+    original, threads, lock = _row_threads.run_chunks, {}, threading.Lock()
+
+    def run_chunks(work, chunks, count):
+        def counted(chunk):
+            start = time.thread_time()
+            result = work(chunk)
+            with lock:
+                done = threads.setdefault(threading.get_native_id(), [0, 0.0])
+                done[0] += 1
+                done[1] += time.thread_time() - start
+            return result
+        return original(counted, chunks, count)
+
+    _row_threads.run_chunks = run_chunks
+    try:
+        _, cpu = timed(fn)
+    finally:
+        _row_threads.run_chunks = original
+    shares = ", ".join(f"{chunks} chunks {seconds:.3f} s" for chunks, seconds in threads.values())
+    inside = sum(seconds for _, seconds in threads.values())
+    return f"work split of one default run: {shares}; CPU outside the chunks {max(0.0, cpu - inside):.3f} s of {cpu:.3f} s"
+
+
 def bench(name: str, fn, documents: list[str], repeat: int) -> None:
     contenders = {"1 thread": one_thread(fn), f"default ({_row_threads.thread_count()} threads)": fn,
                   "default, pinned": pinned(fn)}
@@ -116,6 +146,7 @@ def bench(name: str, fn, documents: list[str], repeat: int) -> None:
         wall, cpu = statistics.median(w for w, _ in times), statistics.median(c for _, c in times)
         speedup = statistics.median(s / w for s, (w, _) in zip(single, times))
         print(f"{label:28s} {wall:7.3f} {cpu:7.3f} {n / wall:11.0f} {n / cpu:10.0f} {speedup:12.2f}x")
+    print(work_split(fn))
 
 
 def run(args) -> None:
