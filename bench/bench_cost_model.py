@@ -4,7 +4,9 @@ For each spec: creating the map (resolve, fit, materialise; caches cleared, a fr
 (or hashing) `rows` dense rows, then rows of a CSR matrix at 1% density where the method takes sparse input.
 Prints predicted and measured seconds of CPU (time.process_time: all threads of this process) and their
 ratio (predicted / measured: the model should be >= 1, within a small factor), then the range of ratios per
-kind. Work below MIN_SECONDS is reported but left out of the range (timer and interpreter noise).
+kind. Text: the hashing map on documents (bench_text.py's real ASCII and non-ASCII documents, and documents of
+2-letter words, the densest tokens), per analyzer and ngram_range, against the `hashing` formula for documents
+(the compiled pass), and on token lists (Python's path). Work below MIN_SECONDS is reported but left out of the range (timer and interpreter noise).
 
     PYTHONPATH=app OPENBLAS_NUM_THREADS=1 python bench/bench_cost_model.py [--quick] [--write]
 
@@ -87,12 +89,47 @@ def apply(feature_map, X):
     return feature_map.hash(X) if feature_map.has_hash else feature_map.transform(X)
 
 
+TEXT_SETTINGS = ({}, {"ngram_range": [1, 2]}, {"ngram_range": [3, 3]}, {"ngram_range": [1, 5]},
+                 {"analyzer": "char_wb", "ngram_range": [3, 5]}, {"analyzer": "char", "ngram_range": [1, 1]},
+                 {"analyzer": "char", "ngram_range": [2, 6]}, {"token_pattern": r"(?u)\b\w+\b"})
+
+
+def text_measurements():
+    """(label, rows, characters, input kind, predicted, measured) of the hashing map on text, one thread."""
+    from threadpoolctl import threadpool_limits
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_text import ascii_paragraphs, documents_of, non_ascii_paragraphs
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    rng = np.random.default_rng(0)
+    corpora = {"ASCII": documents_of(ascii_paragraphs(), 1500, seed=1),
+               "non-ASCII": documents_of(non_ascii_paragraphs(), 1500, seed=1),
+               "2-letter words": [" ".join("".join(rng.choice(letters, 2)) for _ in range(1000)) for _ in range(500)]}
+    corpora = {name: documents for name, documents in corpora.items() if len(documents) >= 100}
+    with threadpool_limits(limits=1, user_api="blas"):
+        for settings in TEXT_SETTINGS:
+            feature_map = create_map({"method": "hashing", "n_components": 2**20, "seed": 1, "params": settings})
+            for name, documents in corpora.items():
+                chars = sum(map(len, documents))
+                feature_map.transform(documents[:2])
+                measured = min(cpu(lambda: feature_map.transform(documents))[0] for _ in range(3))
+                predicted = transform_cost(feature_map.spec, len(documents), chars, text_input="documents")
+                yield f"hashing {settings} {name}", len(documents), chars, "documents", predicted, measured
+        feature_map = create_map({"method": "hashing", "n_components": 2**20, "seed": 1})
+        tokens = {"ASCII words": [d.split() for d in corpora["ASCII"]],
+                  "1-character tokens": [list("abcdefghij" * 50) for _ in range(1000)]}
+        for name, rows in tokens.items():
+            chars = sum(len(t) for row in rows for t in row)
+            measured = min(cpu(lambda: feature_map.transform(rows))[0] for _ in range(3))
+            predicted = transform_cost(feature_map.spec, len(rows), chars, text_input="tokens")
+            yield f"hashing {{}} {name}", len(rows), chars, "token lists", predicted, measured
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller grid (about a minute)")
     parser.add_argument("--write", action="store_true", help="save to bench/results/cost_model.txt")
     args = parser.parse_args()
-    lines, ratios = [], {"create": [], "dense": [], "sparse": []}
+    lines, ratios = [], {"create": [], "dense": [], "sparse": [], "text": []}
 
     def report(kind: str, label: str, predicted: float, measured: float) -> None:
         ratio = predicted / measured if measured > 0 else float("inf")
@@ -122,6 +159,8 @@ def main() -> None:
             measured, _ = cpu(lambda: apply(feature_map, csr))
             report("sparse", f"{label} n={rows} nnz={csr.nnz}",
                    transform_cost(feature_map.spec, rows, csr.nnz, sparse=True), measured)
+    for label, rows, chars, kind, predicted, measured in text_measurements():
+        report("text", f"{label} n={rows} characters={chars} ({kind})", predicted, measured)
     print()
     for kind, found in ratios.items():
         if found:

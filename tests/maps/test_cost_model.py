@@ -103,3 +103,31 @@ def test_every_method_is_priced_and_its_price_grows_with_the_work(raw, rows):
     assert 0 < one < many
     few = cost.transform_cost(spec, rows, rows * 2, sparse=True)
     assert 0 < few <= cost.transform_cost(spec, rows, rows * raw["input_dim"], sparse=True)
+
+
+def _text_seconds(params: dict, characters: float, text_input: str | None = "documents") -> float:
+    spec = requested_spec({"method": "hashing", "n_components": 2**20, "params": params})
+    return FORMULAS["hashing"].row(spec, characters, text_input=text_input).seconds
+
+
+def test_the_text_formula_prices_the_compiled_pass_per_character_gram_and_gram_character():
+    # word: at most one token per 3 characters (2 word characters and a separator), N grams a token
+    word = U.text_scan + 1 / 3 * U.text_gram + 1 / 2 * U.text_gram_char
+    assert _text_seconds({}, 1000) == pytest.approx(1000 * word * 1e-9)
+    # char (2, 6): 5 grams a character, 2 + 3 + 4 + 5 + 6 = 20 characters hashed a character
+    char = U.text_scan + 5 * U.text_gram + 20 * U.text_gram_char
+    assert _text_seconds({"analyzer": "char", "ngram_range": [2, 6]}, 1000) == pytest.approx(1000 * char * 1e-9)
+    # linear in the characters; more n sizes cost more; char n-grams cost more than word n-grams of the same range
+    assert _text_seconds({}, 2000) == pytest.approx(2 * _text_seconds({}, 1000))
+    assert _text_seconds({"ngram_range": [1, 3]}, 1000) > _text_seconds({"ngram_range": [1, 2]}, 1000) \
+        > _text_seconds({}, 1000)
+    assert _text_seconds({"analyzer": "char_wb", "ngram_range": [1, 2]}, 1000) > _text_seconds({"ngram_range": [1, 2]}, 1000)
+
+
+def test_text_outside_the_compiled_pass_keeps_python_s_price():
+    # a custom token_pattern, token lists and an unknown input kind take Python's analyzer: N text_character
+    for params, kind in (({"token_pattern": r"(?u)\b\w+\b"}, "documents"), ({}, "tokens"), ({}, None)):
+        assert _text_seconds(params, 1000, kind) == pytest.approx(1000 * U.text_character * 1e-9)
+    assert _text_seconds({"ngram_range": [1, 3]}, 1000, "tokens") == pytest.approx(3000 * U.text_character * 1e-9)
+    # the compiled price stays below Python's for the same settings
+    assert _text_seconds({"ngram_range": [1, 3]}, 1000) < _text_seconds({"ngram_range": [1, 3]}, 1000, "tokens")

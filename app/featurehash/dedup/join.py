@@ -16,6 +16,7 @@ from ..lsh.banding import choose_bands, collision_probability
 from ..lsh.matches import CodePairs
 from ..lsh.similarity import ExactPairs, has_exact_similarity, similarity_of
 from ..maps.errors import InputError
+from ..maps.mapped_pages import mapped_buffers, random_access, release
 from ..maps.text import streams
 from . import candidates, sources
 from . import output as pair_output
@@ -177,10 +178,13 @@ def similarity_join(X, feature_map, threshold: float, *, Y=None, target_recall: 
             blocks = _in_memory_blocks(keys_x, keys_y, self_join, block_pairs, progress)
         sink = pair_output.open_sink(output, workdir)
         n_candidates = 0
+        mapped_keys = mapped_buffers(keys_x, None if self_join else keys_y)
+        random_access(mapped_keys)
         for band, i, j in blocks:
             if band:
                 first = candidates.first_shared_band(keys_x, keys_y, band, i, j)
                 i, j = i[first], j[first]
+                release(mapped_keys)   # spilled keys: the rows a block read, handed back (maps.mapped_pages)
             n_candidates += i.size
             similarity = score(i, j)
             hit = similarity >= threshold

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..maps.mapped_pages import mapped_buffers, release
 from . import candidates
 
 
@@ -64,10 +65,14 @@ def hash_collection(feature_map, chunks, name: str, bands: int, rows: int, keep_
 
 
 def row_chunks(X, chunk_rows: int):
-    """Blocks of at most `chunk_rows` rows of a matrix, or of each chunk of an iterable."""
+    """Blocks of at most `chunk_rows` rows of a matrix, or of each chunk of an iterable. A memory-mapped matrix's
+    pages are handed back after each block (`maps.mapped_pages`): one pass would otherwise leave the whole file
+    resident."""
     if hasattr(X, "shape"):
+        buffers = mapped_buffers(X)
         for start in range(0, X.shape[0], chunk_rows):
             yield X[start:start + chunk_rows]
+            release(buffers)
         return
     for chunk in X:
         for start in range(0, chunk.shape[0], chunk_rows):

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..maps.mapped_pages import mapped_buffers, release
 from . import candidates
 
 RECORD = np.dtype([("key", "<u8"), ("tag", "<i8")])
@@ -62,8 +63,10 @@ class BandKeySpill:
 
     def add_all(self, side: str, keys: np.ndarray, chunk_rows: int) -> None:
         """All keys (L, n) of a collection (in memory or memory-mapped), read by blocks of rows."""
+        buffers = mapped_buffers(keys)   # memory-mapped keys: read once, their pages handed back as read
         for start in range(0, keys.shape[1], chunk_rows):
             self.add(side, start, np.ascontiguousarray(keys[:, start:start + chunk_rows]))
+            release(buffers)
 
     def add(self, side: str, start: int, chunk_keys: np.ndarray) -> None:
         """Chunk keys (L, c) of rows start .. start + c - 1."""

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 
 from .spec import MapSpec
+from .text.analyzers import DEFAULT_TOKEN_PATTERN
 
 NS = 1e-9
 
@@ -42,7 +43,12 @@ class Units:
     set_step: float = 0.5         # one (element, sample) step of minhash "k_permutation" (vector lanes; 0.18 measured)
     set_element: float = 5.0      # one element of a minhash "one_permutation" / "circulant" pass (1.5 measured)
     set_sample: float = 10.0      # one sample of one minhash row: densification, its code (~5 measured)
-    text_character: float = 100.0  # one character of a document: analyzer (regular expressions), hash, CSR
+    text_character: float = 160.0  # one character through Python's analyzer (`re`), or of tokens given, per n size
+                                  # (93 a character measured for 2-character words, 113 for 1-5 grams, 135 for 1-character tokens)
+    text_scan: float = 5.0        # one character of the compiled text pass: decode, case table, token cuts
+                                  # (these three fitted to 15-380 ns a character measured: bench_cost_model's text rows)
+    text_gram: float = 50.0       # one token or n-gram of the compiled pass: its hash, its column in the row
+    text_gram_char: float = 10.0  # one character of a char n-gram re-encoded and hashed (a word n-gram: 5)
 
 
 U = Units()
@@ -345,11 +351,31 @@ class SSF(Formula):
 
 
 class Hashing(Formula):
-    """hashing: no parameters. creation = the fixed cost; row = z text_character, z = the row's characters
-    (a document's length, or the summed lengths of its tokens)."""
+    """hashing: creation = the fixed cost. row, z = the row's characters (a document's length, or the summed lengths
+    of its tokens), N = high - low + 1 n sizes of ngram_range:
+    - documents through the compiled pass (`text_input` "documents", a built-in analyzer: word with the default
+      pattern, char, char_wb): z (text_scan + g text_gram + c text_gram_char), with per character g = N grams and
+      c = sum of n over the n sizes characters hashed for char / char_wb; for word, tokens of >= 2 word characters
+      and a separator give at most one token per 3 characters: g = N / 3, c = sum of n / 2 (text_gram_char at
+      half price: a word n-gram's bytes are hashed, not re-encoded per character);
+    - anything else (a custom token_pattern, token lists, weighted tokens, or an unknown input kind): z N
+      text_character (Python's analyzer makes a string per n-gram)."""
 
-    def row(self, spec: MapSpec, z: float, sparse: bool = False, **options) -> Estimate:
-        return Estimate(z * U.text_character * NS, "documents")
+    def row(self, spec: MapSpec, z: float, sparse: bool = False, *, text_input: str | None = None,
+            **options) -> Estimate:
+        params = spec.params
+        low, high = params.get("ngram_range", (1, 1))
+        sizes, lengths = high - low + 1, (high * (high + 1) - (low - 1) * low) / 2
+        analyzer = params.get("analyzer", "word")
+        compiled = text_input == "documents" and (analyzer != "word" or params.get("token_pattern") in
+                                                  (None, DEFAULT_TOKEN_PATTERN))
+        if not compiled:
+            return Estimate(z * sizes * U.text_character * NS, "documents")
+        if analyzer == "word":
+            per_character = U.text_scan + sizes / 3 * U.text_gram + lengths / 2 * U.text_gram_char
+        else:
+            per_character = U.text_scan + sizes * U.text_gram + lengths * U.text_gram_char
+        return Estimate(z * per_character * NS, "documents")
 
 
 FORMULAS: dict[str, Formula] = {

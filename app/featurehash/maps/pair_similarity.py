@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .mapped_pages import MAPPED_BLOCK_PAIRS, mapped_buffers, random_access, release
+
 # elements of one block's gathered rows (dense) or nonzeros (sparse): ~32 MB of float64
 BLOCK_ELEMENTS = 1 << 22
 
@@ -78,10 +80,12 @@ def gmm_of_all_pairs(X, Y, power: float = 1.0) -> np.ndarray:
 def row_l1(X) -> np.ndarray:
     """Row sums of |X| in float64, by blocks of rows (X dense or CSR, maybe memory-mapped)."""
     out = np.empty(X.shape[0])
+    buffers = mapped_buffers(X)   # a mapped file's pages handed back block by block: it is read whole here
     step = max(1, BLOCK_ELEMENTS // max(1, (X.nnz // max(1, X.shape[0])) if sp.issparse(X) else X.shape[1]))
     for start in range(0, X.shape[0], step):
         rows = X[start:start + step].astype(np.float64, copy=False)
         out[start:start + step] = np.asarray(abs(rows).sum(axis=1)).ravel() if sp.issparse(X) else np.abs(rows).sum(axis=1)
+        release(buffers)
     return out
 
 
@@ -108,6 +112,12 @@ class ExactPairs:
         self.y_sums = self.x_sums if same else row_l1(Y)
         width = max(1, (X.nnz / max(1, X.shape[0])) if sparse else X.shape[1])
         self.block = max(1, int(BLOCK_ELEMENTS // width))
+        # rows in mapped files (a join's spilled rows): the pages a block read are handed back after it, or
+        # random pairs would leave the whole file resident in this process
+        self.buffers = mapped_buffers(X, None if same else Y)
+        if self.buffers:
+            random_access(self.buffers)
+            self.block = min(self.block, MAPPED_BLOCK_PAIRS)
 
     def distances(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
         out = np.empty(i.size)
@@ -118,6 +128,7 @@ class ExactPairs:
                 out[start:start + a.size] = np.asarray(abs(x - y).sum(axis=1)).ravel()
             else:
                 out[start:start + a.size] = np.abs(x - y).sum(axis=1)
+            release(self.buffers)
         return out
 
     def __call__(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:

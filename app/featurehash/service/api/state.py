@@ -128,8 +128,10 @@ class ServiceState:
         z = characters, the map's own method or its front stage) would cost more than the request budget; the
         seconds it costs otherwise (the map's own work gets the rest of the budget)."""
         spec = feature_map.spec if feature_map.text_stage is None else feature_map.text_stage.spec
-        check_rows(spec, rows, chars, self.settings.request_work_seconds, field=field, multiplier=multiplier)
-        return multiplier * transform_cost(spec, rows, chars)
+        kind = "documents" if field.endswith("documents") else "tokens"   # documents may take the compiled pass
+        check_rows(spec, rows, chars, self.settings.request_work_seconds, field=field, multiplier=multiplier,
+                   text_input=kind)
+        return multiplier * transform_cost(spec, rows, chars, text_input=kind)
 
     def input_rows(self, body, key: str, feature_map: FeatureMap, *, required: bool = True,
                    multiplier: float = 1.0) -> tuple | None:
