@@ -64,7 +64,7 @@ def dedup_corpus(inputs, output, *, threshold: float = 0.7, spec: dict | None = 
     if add_to_index and index is None:
         raise InputError("add_to_index", "needs an index to add to (against_index)")
     try:
-        fields, feature_map = _fields_and_map(text_field, id_field, key_field, text_unit, vector_field,
+        fields, feature_map = fields_and_map(text_field, id_field, key_field, text_unit, vector_field,
                                               tokens_field, spec, weighted, index)
     except BaseException:
         if index is not None:
@@ -110,7 +110,9 @@ def dedup_corpus(inputs, output, *, threshold: float = 0.7, spec: dict | None = 
     return remote.publish(os.fspath(local), summary, keep_work)
 
 
-def _fields_and_map(text_field, id_field, key_field, text_unit, vector_field, tokens_field, spec, weighted, index):
+def fields_and_map(text_field, id_field, key_field, text_unit, vector_field, tokens_field, spec, weighted,
+                   index=None):
+    """(Fields or VectorFields, the near stage's map) of a run's options (every engine's too)."""
     if vector_field and tokens_field:
         raise InputError("vector_field", "give a vector field or a tokens field, not both")
     kind, column = ("vector", vector_field) if vector_field else ("tokens", tokens_field)
