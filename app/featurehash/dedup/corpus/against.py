@@ -31,7 +31,7 @@ class IndexCheck:
         import redis
 
         from ...store import LSHIndexes
-        from ...store.index import IndexNotFound
+        from ...store.index.handles import IndexNotFound
 
         url = redis_url or os.environ.get("REDIS_URL")
         if not url:
