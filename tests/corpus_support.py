@@ -141,3 +141,13 @@ def vector_rows(kind: str, n: int = 60) -> list[dict]:
                 out["vector"] = {str(c): v for c, v in counts.items()}
         rows.append(out)
     return rows
+
+
+def vector_folder(tmp_path, kind: str):
+    """`vector_rows(kind)` in three JSON Lines files."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    rows = vector_rows(kind)
+    for k in range(3):
+        write(rows[k::3], folder / f"part{k}", "jsonl")
+    return folder

@@ -15,6 +15,7 @@ import pyarrow as pa
 from ..dedup.corpus import expand, parse_keep
 from ..dedup.corpus.distributed import SMALL, Plan, open_output, text_similarities
 from ..dedup.corpus.pipeline import fields_and_map
+from ..dedup.corpus.remote import is_url
 from ..dedup.corpus.vectors import VectorFields
 from ..maps import InputError, create_map
 
@@ -28,6 +29,9 @@ class CorpusRun:
                  on_error="raise", shard_rows=100_000, output_format=None, reference=None, force=False,
                  vector_field=None, tokens_field=None):
         _, key_field = parse_keep(keep)
+        if is_url(output):   # the workers write their shards themselves: a path they all see, not a staging copy
+            raise InputError("output", "an engine writes to a local or shared path; stage a URL output with "
+                                       "featurehash.dedup.corpus.dedup_corpus")
         if not 0.0 < threshold <= 1.0:
             raise InputError("threshold", "must lie in (0, 1]")
         self.fields, feature_map = fields_and_map(text_field, id_field, key_field, text_unit, vector_field,
