@@ -32,6 +32,7 @@ line is one error naming its line number. The hashing map's features are sparse:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -185,7 +186,27 @@ def _cmd_dedup(args) -> None:
     from .dedup.command import check_rows_mode, run, run_corpus
 
     if args.output is not None:
-        _print_json(run_corpus(args, _load_spec(args.spec) if args.spec else None))
+        spec = _load_spec(args.spec) if args.spec else None
+        if args.against_index is None:
+            _print_json(run_corpus(args, spec))
+            return
+        import redis
+
+        from .store import IndexNotFound, LSHIndexes
+
+        url = args.redis_url or os.environ.get("REDIS_URL")
+        if not url:
+            raise UsageError("--redis-url (or REDIS_URL): the Redis --against-index lives in")
+        connection = redis.Redis.from_url(url)
+        try:
+            index = LSHIndexes(connection, args.key_prefix).open(args.against_index)
+        except IndexNotFound:
+            raise UsageError(f"--against-index: no index {args.against_index!r} under key prefix "
+                             f"{args.key_prefix!r}") from None
+        try:
+            _print_json(run_corpus(args, spec, index))
+        finally:
+            connection.close()
         return
     check_rows_mode(args)
     # text files too are the library join's to read (featurehash.maps.text.streams, in blocks)

@@ -33,7 +33,7 @@ def test_second_batch_keeps_only_what_is_new_to_the_index(tmp_path, redis_url, i
     indexes.create(create_map(default_spec()), name="clean", threshold=0.7, vectors="sparse")
     rows = documents()
     first = write(rows[:30], tmp_path / "first", "jsonl")     # d0..d29: distinct
-    options = {"id_field": "id", "against_index": "clean", "redis_url": redis_url, "index_prefix": index_prefix}
+    options = {"id_field": "id", "against_index": indexes.open("clean")}
     one = dedup_corpus(first, tmp_path / "one", add_to_index=True, **options)
     assert one["kept"] == 30 and one["index"]["added"] == 30 and one["index"]["compared"] == "exact"
     assert indexes.open("clean").describe()["items"] == 30
@@ -55,13 +55,32 @@ def test_second_batch_keeps_only_what_is_new_to_the_index(tmp_path, redis_url, i
 
 def test_a_different_map_or_a_missing_index_is_refused(tmp_path, redis_url, index_prefix):  # noqa: F811
     client = redis.Redis.from_url(redis_url)
-    LSHIndexes(client, key_prefix=index_prefix).create(create_map(default_spec()), name="clean", threshold=0.7)
+    index = LSHIndexes(client, key_prefix=index_prefix).create(create_map(default_spec()), name="clean",
+                                                               threshold=0.7)
     source = write(documents(5), tmp_path / "in", "jsonl")
-    options = {"redis_url": redis_url, "index_prefix": index_prefix}
     with pytest.raises(InputError, match="leave --spec out"):
-        dedup_corpus(source, tmp_path / "a", against_index="clean", spec=default_spec(weighted=True), **options)
-    with pytest.raises(InputError, match="no index 'other'"):
-        dedup_corpus(source, tmp_path / "b", against_index="other", **options)
+        dedup_corpus(source, tmp_path / "a", against_index=index, spec=default_spec(weighted=True))
     with pytest.raises(InputError, match="needs an index"):
         dedup_corpus(source, tmp_path / "c", add_to_index=True)
+    client.close()
+
+
+def test_command_line_opens_the_index_by_name(tmp_path, redis_url, index_prefix, capsys):  # noqa: F811
+    import json
+
+    from featurehash.cli import BAD_INPUT, main
+
+    client = redis.Redis.from_url(redis_url)
+    LSHIndexes(client, key_prefix=index_prefix).create(create_map(default_spec()), name="clean", threshold=0.7)
+    source = write(documents(20), tmp_path / "in", "jsonl")
+    argv = ["dedup", str(source), "--id-field", "id", "--against-index", "clean", "--redis-url", redis_url,
+            "--key-prefix", index_prefix, "--no-progress"]
+    assert main(argv + ["--output", str(tmp_path / "one"), "--add-to-index"]) == 0
+    assert json.loads(capsys.readouterr().out)["index"]["added"] == 20
+    assert main(argv + ["--output", str(tmp_path / "two")]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["kept"] == 0 and summary["index_duplicates"] == 25   # its in-batch copies too
+    with pytest.raises(SystemExit) as exited:   # a usage error, as for migrate-index
+        main(argv[:5] + ["other"] + argv[6:] + ["--output", str(tmp_path / "three")])
+    assert exited.value.code == BAD_INPUT and "no index 'other'" in capsys.readouterr().err
     client.close()

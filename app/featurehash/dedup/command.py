@@ -81,8 +81,9 @@ def check_rows_mode(args) -> None:
     args.input = args.input[0]
 
 
-def run_corpus(args, spec: dict | None) -> dict:
-    """`featurehash dedup PATH... --output DIR`: `dedup_corpus` with the command line's options."""
+def run_corpus(args, spec: dict | None, index=None) -> dict:
+    """`featurehash dedup PATH... --output DIR`: `dedup_corpus` with the command line's options; `index` the
+    LSH index of --against-index, opened by the caller (dedup knows no Redis)."""
     from .corpus import dedup_corpus
 
     if args.pairs is not None or args.clusters is not None:
@@ -102,7 +103,6 @@ def run_corpus(args, spec: dict | None) -> dict:
                             memory_budget=parse_bytes(args.memory_budget), shard_rows=args.shard_rows,
                             reference=args.reference, force=args.force, keep_work=args.keep_work, progress=progress,
                             vector_field=args.vector_field, tokens_field=args.tokens_field,
-                            against_index=args.against_index, redis_url=args.redis_url, index_prefix=args.key_prefix,
-                            add_to_index=args.add_to_index, work_dir=args.work_dir)
+                            against_index=index, add_to_index=args.add_to_index, work_dir=args.work_dir)
     except InputError as exc:
         raise InputError(names.get(exc.field, exc.field), exc.message) from None

@@ -1,5 +1,6 @@
 """A new batch checked against a featurehash LSH index in Redis (`--against-index NAME --redis-url URL`), the
-index standing for an already clean corpus that is not on disk: every exact representative of the batch
+index (opened by the caller: the command line opens it by name in Redis) standing for an already clean corpus
+that is not on disk: every exact representative of the batch
 with features queries the index (top 1 at the run's threshold); a hit is a verified pair to an item of the
 index, which like a reference document wins its cluster and is never removed, so the batch keeps only what is
 new to the index. What is compared is what the index ranks by: with stored vectors (`vectors` "sparse",
@@ -13,7 +14,6 @@ index holds already is replaced, as `LSHIndex.add` does), so the next batch is c
 from __future__ import annotations
 
 import hashlib
-import os
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -25,25 +25,14 @@ QUERY_ROWS = 512   # rows a query sends: one pipelined round trip each, bounded 
 
 
 class IndexCheck:
-    """One run's index: `feature_map` (the index's), `check` before the keep decision, `add` after the write."""
+    """One run's index (an opened `featurehash.store.LSHIndex`, or anything with its `feature_map`, `query`,
+    `add` and `describe`; dedup imports no store): `check` before the keep decision, `add` after the write."""
 
-    def __init__(self, name: str, redis_url: str | None, key_prefix: str = "featurehash:", add_kept: bool = False):
-        import redis
-
-        from ...store import LSHIndexes
-        from ...store.index.handles import IndexNotFound
-
-        url = redis_url or os.environ.get("REDIS_URL")
-        if not url:
-            raise InputError("redis_url", "the Redis the index lives in (--redis-url or REDIS_URL)")
-        self.name, self.add_kept, self.client = name, add_kept, redis.Redis.from_url(url)
-        try:
-            self.index = LSHIndexes(self.client, key_prefix).open(name)
-        except IndexNotFound:
-            raise InputError("against_index", f"no index {name!r} under key prefix {key_prefix!r}") from None
-        described = self.index.describe()
-        self.feature_map = self.index.feature_map
-        self.figures = {"name": name, "items_before": int(described["items"]), "index_threshold":
+    def __init__(self, index, add_kept: bool = False):
+        described = index.describe()
+        self.index, self.add_kept, self.name = index, add_kept, described.get("name", described.get("id"))
+        self.feature_map = index.feature_map
+        self.figures = {"name": self.name, "items_before": int(described["items"]), "index_threshold":
                         described["threshold"], "compared": "exact" if described["vectors"] != "none" else "codes"}
 
     def map_for(self, feature_map):
@@ -81,9 +70,6 @@ class IndexCheck:
                 added += int(chosen.size)
         self.figures["added"] = added
         return added
-
-    def close(self) -> None:
-        self.client.close()
 
 
 def item_hashes(items: list[str]) -> np.ndarray:

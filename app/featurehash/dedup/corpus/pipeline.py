@@ -41,8 +41,7 @@ def dedup_corpus(inputs, output, *, threshold: float = 0.7, spec: dict | None = 
                  on_error: str = "raise", memory_budget: float | None = None, shard_rows: int = 100_000,
                  output_format: str | None = None, reference=None, force: bool = False, keep_work: bool = False,
                  progress: bool = False, vector_field: str | None = None, tokens_field: str | None = None,
-                 against_index: str | None = None, redis_url: str | None = None, index_prefix: str = "featurehash:",
-                 add_to_index: bool = False, work_dir=None) -> dict:
+                 against_index=None, add_to_index: bool = False, work_dir=None) -> dict:
     """Deduplicate the corpus at `inputs` (a file, folder, glob, URL or a list of them) into the folder `output`
     (a local path or any fsspec URL); the summary (also written as `output/summary.json`).
 
@@ -51,8 +50,8 @@ def dedup_corpus(inputs, output, *, threshold: float = 0.7, spec: dict | None = 
     Jaccard of 1 + log count weights). `vector_field` / `tokens_field` (JSON Lines or Parquet): records that are a
     vector or a token list rather than a text (`vectors`: forms, canonical hash, `vector_spec`). `reference`: an
     already clean corpus (same forms of input) that new documents are checked against; its documents are never
-    removed nor written. `against_index`: an LSH index in Redis (`redis_url`, `index_prefix`) standing for
-    such a corpus (`against`), `add_to_index` adding the kept documents to it. `keep`: first, longest,
+    removed nor written. `against_index`: an opened LSH index (`featurehash.store.LSHIndexes(...).open(name)`)
+    standing for such a corpus (`against`), `add_to_index` adding the kept documents to it. `keep`: first, longest,
     shortest, max:<field>, min:<field>. `output_format` (jsonl, parquet, csv, text; None: the input's,
     every field as read). `on_error`: "raise" (a bad record is an InputError naming file and
     line) or "skip" (skipped, counted and the first few named in the summary). An existing finished output is
@@ -60,16 +59,11 @@ def dedup_corpus(inputs, output, *, threshold: float = 0.7, spec: dict | None = 
     staged in `work_dir` (local; default a temporary folder named by the run) and uploaded at the end
     (`remote`)."""
     _, key_field = parse_keep(keep)
-    index = IndexCheck(against_index, redis_url, index_prefix, add_to_index) if against_index else None
+    index = IndexCheck(against_index, add_to_index) if against_index is not None else None
     if add_to_index and index is None:
         raise InputError("add_to_index", "needs an index to add to (against_index)")
-    try:
-        fields, feature_map = fields_and_map(text_field, id_field, key_field, text_unit, vector_field,
-                                              tokens_field, spec, weighted, index)
-    except BaseException:
-        if index is not None:
-            index.close()
-        raise
+    fields, feature_map = fields_and_map(text_field, id_field, key_field, text_unit, vector_field, tokens_field,
+                                         spec, weighted, index)
     if shard_rows < 1:
         raise InputError("shard_rows", "must be positive")
     if not 0.0 < threshold <= 1.0:
@@ -87,7 +81,8 @@ def dedup_corpus(inputs, output, *, threshold: float = 0.7, spec: dict | None = 
     files = old + new
     options = {"threshold": threshold, "spec": feature_map.spec.id, "target_recall": target_recall, "keep": keep,
                "fields": asdict(fields), "on_error": on_error, "reference": len(old), "shard_rows": shard_rows,
-               "output_format": output_format, "against_index": against_index, "add_to_index": add_to_index}
+               "output_format": output_format, "against_index": index.name if index else None,
+               "add_to_index": add_to_index}
     print_ = fingerprint(files, options)
     remote = RemoteOutput(os.fspath(output), work_dir, force) if is_url(output) else None
     if remote is None and work_dir is not None:
@@ -100,9 +95,6 @@ def dedup_corpus(inputs, output, *, threshold: float = 0.7, spec: dict | None = 
     except InputError:
         work.abandon()
         raise
-    finally:
-        if index is not None:
-            index.close()
     if remote is None:
         return summary
     if not keep_work:
