@@ -7,6 +7,7 @@ import csv
 import gzip
 import json
 import random
+import zlib
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -106,3 +107,47 @@ def outcome(output) -> tuple[list[str], list[dict]]:
     for row in table:
         row["similarity"] = round(row["similarity"], 12)
     return sorted(kept), sorted(table, key=lambda r: r["id"])
+
+
+def shingles(text: str, n: int = 3) -> list[str]:
+    words = text.lower().split()
+    return [" ".join(words[k:k + n]) for k in range(len(words) - n + 1)]
+
+
+def vector_rows(kind: str, n: int = 60) -> list[dict]:
+    """`documents` as records that are not text: `tokens` (the text's word 3-shingles, an exact copy's in another
+    order) or `vector` (counts of the shingles' columns, in the three vector forms: an exact copy's as
+    {indices, values} in another order, every 4th original's as a dense list, the rest as {index: weight}
+    objects). Same ids and expected removals."""
+    rows = []
+    for row in documents(n):
+        grams = shingles(row["text"])
+        if row["id"].startswith("e"):
+            grams = grams[::-1]
+        out = {"id": row["id"], "score": row["score"]}
+        if kind == "tokens":
+            out["tokens"] = grams
+        else:
+            counts: dict[int, int] = {}
+            for g in grams:
+                column = zlib.crc32(g.encode()) % 5000
+                counts[column] = counts.get(column, 0) + 1
+            if row["id"].startswith("e"):
+                out["vector"] = {"indices": sorted(counts, reverse=True),
+                                 "values": [counts[c] for c in sorted(counts, reverse=True)]}
+            elif row["id"].startswith("d") and int(row["id"][1:]) % 4 == 1:
+                out["vector"] = [counts.get(c, 0) for c in range(max(counts) + 1)]
+            else:
+                out["vector"] = {str(c): v for c, v in counts.items()}
+        rows.append(out)
+    return rows
+
+
+def vector_folder(tmp_path, kind: str):
+    """`vector_rows(kind)` in three JSON Lines files."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    rows = vector_rows(kind)
+    for k in range(3):
+        write(rows[k::3], folder / f"part{k}", "jsonl")
+    return folder

@@ -11,8 +11,9 @@
         [--memory-budget 2GB] --pairs OUT.npz|OUT.parquet [--clusters OUT.npy]
         [--mode components|representatives] [--progress/--no-progress]   # featurehash.dedup.command
     featurehash dedup PATH... --output DIR [--threshold 0.7] [--spec SPEC.json | --weighted] [--keep first]
-        [--id-field F] [--text-field text] [--on-error raise|skip] [--reference CLEAN...] [--memory-budget 2GB]
-        [--force]   # a corpus of files in, a deduplicated corpus out: featurehash.dedup.corpus
+        [--id-field F] [--text-field text | --vector-field F | --tokens-field F] [--on-error raise|skip]
+        [--reference CLEAN... | --against-index NAME --redis-url URL [--add-to-index]] [--memory-budget 2GB]
+        [--work-dir DIR] [--force]   # a corpus of files in, a deduplicated corpus out (DIR or an fsspec URL)
 
 Outputs are .npy files: a name without the suffix gets it (as with numpy.save), and the name written is
 reported. Bad input (a missing or unreadable file, text, pickled objects, a dense .npz, a wrong
@@ -31,6 +32,7 @@ line is one error naming its line number. The hashing map's features are sparse:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -184,7 +186,27 @@ def _cmd_dedup(args) -> None:
     from .dedup.command import check_rows_mode, run, run_corpus
 
     if args.output is not None:
-        _print_json(run_corpus(args, _load_spec(args.spec) if args.spec else None))
+        spec = _load_spec(args.spec) if args.spec else None
+        if args.against_index is None:
+            _print_json(run_corpus(args, spec))
+            return
+        import redis
+
+        from .store import IndexNotFound, LSHIndexes
+
+        url = args.redis_url or os.environ.get("REDIS_URL")
+        if not url:
+            raise UsageError("--redis-url (or REDIS_URL): the Redis --against-index lives in")
+        connection = redis.Redis.from_url(url)
+        try:
+            index = LSHIndexes(connection, args.key_prefix).open(args.against_index)
+        except IndexNotFound:
+            raise UsageError(f"--against-index: no index {args.against_index!r} under key prefix "
+                             f"{args.key_prefix!r}") from None
+        try:
+            _print_json(run_corpus(args, spec, index))
+        finally:
+            connection.close()
         return
     check_rows_mode(args)
     # text files too are the library join's to read (featurehash.maps.text.streams, in blocks)
@@ -353,6 +375,10 @@ def build_parser() -> argparse.ArgumentParser:
     corpus.add_argument("--output", help="folder for the deduplicated corpus (shards in the input's format), "
                         "duplicates.parquet and summary.json")
     corpus.add_argument("--text-field", dest="text_field", default="text", help="the text's field or column")
+    corpus.add_argument("--vector-field", dest="vector_field", help="instead of a text: a vector per record (a list "
+                        "of numbers, {index: weight} or {indices, values}; JSON Lines or Parquet)")
+    corpus.add_argument("--tokens-field", dest="tokens_field", help="instead of a text: a list of tokens or shingles "
+                        "per record, compared as sets (weighted by counts with --weighted)")
     corpus.add_argument("--id-field", dest="id_field", help="the id's field (default: <file>:<line>)")
     corpus.add_argument("--input-format", dest="input_format", choices=("jsonl", "parquet", "csv", "text"),
                         help="when the names do not tell")
@@ -365,6 +391,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "weights (default: Jaccard of the shingle sets)")
     corpus.add_argument("--reference", action="append", help="an already clean corpus the input is checked "
                         "against (repeatable): only what is new is kept")
+    corpus.add_argument("--against-index", dest="against_index", help="an LSH index in Redis the input is checked "
+                        "against: only what has no near duplicate in it is kept")
+    corpus.add_argument("--redis-url", dest="redis_url", help="the Redis of --against-index (default: REDIS_URL)")
+    corpus.add_argument("--key-prefix", dest="key_prefix", default="featurehash:", help="the index's key prefix")
+    corpus.add_argument("--add-to-index", dest="add_to_index", action="store_true",
+                        help="add the kept documents to --against-index (so the next batch is checked against them)")
+    corpus.add_argument("--work-dir", dest="work_dir", help="with an --output URL: the local folder the run is "
+                        "staged in, resumable (default: one under the temporary folder)")
     corpus.add_argument("--on-error", dest="on_error", choices=("raise", "skip"), default="raise",
                         help="a bad record: refuse the run (naming file and line), or skip and count it")
     corpus.add_argument("--shard-rows", dest="shard_rows", type=_positive_int, default=100_000)

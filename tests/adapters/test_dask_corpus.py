@@ -33,3 +33,19 @@ def test_dask_distributed_incremental_equals_one_machine(tmp_path):
         many = fhd.dedup_corpus(folder, tmp_path / "dask", **options)
     assert outcome(tmp_path / "dask") == outcome(tmp_path / "one")
     assert many["reference_documents"] == one["reference_documents"] > 0 and many["kept"] == one["kept"]
+
+
+@pytest.mark.parametrize("kind", ["tokens", "vector"])
+def test_dask_vectors_and_tokens_equal_one_machine(tmp_path, kind):
+    from corpus_support import vector_rows, write
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    rows = vector_rows(kind)
+    for k in range(3):
+        write(rows[k::3], folder / f"part{k}", "jsonl")
+    options = {"id_field": "id", "keep": "min:score", "shard_rows": 10, {"tokens": "tokens_field", "vector": "vector_field"}[kind]: kind}
+    one = dedup_corpus(folder, tmp_path / "one", **options)
+    many = fhd.dedup_corpus(folder, tmp_path / "dask", **options)
+    assert outcome(tmp_path / "dask") == outcome(tmp_path / "one")
+    assert many["near_duplicates"] == one["near_duplicates"] > 0 and many["kept"] == one["kept"]

@@ -32,3 +32,15 @@ def test_ray_equals_one_machine(ray_cluster, tmp_path):
     assert outcome(tmp_path / "ray") == outcome(tmp_path / "one")
     for name in ("documents_in", "exact_duplicates", "near_duplicates", "kept", "bad_records", "bytes_kept"):
         assert many[name] == one[name], name
+
+
+@pytest.mark.parametrize("kind", ["tokens", "vector"])
+def test_ray_vectors_and_tokens_equal_one_machine(ray_cluster, tmp_path, kind):
+    from corpus_support import vector_folder
+
+    folder = vector_folder(tmp_path, kind)
+    options = {"id_field": "id", "keep": "min:score", "shard_rows": 10, f"{kind}_field": kind}
+    one = dedup_corpus(folder, tmp_path / "one", **options)
+    many = fhr.dedup_corpus(folder, tmp_path / "many", **options)
+    assert outcome(tmp_path / "many") == outcome(tmp_path / "one")
+    assert many["near_duplicates"] == one["near_duplicates"] > 0 and many["kept"] == one["kept"]

@@ -41,3 +41,15 @@ def test_spark_equals_one_machine(spark, tmp_path):
         assert many[name] == one[name], name
     assert many["bad_named"] == [f"{folder / 'part1.jsonl'}:{len(documents()[1::3]) + 1}: not JSON"
                                  + one["bad_named"][0].split("not JSON")[1]]
+
+
+@pytest.mark.parametrize("kind", ["tokens", "vector"])
+def test_spark_vectors_and_tokens_equal_one_machine(spark, tmp_path, kind):
+    from corpus_support import vector_folder
+
+    folder = vector_folder(tmp_path, kind)
+    options = {"id_field": "id", "keep": "min:score", "shard_rows": 10, f"{kind}_field": kind}
+    one = dedup_corpus(folder, tmp_path / "one", **options)
+    many = fhs.dedup_corpus(spark, folder, tmp_path / "many", **options)
+    assert outcome(tmp_path / "many") == outcome(tmp_path / "one")
+    assert many["near_duplicates"] == one["near_duplicates"] > 0 and many["kept"] == one["kept"]

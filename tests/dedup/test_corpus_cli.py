@@ -58,3 +58,25 @@ def test_bad_record_named_by_file_and_line(tmp_path, capsys):
 def test_row_mode_still_needs_its_options(tmp_path, capsys):
     assert main(["dedup", str(tmp_path / "x.npy"), "--threshold", "0.5"]) == BAD_INPUT
     assert "--pairs: required (or give --output DIR" in capsys.readouterr().err
+
+
+def test_tokens_field_to_a_memory_url_and_its_errors(tmp_path, capsys):
+    import uuid
+
+    import fsspec
+    from corpus_support import vector_rows
+
+    source = write(vector_rows("tokens"), tmp_path / "in", "jsonl")
+    url = f"memory://cli-{uuid.uuid4().hex[:8]}/out"
+    argv = ["dedup", str(source), "--output", url, "--id-field", "id", "--tokens-field", "tokens",
+            "--work-dir", str(tmp_path / "staging"), "--no-progress"]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["records"] == "tokens" and summary["kept"] == 60
+    assert json.loads(fsspec.filesystem("memory").cat(f"{url}/summary.json"))["kept"] == 60
+    assert main(argv) == BAD_INPUT and "pass --force" in capsys.readouterr().err
+    assert main(argv[:-3] + ["--vector-field", "tokens", "--force"]) == BAD_INPUT
+    assert "--vector-field: give a vector field or a tokens field, not both" in capsys.readouterr().err
+    assert main(["dedup", str(source), "--output", str(tmp_path / "o"), "--tokens-field", "tokens",
+                 "--add-to-index"]) == BAD_INPUT
+    assert "--add-to-index: needs an index" in capsys.readouterr().err

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
-from ..dedup.corpus import document_rows
+from ..dedup.corpus.vector_near import payload_rows
 from ..dedup.corpus.distributed import SMALL, scan_file, write_file
 from ..engines.corpus import CorpusRun
 from ..maps import create_map
@@ -65,8 +65,8 @@ def _small(scanned) -> tuple[pa.Table, dict]:
 
 
 def _rows(scanned, wanted: np.ndarray, spec: dict) -> sp.csr_matrix:
-    texts = scanned[0].column("text").take(pa.array(wanted)).to_pylist()
-    return document_rows(create_map(spec), texts)[0]
+    """The wanted documents' input rows (texts, token lists or vectors: `payload_rows`)."""
+    return payload_rows(create_map(spec), scanned[0].column("text").take(pa.array(wanted)))[0]
 
 
 def _texts(scanned, offset: int, needed: np.ndarray) -> tuple[np.ndarray, list[str]]:

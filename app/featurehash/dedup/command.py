@@ -81,8 +81,9 @@ def check_rows_mode(args) -> None:
     args.input = args.input[0]
 
 
-def run_corpus(args, spec: dict | None) -> dict:
-    """`featurehash dedup PATH... --output DIR`: `dedup_corpus` with the command line's options."""
+def run_corpus(args, spec: dict | None, index=None) -> dict:
+    """`featurehash dedup PATH... --output DIR`: `dedup_corpus` with the command line's options; `index` the
+    LSH index of --against-index, opened by the caller (dedup knows no Redis)."""
     from .corpus import dedup_corpus
 
     if args.pairs is not None or args.clusters is not None:
@@ -91,13 +92,17 @@ def run_corpus(args, spec: dict | None) -> dict:
         raise InputError("--verify", "a corpus is always verified exactly")
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     names = {"threshold": "--threshold", "spec": "--spec", "keep": "--keep", "target_recall": "--target-recall",
-             "memory_budget": "--memory-budget", "on_error": "--on-error", "shard_rows": "--shard-rows"}
+             "memory_budget": "--memory-budget", "on_error": "--on-error", "shard_rows": "--shard-rows",
+             "vector_field": "--vector-field", "against_index": "--against-index", "redis_url": "--redis-url",
+             "add_to_index": "--add-to-index", "work_dir": "--work-dir", "output_format": "--output-format"}
     try:
         return dedup_corpus(args.input, args.output, threshold=0.7 if args.threshold is None else args.threshold,
                             spec=spec, weighted=args.weighted, target_recall=args.target_recall, keep=args.keep,
                             text_field=args.text_field, id_field=args.id_field, input_format=args.input_format,
                             text_unit=args.text_unit, on_error=args.on_error, output_format=args.output_format,
                             memory_budget=parse_bytes(args.memory_budget), shard_rows=args.shard_rows,
-                            reference=args.reference, force=args.force, keep_work=args.keep_work, progress=progress)
+                            reference=args.reference, force=args.force, keep_work=args.keep_work, progress=progress,
+                            vector_field=args.vector_field, tokens_field=args.tokens_field,
+                            against_index=index, add_to_index=args.add_to_index, work_dir=args.work_dir)
     except InputError as exc:
         raise InputError(names.get(exc.field, exc.field), exc.message) from None

@@ -12,8 +12,11 @@ import time
 import numpy as np
 import pyarrow as pa
 
-from ..dedup.corpus import Fields, default_spec, expand, parse_keep
+from ..dedup.corpus import expand, parse_keep
 from ..dedup.corpus.distributed import SMALL, Plan, open_output, text_similarities
+from ..dedup.corpus.pipeline import fields_and_map
+from ..dedup.corpus.remote import is_url
+from ..dedup.corpus.vectors import VectorFields
 from ..maps import InputError, create_map
 
 
@@ -23,21 +26,26 @@ class CorpusRun:
 
     def __init__(self, inputs, output, *, threshold=0.7, spec=None, weighted=False, target_recall=0.95,
                  keep="first", text_field="text", id_field=None, input_format=None, text_unit="line",
-                 on_error="raise", shard_rows=100_000, output_format=None, reference=None, force=False):
+                 on_error="raise", shard_rows=100_000, output_format=None, reference=None, force=False,
+                 vector_field=None, tokens_field=None):
         _, key_field = parse_keep(keep)
+        if is_url(output):   # the workers write their shards themselves: a path they all see, not a staging copy
+            raise InputError("output", "an engine writes to a local or shared path; stage a URL output with "
+                                       "featurehash.dedup.corpus.dedup_corpus")
         if not 0.0 < threshold <= 1.0:
             raise InputError("threshold", "must lie in (0, 1]")
-        self.spec = spec or default_spec(weighted)
-        if create_map(self.spec).text_stage is None:
-            raise InputError("spec", "needs a text stage (\"input\": {\"hashing\": {...}})")
-        self.fields = Fields(text=text_field, id=id_field, key=key_field, text_unit=text_unit)
+        self.fields, feature_map = fields_and_map(text_field, id_field, key_field, text_unit, vector_field,
+                                                  tokens_field, spec, weighted)
+        self.spec = feature_map.spec.model_dump() if spec is None else spec
+        self.kind = self.fields.kind if isinstance(self.fields, VectorFields) else "text"
         self.new = expand(inputs, input_format)
         self.old = expand(reference, input_format) if reference else []
         self.files = self.old + self.new
         self.output, self.keep, self.on_error, self.shard_rows = str(output), keep, on_error, shard_rows
         self.output_format = output_format
         self.threshold, self.target_recall = float(threshold), float(target_recall)
-        options = {"threshold": threshold, "spec": self.spec, "keep": keep, "on_error": on_error}
+        options = {"threshold": threshold, "spec": feature_map.spec.id, "keep": keep, "on_error": on_error,
+                   "fields": repr(self.fields)}
         open_output(self.output, self.files, options, force).remove()   # refusals as one machine's
         self.stages: dict[str, dict] = {}
         self._clock = time.perf_counter()
@@ -61,7 +69,8 @@ class CorpusRun:
     def similarities(self, positions: np.ndarray, texts: list[str]) -> None:
         by_position = dict(zip(np.asarray(positions).tolist(), texts))
         self.decision.similarity[self.missing] = text_similarities(
-            self.spec, [by_position[p] for p in self.x.tolist()], [by_position[p] for p in self.y.tolist()])
+            self.spec, [by_position[p] for p in self.x.tolist()], [by_position[p] for p in self.y.tolist()],
+            self.kind)
 
     def write_plan(self) -> list[tuple[int, object, list[int]]]:
         """(file index, file, kept record numbers) of each new file."""

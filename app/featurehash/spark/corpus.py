@@ -16,10 +16,17 @@ from ..dedup.corpus.distributed import scan_file, write_file
 from ..engines.corpus import CorpusRun
 from .join import similarity_join
 
-_SCANNED = T.StructType([T.StructField(name, kind) for name, kind in (
-    ("number", T.LongType()), ("id", T.StringType()), ("length", T.LongType()), ("key", T.DoubleType()),
-    ("h0", T.DecimalType(20, 0)), ("h1", T.DecimalType(20, 0)), ("text", T.StringType()),
-    ("file", T.LongType()), ("index", T.LongType()), ("features", T.BooleanType()))])
+# the `text` column: a document's normalised text, or a token list, or a vector (featurehash.dedup.corpus.vectors)
+_PAYLOAD = {"text": T.StringType(), "tokens": T.ArrayType(T.StringType()),
+            "vector": T.StructType([T.StructField("indices", T.ArrayType(T.LongType())),
+                                    T.StructField("values", T.ArrayType(T.DoubleType()))])}
+
+
+def _scanned(kind: str) -> T.StructType:
+    return T.StructType([T.StructField(name, of) for name, of in (
+        ("number", T.LongType()), ("id", T.StringType()), ("length", T.LongType()), ("key", T.DoubleType()),
+        ("h0", T.DecimalType(20, 0)), ("h1", T.DecimalType(20, 0)), ("text", _PAYLOAD[kind]),
+        ("file", T.LongType()), ("index", T.LongType()), ("features", T.BooleanType()))])
 _FILES = "file long, path string, format string, compression string"
 
 
@@ -30,7 +37,7 @@ def dedup_corpus(spark, inputs, output, **options) -> dict:
     run = CorpusRun(inputs, output, **options)
     listing = spark.createDataFrame([(k, f.path, f.format, f.compression) for k, f in enumerate(run.files)],
                                     _FILES).repartition(max(1, len(run.files)), "file")
-    scanned = listing.mapInArrow(_scanner(run), _SCANNED).localCheckpoint()
+    scanned = listing.mapInArrow(_scanner(run), _scanned(run.kind)).localCheckpoint()
     counts = [json.loads(r.id) for r in scanned.where(F.col("number") < 0).select("id").collect()]
     docs = scanned.where(F.col("number") >= 0)
     small = docs.drop("text").toArrow()

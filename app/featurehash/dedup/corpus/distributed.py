@@ -32,17 +32,25 @@ SMALL = ("file", "index", "number", "id", "length", "key", "h0", "h1", "features
 def scan_file(index: int, file, fields: Fields, on_error: str, spec: dict) -> tuple[pa.Table, dict]:
     """The read stage of file `index`: the scan columns plus `file` (its index), `index` (the record's place
     among the file's good records: a position is the file's offset plus it) and `features` (whether the
-    document has a nonzero input row: only those enter the join); and the file's counts."""
-    counts = ScanCounts()
-    batches = list(scan_batches(file, fields, on_error, counts))
+    document has a nonzero input row: only those enter the join); and the file's counts. For a vector or token
+    corpus the `text` column holds the record's vector struct or token list (`vectors`), which the engines'
+    joins read as they read texts."""
     from .scan import SCHEMA
+    from .vector_near import payload_rows
+    from .vectors import SCHEMAS, VectorFields, scan_vector_batches
 
-    table = pa.Table.from_batches(batches, schema=SCHEMA)
+    counts = ScanCounts()
+    if isinstance(fields, VectorFields):
+        schema = SCHEMAS[fields.kind]
+        table = pa.Table.from_batches(list(scan_vector_batches(file, fields, on_error, counts)), schema=schema)
+        table = table.rename_columns(schema.names[:-1] + ["text"])
+    else:
+        table = pa.Table.from_batches(list(scan_batches(file, fields, on_error, counts)), schema=SCHEMA)
     feature_map = create_map(spec)
     has = np.zeros(table.num_rows, dtype=bool)
     for start in range(0, table.num_rows, 8192):
-        texts = table.column("text").slice(start, 8192).to_pylist()
-        has[start:start + len(texts)] = document_rows(feature_map, texts)[1]
+        block = table.column("text").slice(start, 8192)
+        has[start:start + len(block)] = payload_rows(feature_map, block)[1]
     table = table.append_column("file", pa.array(np.full(table.num_rows, index, dtype=np.int64)))
     table = table.append_column("index", pa.array(np.arange(table.num_rows, dtype=np.int64)))
     return table.append_column("features", pa.array(has)), counts.as_dict()
@@ -112,14 +120,20 @@ def open_output(output: str, files, options: dict, force: bool) -> Workdir:
     return Workdir(output, fingerprint(files, {**options, "engine": True}), force)
 
 
-def text_similarities(spec: dict, texts_x: list[str], texts_y: list[str]) -> np.ndarray:
-    """The map's exact similarity of each pair of normalised texts (x[k], y[k])."""
+def text_similarities(spec: dict, texts_x: list, texts_y: list, kind: str = "text") -> np.ndarray:
+    """The map's exact similarity of each pair of normalised texts (x[k], y[k]), or of token lists, or (`kind`
+    "vector") of {indices, values} vectors."""
     from ...lsh.similarity import ExactPairs, similarity_of
+    from .vector_near import payload_rows
+    from .vectors import VECTOR
 
     if not texts_x:
         return np.zeros(0)
     feature_map = create_map(spec)
-    rows, _ = document_rows(feature_map, list(texts_x) + list(texts_y))
+    if kind == "vector":
+        rows, _ = payload_rows(feature_map, pa.array(list(texts_x) + list(texts_y), VECTOR))
+    else:
+        rows, _ = document_rows(feature_map, list(texts_x) + list(texts_y))
     n = len(texts_x)
     out = ExactPairs(similarity_of(feature_map), rows)(np.arange(n), np.arange(n, 2 * n))
     return np.where(np.isnan(out), 0.0, out)

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from .files import CorpusFile, open_binary
 from .records import BadRecord, Fields, csv_header, read
+from .vectors import VectorFields, kept_lines
 from .writing import ShardWriter
 
 BLOCK = 4096
@@ -35,7 +36,10 @@ def write_kept(file: CorpusFile, fields: Fields, keep: set, writer: ShardWriter)
             else:
                 _converted(writer, table.to_pylist(), fields)
         return
-    good = (r for r in read(file, fields, [0]) if not isinstance(r, BadRecord) and r.number in keep)
+    if isinstance(fields, VectorFields):   # no text field to read: the kept lines by number
+        good = (r for r in kept_lines(file) if r.number in keep)
+    else:
+        good = (r for r in read(file, fields, [0]) if not isinstance(r, BadRecord) and r.number in keep)
     header = csv_header(file) if file.format == "csv" else None
     for block in _blocks(good):
         if same and header is not None:
