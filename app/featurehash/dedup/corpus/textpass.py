@@ -1,14 +1,16 @@
 """The read stage's compiled pass over an Arrow string column (one UTF-8 buffer and its offsets): `normalise`'s
 result and the BLAKE2b-128 digest of it (`hash128`), bit for bit, with no Python per document except for the
-documents that hold a non-ASCII byte (NFKC has no compiled form here: those go through `normalise`, ~15% of a
-corpus of licence and documentation text).
+documents holding a character NFKC may change or combine, or whose lower case needs context (those go through
+`normalise`).
 
-ASCII documents are normalised in the pass: `str.lower` changes only A-Z there, and `str.split()` splits on the
-ASCII characters `str.isspace` accepts, which include the four separators 0x1c-0x1f besides \\t \\n \\v \\f \\r and
-space. BLAKE2b is RFC 7693 with a 16-byte digest, no key: the two little-endian words of the digest are the
+A document of other characters is normalised in the pass: NFKC leaves it unchanged, so `str.lower` is a table
+of the BMP (`unicode_table`, built from this Python's unicodedata) and `str.split()` splits on the characters
+`str.isspace` accepts (in ASCII also the separators 0x1c-0x1f). BLAKE2b is RFC 7693 with a 16-byte digest, no key: the two little-endian words of the digest are the
 first two words of its state."""
 
 from __future__ import annotations
+
+import unicodedata
 
 import numba as nb
 import numpy as np
@@ -25,9 +27,6 @@ _SIGMA = np.array([
     [12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11], [13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10],
     [6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5], [10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0]],
     dtype=np.int64)
-# str.isspace over ASCII
-_SPACE = np.zeros(256, dtype=np.bool_)
-_SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
 
 
 @nb.njit(inline="always")
@@ -100,35 +99,98 @@ def blake2b_128(data, offsets):
     return out
 
 
+def _unicode_table() -> np.ndarray:
+    """int32 over the BMP: a character's `str.lower` where `normalise` may treat it alone, SPACE for white
+    space, UNSAFE for the rest. A character is alone when NFKC leaves it as it is in every context: NFKC
+    leaves it alone, its combining class is 0 and neither it nor the first of its canonical decomposition is the
+    second of a canonical pair (NFC would compose it with the one before: Indic vowel signs and the like, Hangul
+    medial and final jamo), so a run of such characters decomposes and composes back to itself; not a
+    surrogate; and its lower case is one character no longer in UTF-8 and needs no context (not the final-sigma
+    rule of capital sigma)."""
+    seconds = set(range(0x1161, 0x1176)) | set(range(0x11A8, 0x11C3))
+    for code in range(0x20000):
+        mapping = unicodedata.decomposition(chr(code))
+        if mapping and not mapping.startswith("<") and " " in mapping:
+            seconds.add(int(mapping.split()[1], 16))
+    table = np.full(0x10000, UNSAFE, dtype=np.int32)
+    for code in range(0x10000):
+        ch = chr(code)
+        if ch.isspace():
+            if unicodedata.normalize("NFKC", ch) == ch:
+                table[code] = SPACE
+            continue
+        lower = ch.lower()
+        if (code in seconds or 0xD800 <= code < 0xE000 or code == 0x3A3 or unicodedata.combining(ch)
+                or unicodedata.normalize("NFKC", ch) != ch or ord(unicodedata.normalize("NFD", ch)[0]) in seconds
+                or len(lower) != 1
+                or len(lower.encode("utf-8", "surrogatepass")) > len(ch.encode("utf-8", "surrogatepass"))):
+            continue
+        table[code] = ord(lower)
+    return table
+
+
+UNSAFE, SPACE = -1, -2
+_TABLE = []
+
+
+def unicode_table() -> np.ndarray:
+    if not _TABLE:
+        _TABLE.append(_unicode_table())
+    return _TABLE[0]
+
+
 @nb.njit(nogil=True, cache=True)
-def _normalise_ascii(data, offsets, space):
-    """(buffer, offsets, ascii mask): each ASCII row normalised; a row with a byte >= 0x80 left empty."""
+def _normalise_utf8(data, offsets, table):
+    """(buffer, offsets, done mask): each row normalised where all its characters are in `table`; a row with
+    one that is not (or past the BMP) is left empty and not done."""
     n = offsets.size - 1
     out = np.empty(max(offsets[n] - offsets[0], 1), dtype=np.uint8)
     out_offsets = np.empty(n + 1, dtype=np.int64)
-    ascii = np.ones(n, dtype=np.bool_)
+    done = np.ones(n, dtype=np.bool_)
     size = 0
     out_offsets[0] = 0
     for r in range(n):
         start = size
         pending = False   # a space is written only before the next word, so none trails
-        for p in range(offsets[r], offsets[r + 1]):
-            c = data[p]
-            if c >= 0x80:
-                ascii[r] = False
+        p, end = offsets[r], offsets[r + 1]
+        while p < end:
+            c = np.int32(data[p])
+            if c < 0x80:
+                p += 1
+            elif c < 0xE0:
+                c = ((c & 0x1F) << 6) | (np.int32(data[p + 1]) & 0x3F)
+                p += 2
+            elif c < 0xF0:
+                c = ((c & 0x0F) << 12) | ((np.int32(data[p + 1]) & 0x3F) << 6) | (np.int32(data[p + 2]) & 0x3F)
+                p += 3
+            else:
+                c = -1
+            lower = table[c] if c >= 0 else -1
+            if lower == -1:
+                done[r] = False
                 size = start
                 break
-            if space[c]:
+            if lower == -2:
                 pending = size > start
                 continue
             if pending:
                 out[size] = 32
                 size += 1
                 pending = False
-            out[size] = c + 32 if 65 <= c <= 90 else c
-            size += 1
+            if lower < 0x80:
+                out[size] = lower
+                size += 1
+            elif lower < 0x800:
+                out[size] = 0xC0 | (lower >> 6)
+                out[size + 1] = 0x80 | (lower & 0x3F)
+                size += 2
+            else:
+                out[size] = 0xE0 | (lower >> 12)
+                out[size + 1] = 0x80 | ((lower >> 6) & 0x3F)
+                out[size + 2] = 0x80 | (lower & 0x3F)
+                size += 3
         out_offsets[r + 1] = size
-    return out[:size], out_offsets, ascii
+    return out[:size], out_offsets, done
 
 
 @nb.njit(nogil=True, cache=True)
@@ -166,9 +228,9 @@ def normalise_column(texts: pa.Array) -> tuple[pa.Array, np.ndarray, np.ndarray]
     """(normalised texts as a string array, (n, 2) uint64 BLAKE2b-128 of each, UTF-8 byte length of each input
     text): `normalise` and `hash128` of every text of `texts` (a string array without nulls)."""
     data, offsets = utf8_column(texts)
-    out, out_offsets, ascii = _normalise_ascii(data, offsets, _SPACE)
-    if not ascii.all():
-        rows = np.flatnonzero(~ascii)
+    out, out_offsets, done = _normalise_utf8(data, offsets, unicode_table())
+    if not done.all():
+        rows = np.flatnonzero(~done)
         wide = texts.take(pa.array(rows)).to_pylist()
         others = [normalise(t).encode("utf-8") for t in wide]
         other_offsets = np.zeros(len(others) + 1, dtype=np.int64)
