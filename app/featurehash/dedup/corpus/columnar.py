@@ -106,9 +106,10 @@ def scan_lines(chunk, blank_bytes, plain):
     return starts, ends, blank, flagged
 
 
-def chunks(file: CorpusFile, size: int = CHUNK) -> Iterator[bytes]:
-    """The decompressed file in pieces of whole lines (the last may lack its newline)."""
-    rest = b""
+def chunks(file: CorpusFile, size: int | None = None) -> Iterator[bytes]:
+    """The decompressed file in pieces of whole lines (the last may lack its newline), of about `size` bytes
+    (CHUNK)."""
+    size, rest = size or CHUNK, b""
     with open_binary(file.path, file.compression) as stream:
         while True:
             data = stream.read(size)
