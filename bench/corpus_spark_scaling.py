@@ -9,9 +9,10 @@ import bench_corpus_dedup as b, corpus_labelled as c
 n = int(sys.argv[1])
 real = c.unrelated(c.real_paragraphs())
 rows = c.build(n, 0.7, real=real, truth=False)[0]
-folder = "/tmp/h46/sparkbig-in"
+scratch = sys.argv[2] if len(sys.argv) > 2 else __import__("tempfile").mkdtemp(prefix="bench-spark-")
+folder = f"{scratch}/in"
 mb = c.write_jsonl(rows, folder) / 1e6
-s = b.spark_scaling(folder, 0.7, "/tmp/h46/sparkbig")
+s = b.spark_scaling(folder, 0.7, scratch)
 w1, w2 = s["local[1]"]["wall_s"], s["local[2]"]["wall_s"]
 st = lambda k: ", ".join(f"{name} {v['wall_s']:.1f}" for name, v in s[k]["stages"].items())
 line = (f"spark: {len(rows):,} documents, {mb:.1f} MB: local[1] {w1:.1f} s, local[2] {w2:.1f} s, speed-up {w1 / w2:.2f}x "
