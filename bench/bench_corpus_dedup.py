@@ -24,7 +24,8 @@ Pipelines, each in a child process (its own CPU time and peak RSS):
 MB/s per core = bytes of the input files / CPU seconds (all threads). Quality: precision, recall and F1 of the
 removed documents against the truth of corpus_labelled.py (components of exact Jaccard >= threshold).
 `--spark N`: featurehash.spark.dedup_corpus on the first N documents with local[1] and local[2] (wall time).
-Prints; `--write` also writes bench/results/corpus_dedup.txt (`--append`: adds to it).
+Prints; `--write` also writes bench/results/corpus_dedup.txt (`--results NAME`: another name; `--append`: adds
+to it). `--length-scale`: the generated documents' lengths times this (unlabelled scale runs only).
 """
 
 from __future__ import annotations
@@ -220,8 +221,14 @@ def table(runs: list[dict], mb: float, truth: set[str] | None, rates: dict) -> l
             f"{'-':>6} {'-':>6} {'-':>6}  removed {len(run['removed']):,}"
         lines.append(f"{run['name']:<12} {run['wall_s']:8.1f} {run['cpu_s']:8.1f} {mb / run['cpu_s']:10.2f} "
                      f"{run['peak_rss_bytes'] / 1e6:12.0f}   {scores}")
+    base = next((r for r in runs if r["name"] == "rensa"), None)
     for run in runs:
-        stages = "; ".join(f"{name} {s['cpu_s']:.1f} s CPU ({mb / s['cpu_s']:.1f} MB/s/core)" if s.get("cpu_s")
+        ratio = f", {run['cpu_s'] and base['cpu_s'] / run['cpu_s']:.2f}x rensa's MB/s/core" if base else ""
+        # core-hours per TB = CPU seconds / MB of text x 10^6 MB per TB / 3600 s per hour
+        lines.append(f"  {run['name']}: {run['cpu_s'] / mb * 1e6 / 3600:.1f} core-hours per TB{ratio}")
+    for run in runs:
+        stages = "; ".join(f"{name} {s['cpu_s']:.1f} s CPU, {s.get('wall_s', 0):.1f} s wall "
+                           f"({mb / s['cpu_s']:.1f} MB/s/core)" if s.get("cpu_s")
                            else f"{name} {s.get('wall_s', 0):.1f} s" for name, s in run["stages"].items())
         lines.append(f"  {run['name']}: {stages}" + (f" [banding {run['banding']}]" if run.get("banding") else ""))
     return lines
@@ -236,11 +243,14 @@ def main() -> None:
     parser.add_argument("--no-quality", action="store_true", help="only the scale corpus")
     parser.add_argument("--no-truth", action="store_true", help="scale corpus unlabelled (no P/R/F1: at 5M "
                         "documents the labels cost minutes of Python shingling)")
+    parser.add_argument("--length-scale", type=float, default=1.0, help="generated documents' lengths times this "
+                        "(1.4: ~1,060 bytes a document, 5M documents ~5.3 GB)")
     parser.add_argument("--rensa-bands", default="8,32", help="rensa variants (bands), comma-separated")
     parser.add_argument("--spark", type=int, default=0, help="documents for the local[1] / local[2] run (0: none)")
     parser.add_argument("--workdir")
     parser.add_argument("--write", action="store_true")
     parser.add_argument("--append", action="store_true", help="with --write: add to the results file")
+    parser.add_argument("--results", default="corpus_dedup.txt", help="the results file's name in bench/results")
     parser.add_argument("--child", nargs="+")
     args = parser.parse_args()
     if args.child:
@@ -257,7 +267,8 @@ def main() -> None:
         [("scale", int(n)) for n in args.docs.split(",")]
     for title, n in corpora:
         labelled = title.startswith("quality") or not args.no_truth
-        rows, truth, rates, n_real = corpus_labelled.build(n, args.threshold, real=real, truth=labelled)
+        rows, truth, rates, n_real = corpus_labelled.build(n, args.threshold, real=real, truth=labelled,
+                                                           length_scale=1.0 if labelled else args.length_scale)
         folder = f"{scratch}/{title.split()[0]}-in"
         shutil.rmtree(folder, ignore_errors=True)
         size = corpus_labelled.write_jsonl(rows, folder)
@@ -278,7 +289,7 @@ def main() -> None:
             if "stage_anonymous_growth_bytes" in st))
         lines.append(f"  featurehash summary: kept {fh['kept']:,}, exact {fh['exact_duplicates']:,}, near "
                      f"{fh['near_duplicates']:,}; near stage {json.dumps({k: v for k, v in fh['stages']['near'].items() if k not in ('wall_s', 'cpu_s')})}")
-        print("\n".join(lines[-(len(runs) * 2 + 5):]), flush=True)
+        print("\n".join(lines[-(len(runs) * 3 + 5):]), flush=True)
     if args.spark:
         rows = corpus_labelled.build(args.spark, args.threshold, real=real)[0]
         folder = f"{scratch}/spark-in"
@@ -292,7 +303,7 @@ def main() -> None:
     print(text)
     if args.write:
         (HERE / "results").mkdir(exist_ok=True)
-        with open(HERE / "results" / "corpus_dedup.txt", "a" if args.append else "w") as results:
+        with open(HERE / "results" / args.results, "a" if args.append else "w") as results:
             results.write(("\n" if args.append else "") + text + "\n")
 
 

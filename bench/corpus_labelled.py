@@ -92,7 +92,8 @@ def unrelated(paragraphs: list[str], limit: float = 0.3) -> list[str]:
     return out
 
 
-def generated_documents(paragraphs: list[str], n: int, rng: np.random.Generator) -> list[str]:
+def generated_documents(paragraphs: list[str], n: int, rng: np.random.Generator, length_scale: float = 1.0,
+                        ) -> list[str]:
     """n documents of words drawn independently by their frequency in the real paragraphs, lengths drawn from
     theirs: real words and lengths, and unrelated to one another and to the real paragraphs (a bigram model
     of licence text repeats its fixed phrases verbatim, which made its documents near duplicates of each
@@ -101,6 +102,8 @@ def generated_documents(paragraphs: list[str], n: int, rng: np.random.Generator)
     vocab, codes = np.unique(np.array(words, dtype=object), return_inverse=True)
     lengths = np.array([len(p.split()) for p in paragraphs])
     sizes = rng.choice(lengths, size=n)
+    if length_scale != 1.0:   # longer documents: 5 GB of text from 5M documents without more of them in memory
+        sizes = np.maximum(1, np.rint(sizes * length_scale)).astype(sizes.dtype)
     drawn = rng.choice(codes, size=int(sizes.sum())).astype(np.int32)
     cuts = np.cumsum(sizes)[:-1]
     return [" ".join(vocab[part]) for part in np.split(drawn, cuts)]
@@ -123,14 +126,15 @@ def edited(text: str, rate: float, vocab: list[str], rng: np.random.Generator) -
     return " ".join(out)
 
 
-def build(n_docs: int, threshold: float, seed: int = 0, real: list[str] | None = None, truth: bool = True):
+def build(n_docs: int, threshold: float, seed: int = 0, real: list[str] | None = None, truth: bool = True,
+          length_scale: float = 1.0):
     """(documents [{"id", "text"}], truth: set of ids to remove (None without `truth`), rate of each planted id,
     number of real bases)."""
     rng = np.random.default_rng(seed)
     real = unrelated(real_paragraphs()) if real is None else real
     per_base = 1 + 0.5 * 2   # half the bases get 1-3 copies (2 on average)
     n_bases = max(1, int(n_docs / per_base))
-    bases = real[:n_bases] + (generated_documents(real, n_bases - len(real), rng) if n_bases > len(real) else [])
+    bases = real[:n_bases] + (generated_documents(real, n_bases - len(real), rng, length_scale) if n_bases > len(real) else [])
     vocab = sorted({w for p in real for w in p.split()})
     docs, group, rate_of = [], [], {}
     for g, base in enumerate(bases):

@@ -23,6 +23,7 @@ from .normalise import document_rows
 from .pipeline import DUPLICATES
 from .records import Fields
 from .scan import ScanCounts, scan_batches
+from .sets import document_columns, takes_sets
 from .stages import Workdir, fingerprint, peak_rss
 from .writing import ShardWriter
 
@@ -48,9 +49,15 @@ def scan_file(index: int, file, fields: Fields, on_error: str, spec: dict) -> tu
         table = pa.Table.from_batches(list(scan_batches(file, fields, on_error, counts)), schema=SCHEMA)
     feature_map = create_map(spec)
     has = np.zeros(table.num_rows, dtype=bool)
+    sets = takes_sets(feature_map)
     for start in range(0, table.num_rows, 8192):
-        block = table.column("text").slice(start, 8192)
-        has[start:start + len(block)] = payload_rows(feature_map, block)[1]
+        block = table.column("text").slice(start, 8192).combine_chunks()
+        if isinstance(fields, VectorFields):
+            has[start:start + len(block)] = payload_rows(feature_map, block)[1]
+        elif sets:   # the shingles' count says it, with no sparse rows built
+            has[start:start + len(block)] = np.diff(document_columns(feature_map, block)[1]) > 0
+        else:
+            has[start:start + len(block)] = document_rows(feature_map, block.to_pylist())[1]
     table = table.append_column("file", pa.array(np.full(table.num_rows, index, dtype=np.int64)))
     table = table.append_column("index", pa.array(np.arange(table.num_rows, dtype=np.int64)))
     return table.append_column("features", pa.array(has)), counts.as_dict()

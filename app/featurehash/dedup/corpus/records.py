@@ -97,7 +97,12 @@ def _from_object(file, fields: Fields, number: int, row, raw) -> Record:
 
 
 def _jsonl(file, fields, blank):
-    for number, raw in _lines(file, blank):
+    yield from jsonl_records(file, fields, _lines(file, blank))
+
+
+def jsonl_records(file: CorpusFile, fields: Fields, lines) -> Iterator[Record | BadRecord]:
+    """The records of (number, raw line) pairs of a JSON Lines file, blank lines already skipped."""
+    for number, raw in lines:
         try:
             row = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:

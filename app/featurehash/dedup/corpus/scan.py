@@ -1,7 +1,8 @@
 """The read stage of one file: its good records' number, id, text length, key, 128-bit hash of the normalised
 text and the normalised text itself, as an Arrow table (also what the Spark, Ray and Dask adapters run per file,
 so every engine sees the same columns). Bad records are refused (InputError naming file and line) or skipped and
-counted with the first few named, by `on_error`."""
+counted with the first few named, by `on_error`. JSON Lines are read in columns (`columnar`); every format's
+texts are normalised and hashed by the compiled pass over their Arrow column (`textpass`)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import numpy as np
 import pyarrow as pa
 
 from ...maps.errors import InputError
+from .columnar import Block, jsonl_blocks
 from .files import CorpusFile
-from .normalise import hash128, normalise
 from .records import BadRecord, Fields, read
+from .textpass import normalise_column
 
 ON_ERROR = ("raise", "skip")
 NAMED_BAD = 20   # bad records named in the summary; the rest are counted
@@ -43,7 +45,14 @@ def scan_batches(file: CorpusFile, fields: Fields, on_error: str, counts: ScanCo
         raise InputError("on_error", f"one of {', '.join(ON_ERROR)}")
     blank = [0]
     columns = _empty()
-    for item in read(file, fields, blank):
+    source = jsonl_blocks(file, fields, blank) if file.format == "jsonl" else read(file, fields, blank)
+    for item in source:
+        if isinstance(item, Block):
+            if columns["text"]:
+                yield _batch(_block(columns), counts, progress)
+                columns = _empty()
+            yield _batch(item, counts, progress)
+            continue
         if isinstance(item, BadRecord):
             if on_error == "raise":
                 raise InputError(_line(file, item.number), item.reason)
@@ -56,10 +65,10 @@ def scan_batches(file: CorpusFile, fields: Fields, on_error: str, counts: ScanCo
         columns["key"].append(item.key)
         columns["text"].append(item.text)
         if len(columns["text"]) == BATCH:
-            yield _batch(columns, counts, progress)
+            yield _batch(_block(columns), counts, progress)
             columns = _empty()
     if columns["text"]:
-        yield _batch(columns, counts, progress)
+        yield _batch(_block(columns), counts, progress)
     counts.blank += blank[0]
 
 
@@ -73,15 +82,16 @@ def _empty() -> dict:
     return {"number": [], "id": [], "key": [], "text": []}
 
 
-def _batch(columns: dict, counts: ScanCounts, progress) -> pa.RecordBatch:
-    raw = columns["text"]
-    lengths = [len(t.encode("utf-8")) if not t.isascii() else len(t) for t in raw]
-    texts = [normalise(t) for t in raw]
-    hashes = hash128(texts)
+def _block(columns: dict) -> Block:
+    return Block(np.asarray(columns["number"], dtype=np.int64), pa.array(columns["id"], pa.string()),
+                 np.asarray(columns["key"], dtype=np.float64), pa.array(columns["text"], pa.string()))
+
+
+def _batch(block: Block, counts: ScanCounts, progress) -> pa.RecordBatch:
+    texts, hashes, lengths = normalise_column(block.text)
     counts.records += len(texts)
     if progress is not None:
         progress.update(len(texts))
     return pa.RecordBatch.from_arrays(
-        [pa.array(columns["number"], pa.int64()), pa.array(columns["id"], pa.string()),
-         pa.array(lengths, pa.int64()), pa.array(np.asarray(columns["key"], dtype=np.float64)),
-         pa.array(hashes[:, 0]), pa.array(hashes[:, 1]), pa.array(texts, pa.string())], schema=SCHEMA)
+        [pa.array(block.number, pa.int64()), block.id, pa.array(lengths, pa.int64()), pa.array(block.key),
+         pa.array(hashes[:, 0]), pa.array(hashes[:, 1]), texts], schema=SCHEMA)

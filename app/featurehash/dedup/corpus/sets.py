@@ -21,16 +21,19 @@ from pathlib import Path
 
 import numba as nb
 import numpy as np
+import pyarrow as pa
 
 from ...maps.base import CodeFamily
 from ...maps.numerics._row_threads import held_blas
-from ...maps.text.documents import shingle_hashes
+from ...maps.text.analyzers import Analyzer
+from ...maps.text.documents import CompiledAnalyzer, hash_key, shingle_hashes
 from ...lsh.band_kernels import mix
 from ...lsh.banding import BAND_SALT, FINGERPRINT_SALT
 from .. import candidates
 from .. import output as pair_output
 from ..keys import hash_collection
 from ..spill import BandKeySpill, plan_spill
+from .textpass import utf8_column
 
 # bytes of memory per pair of a verified block (indices, gathered keys, similarities, masks), as the join's
 _PAIR_WORK = 256
@@ -49,18 +52,53 @@ def takes_sets(feature_map) -> bool:
             and p.weighting == "binary" and stage.spec.n_components <= 2**32)
 
 
-def document_columns(feature_map, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def document_columns(feature_map, texts) -> tuple[np.ndarray, np.ndarray]:
     """(columns uint32, offsets int64 of n + 1): each document's shingles' columns, in document order with
     repeats kept (its set is their distinct values; neither the minhash nor `jaccard_pairs` needs them sorted,
-    so the batch is never sorted: sorting cost a quarter of the stage's CPU)."""
+    so the batch is never sorted: sorting cost a quarter of the stage's CPU). `texts`: a list of str or an
+    Arrow string array."""
     stage = feature_map.text_stage
     p = stage.params
-    hashes, offsets = shingle_hashes(texts, analyzer=p.analyzer, ngram_range=tuple(p.ngram_range),
-                                     lowercase=p.lowercase, strip_accents=p.strip_accents,
-                                     token_pattern=p.token_pattern, seed=stage.spec.seed)
+    if isinstance(texts, (pa.Array, pa.ChunkedArray)):
+        hashes, offsets = _arrow_shingle_hashes(stage, texts)
+    else:
+        hashes, offsets = shingle_hashes(texts, analyzer=p.analyzer, ngram_range=tuple(p.ngram_range),
+                                         lowercase=p.lowercase, strip_accents=p.strip_accents,
+                                         token_pattern=p.token_pattern, seed=stage.spec.seed)
     hashes *= np.uint64(stage.spec.n_components)
     hashes >>= np.uint64(32)
     return hashes.astype(np.uint32), offsets
+
+
+class _Rows:
+    """An Arrow string array read as a sequence of str, for the rare rows the compiled pass leaves to Python."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __getitem__(self, k):
+        return _Rows(self.array[k]) if isinstance(k, slice) else self.array[k].as_py()
+
+    def __len__(self):
+        return len(self.array)
+
+
+def _arrow_shingle_hashes(stage, texts) -> tuple[np.ndarray, np.ndarray]:
+    """`shingle_hashes` of an Arrow string array, its UTF-8 buffer handed to the compiled pass as it is."""
+    p = stage.params
+    spec = Analyzer(p.analyzer, tuple(p.ngram_range), p.lowercase, p.strip_accents, p.token_pattern)
+    if not CompiledAnalyzer.supports(spec) or texts.null_count:
+        return shingle_hashes(texts.to_pylist(), analyzer=p.analyzer, ngram_range=tuple(p.ngram_range),
+                              lowercase=p.lowercase, strip_accents=p.strip_accents, token_pattern=p.token_pattern,
+                              seed=stage.spec.seed)
+    texts = texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
+    data, starts = utf8_column(texts)
+    parts = CompiledAnalyzer(spec).map_rows(_Rows(texts), data, starts, hash_key(p.hash, stage.spec.seed),
+                                            lambda h, c: (h, c))
+    hashes = np.concatenate([h for h, _ in parts]).astype(np.uint64)
+    offsets = np.zeros(starts.size, dtype=np.int64)
+    np.cumsum(np.concatenate([c for _, c in parts]), out=offsets[1:])
+    return hashes, offsets
 
 
 @nb.njit(nogil=True, cache=True)
