@@ -60,12 +60,15 @@ class ShardWriter:
             self._open()
 
     def lines(self, raws: list[bytes]) -> None:
-        """JSON Lines / plain-text records: their raw lines."""
-        for raw in raws:
+        """JSON Lines / plain-text records: their raw lines, written a shard's share at a time."""
+        done = 0
+        while done < len(raws):
             self._room()
-            self.stream.write(raw if raw.endswith(b"\n") else raw + b"\n")
-            self.in_shard += 1
-            self.count += 1
+            share = raws[done:done + self.shard_rows - self.in_shard]
+            self.stream.write(b"".join(raw if raw.endswith(b"\n") else raw + b"\n" for raw in share))
+            self.in_shard += len(share)
+            self.count += len(share)
+            done += len(share)
 
     def rows(self, header: list[str], rows: list[list[str]]) -> None:
         for values in rows:
