@@ -207,7 +207,10 @@ def _read(files, parts, fields, on_error, work, clock, progress) -> list[dict]:
             counts = ScanCounts()
             vector = isinstance(fields, VectorFields)
             scan = scan_vector_batches if vector else scan_batches
-            with pq.ParquetWriter(f"{part}.partial", SCHEMAS[fields.kind] if vector else SCHEMA) as writer:
+            # a work file read once or twice: neither compressed nor dictionary-encoded (texts are mostly
+            # distinct), which cost more CPU than the disk they saved
+            with pq.ParquetWriter(f"{part}.partial", SCHEMAS[fields.kind] if vector else SCHEMA,
+                                  compression="none", use_dictionary=False) as writer:
                 for batch in scan(file, fields, on_error, counts, bar):
                     writer.write_batch(batch)
             os.replace(f"{part}.partial", part)
