@@ -42,6 +42,18 @@ def _pow2(exponent):
 
 
 @nb.njit(inline="always")
+def _floor_log2(spread):
+    """floor(log2(spread)) for spread in [1, 512): math.frexp(spread)[1] - 1 by exact comparisons
+    (frexp is a library call)."""
+    j = 0
+    bound = 2.0
+    while spread >= bound:
+        j += 1
+        bound *= 2.0
+    return j
+
+
+@nb.njit(inline="always")
 def _counter(band, index, purpose):
     return ((np.uint64(band + _BAND_OFFSET) << np.uint64(34)) | (np.uint64(index) << np.uint64(2))) | purpose
 
@@ -119,7 +131,9 @@ def _throw(coordinate, stream, band, mantissa, k, limit_exponent, limit_mantissa
         # A weight of exactly 2^A (mantissa 1: every 0/1 row) owns no dart of its own band A, whose darts
         # weigh 2^A (1 + U) with U > 0: its darts, about half the row's, need not be made to be refused.
         clipped_empty = mantissa[e] <= 1.0
-        for g in range(lowest_group, top_band // G + 1):
+        # groups above the element's highest band with darts hold none of its darts: not tested
+        last_band = top_band - 1 if clipped_empty else top_band
+        for g in range(lowest_group, last_band // G + 1):
             chosen = g - lowest_group
             V = uniform(own, _counter(g * G, _GROUP_MIN, _GAP))
             if V > chance[chosen]:
@@ -128,7 +142,7 @@ def _throw(coordinate, stream, band, mantissa, k, limit_exponent, limit_mantissa
             if first > threshold[chosen] * _SLACK:
                 continue
             spread = 1.0 + uniform(own, _counter(g * G, _GROUP_ARGMIN, _GAP)) * _GROUP_RATE
-            argmin = math.frexp(spread)[1] - 1  # band gG + j with probability 2^j / 255
+            argmin = _floor_log2(spread)  # band gG + j with probability 2^j / 255
             base = first / _GROUP_RATE
             for j in range(G):
                 a = g * G + j
