@@ -42,6 +42,18 @@ def _pow2(exponent):
 
 
 @nb.njit(inline="always")
+def _floor_log2(spread):
+    """floor(log2(spread)) for spread >= 1: math.frexp(spread)[1] - 1 by exact comparisons (frexp
+    is a library call); a few steps for the values here (< 512, or a rank limit's doublings)."""
+    j = 0
+    bound = 2.0
+    while spread >= bound:
+        j += 1
+        bound *= 2.0
+    return j
+
+
+@nb.njit(inline="always")
 def _counter(band, index, purpose):
     return ((np.uint64(band + _BAND_OFFSET) << np.uint64(34)) | (np.uint64(index) << np.uint64(2))) | purpose
 
@@ -97,15 +109,24 @@ def _row_elements(start, stop, indices, data, power, key):
 
 
 @nb.njit(nogil=True)
-def _throw(coordinate, stream, band, mantissa, k, limit_exponent, limit_mantissa,
-           best_rank, best_coordinate, best_band, best_index):
+def _throw(coordinate, stream, band, mantissa, k, limit_exponent, limit_mantissa, first_group, entered,
+           state_gamma, state_index, best_rank, best_coordinate, best_band, best_index, filled):
     """Every dart of the row's region with rank <= limit_mantissa * 2^limit_exponent goes to its
     bucket, which keeps the lowest rank (ranks are scaled by 2^-limit_exponent: exact). Returns
-    the number of buckets filled."""
+    the number of buckets filled (`filled` before the call).
+
+    Passes resume: a band of a group >= first_group that an earlier pass (of a lower limit, the
+    same limit_exponent) entered starts at its first dart beyond that limit, kept in
+    state_gamma / state_index (slot (e, g - first_group, j); index -1: start afresh). Throwing a
+    dart twice changes nothing (a bucket keeps a strictly lower rank), so a pass that starts a
+    band afresh gives the same minima; only the darts of rank in (old limit, limit] are new, and
+    each bucket's minimum is the same as one pass at this limit would find."""
     B, m = limit_exponent, limit_mantissa
     G = GROUP_BANDS
-    lowest_group = (_SMALLEST_EXPONENTIAL_LOG2 - B - G) // G
+    effective_exponent = B + _floor_log2(m)  # m may exceed 2 on later passes (the scale 2^-B stays)
+    lowest_group = (_SMALLEST_EXPONENTIAL_LOG2 - effective_exponent - G) // G
     n_groups = max(band.max() // G - lowest_group + 1, 0)
+    n_slots = entered.size // max(coordinate.size, 1)
     # E_g <= threshold[g]: group g's first dart lies within the rank limit; V <= chance[g] is the
     # same event on its uniform, a cheap test that skips most groups without a logarithm.
     threshold = np.empty(n_groups)
@@ -113,13 +134,14 @@ def _throw(coordinate, stream, band, mantissa, k, limit_exponent, limit_mantissa
     for g in range(n_groups):
         threshold[g] = m * _GROUP_RATE * _pow2(B + (lowest_group + g) * G)
         chance[g] = -math.expm1(-threshold[g] * _SLACK) * _SLACK
-    filled = 0
     for e in range(coordinate.size):
         top_band, own = band[e], stream[e]
         # A weight of exactly 2^A (mantissa 1: every 0/1 row) owns no dart of its own band A, whose darts
         # weigh 2^A (1 + U) with U > 0: its darts, about half the row's, need not be made to be refused.
         clipped_empty = mantissa[e] <= 1.0
-        for g in range(lowest_group, top_band // G + 1):
+        # groups above the element's highest band with darts hold none of its darts: not tested
+        last_band = top_band - 1 if clipped_empty else top_band
+        for g in range(lowest_group, last_band // G + 1):
             chosen = g - lowest_group
             V = uniform(own, _counter(g * G, _GROUP_MIN, _GAP))
             if V > chance[chosen]:
@@ -127,25 +149,38 @@ def _throw(coordinate, stream, band, mantissa, k, limit_exponent, limit_mantissa
             first = -math.log1p(-V)  # the group's first dart at rank first / (255 2^(gG))
             if first > threshold[chosen] * _SLACK:
                 continue
+            slot = g - first_group
+            kept = 0 <= slot < n_slots
+            group_slot = e * n_slots + slot
+            resumed = kept and entered[group_slot] != 0
             spread = 1.0 + uniform(own, _counter(g * G, _GROUP_ARGMIN, _GAP)) * _GROUP_RATE
-            argmin = math.frexp(spread)[1] - 1  # band gG + j with probability 2^j / 255
+            argmin = _floor_log2(spread)  # band gG + j with probability 2^j / 255
             base = first / _GROUP_RATE
             for j in range(G):
                 a = g * G + j
                 if a > top_band or (a == top_band and clipped_empty):
                     break
                 limit = m * _pow2(a + B)  # rank <= m 2^B  <=>  band time <= m 2^(a + B)
-                gamma = base * _pow2(j)
-                if j != argmin:
-                    room = limit - gamma
-                    if room <= 0.0:
-                        continue
-                    U = uniform(own, _counter(a, 0, _GAP))
-                    if U < (1.0 - room) * (1.0 - 1e-12):  # then -log U > room: no dart (log spared)
-                        continue
-                    gamma += -math.log(U)
+                state = group_slot * G + j
+                if resumed and state_index[state] >= 0:
+                    gamma = state_gamma[state]
+                    index = state_index[state]
+                else:
+                    gamma = base * _pow2(j)
+                    if j != argmin:
+                        room = limit - gamma
+                        if room <= 0.0:
+                            if kept:
+                                state_index[state] = -1
+                            continue
+                        U = uniform(own, _counter(a, 0, _GAP))
+                        if U < (1.0 - room) * (1.0 - 1e-12):  # then -log U > room: no dart (log spared)
+                            if kept:
+                                state_index[state] = -1
+                            continue
+                        gamma += -math.log(U)
+                    index = 0
                 scale = _pow2(-(a + B))  # exact: the order of ranks is kept
-                index = 0
                 while gamma <= limit:
                     inside = True
                     if a == top_band:  # the clipped band: the dart's weight 2^A (1 + U) <= w
@@ -162,6 +197,11 @@ def _throw(coordinate, stream, band, mantissa, k, limit_exponent, limit_mantissa
                             best_index[bucket] = index
                     index += 1
                     gamma += _exponential(own, a, index)
+                if kept:
+                    state_gamma[state] = gamma
+                    state_index[state] = index
+            if kept:
+                entered[group_slot] = 1
     return filled
 
 
@@ -181,17 +221,24 @@ def _hash_row(row, indptr, indices, data, power, key, target, i_star, dart):
     log2_limit = math.log2(target) - log2_norm
     B = np.int64(math.floor(log2_limit))
     m = 2.0 ** (log2_limit - B)
-    best_rank = np.empty(k)
-    best_coordinate = np.empty(k, dtype=np.int64)
+    best_rank = np.full(k, np.inf)
+    best_coordinate = np.full(k, -1, dtype=np.int64)
     best_band = np.empty(k, dtype=np.int64)
     best_index = np.empty(k, dtype=np.int64)
+    # resumable band states for the groups the first pass can enter and above (lower ones start afresh)
+    G = GROUP_BANDS
+    first_group = (_SMALLEST_EXPONENTIAL_LOG2 - B - G) // G
+    n_slots = max((band.max() if band.size else 0) // G - first_group + 1, 0) if band.size else 0
+    entered = np.zeros(coordinate.size * n_slots, dtype=np.uint8)
+    state_gamma = np.empty(entered.size * G)
+    state_index = np.empty(entered.size * G, dtype=np.int64)
+    filled = 0
     for _ in range(MAX_DOUBLINGS):
-        best_rank[:] = np.inf
-        best_coordinate[:] = -1
-        if _throw(coordinate, stream, band, mantissa, k, B, m, best_rank, best_coordinate, best_band,
-                  best_index) == k:
+        filled = _throw(coordinate, stream, band, mantissa, k, B, m, first_group, entered, state_gamma,
+                        state_index, best_rank, best_coordinate, best_band, best_index, filled)
+        if filled == k:
             break
-        B += 1  # a bucket got no dart: double the rank limit and throw again (same darts, more of them)
+        m *= 2.0  # a bucket got no dart: double the rank limit; the next pass throws only the new darts
     for j in range(k):
         i_star[row, j] = best_coordinate[j]
         dart[row, j] = -1 if best_coordinate[j] < 0 else _dart_identity(key, best_coordinate[j], best_band[j],

@@ -19,8 +19,8 @@ codes, its band a and index n (below).
 
 Which darts to throw. Only darts with rank <= R matter once every bucket has one: with
 R = T / ||w||_1 and T = k (ln k + 2), the expected count is T and some bucket stays empty with
-probability <= k e^(-T/k) = e^-2; then R doubles and the same darts are thrown again (plus
-more). The codes never depend on R: the first dart of a bucket is the same for any R that
+probability <= k e^(-T/k) = e^-2; then R doubles and a second pass throws only the darts of
+rank in (R, 2R]: each band resumes at its first dart beyond R (kept from the first pass). The codes never depend on R: the first dart of a bucket is the same for any R that
 reaches it, so x and y agree whatever their norms.
 
 Making the darts of one element, scale-free, with no table. Cut the weight axis into bands
