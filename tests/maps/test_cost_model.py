@@ -131,3 +131,10 @@ def test_text_outside_the_compiled_pass_keeps_python_s_price():
     assert _text_seconds({"ngram_range": [1, 3]}, 1000, "tokens") == pytest.approx(3000 * U.text_character * 1e-9)
     # the compiled price stays below Python's for the same settings
     assert _text_seconds({"ngram_range": [1, 3]}, 1000) < _text_seconds({"ngram_range": [1, 3]}, 1000, "tokens")
+
+
+def test_the_pricing_token_pattern_is_the_analyzers_default():
+    from featurehash.maps import _cost_formulas
+    from featurehash.maps.text.analyzers import DEFAULT_TOKEN_PATTERN
+
+    assert _cost_formulas.DEFAULT_TOKEN_PATTERN == DEFAULT_TOKEN_PATTERN
