@@ -24,10 +24,9 @@ import uuid
 from collections import defaultdict
 from pathlib import Path
 
+import featurehash
 import numpy as np
 import redis
-
-import featurehash
 from featurehash.maps import create_map
 from featurehash.store import LSHIndexes
 
@@ -116,7 +115,7 @@ def main() -> None:
     parser.add_argument("--tree", action="store_true")
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
-    commit = subprocess.run(["git", "-C", str(PACKAGE), "rev-parse", "--short", "HEAD"], capture_output=True,
+    commit = subprocess.run(["git", "-C", str(PACKAGE), "rev-parse", "--short", "HEAD"], capture_output=True, check=False,
                             text=True).stdout.strip()
     lines = [f"checkout {commit} ({PACKAGE})"]
     if args.tree:

@@ -1,23 +1,53 @@
 """Spark local[1] against local[2] (bench_corpus_dedup.spark_scaling) on a larger unlabelled corpus of
-bench_corpus_dedup's kind, with each stage's wall time; appends to bench/results/corpus_dedup_columnar.txt.
+bench_corpus_dedup's kind, with each stage's wall time.
 
-    python bench/corpus_spark_scaling.py 300000
+    python bench/corpus_spark_scaling.py 300000 [--workdir DIR] [--write]
+
+`--write` appends the line to bench/results/corpus_dedup_columnar.txt.
 """
-import sys, time
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
-import bench_corpus_dedup as b, corpus_labelled as c
-n = int(sys.argv[1])
-real = c.unrelated(c.real_paragraphs())
-rows = c.build(n, 0.7, real=real, truth=False)[0]
-scratch = sys.argv[2] if len(sys.argv) > 2 else __import__("tempfile").mkdtemp(prefix="bench-spark-")
-folder = f"{scratch}/in"
-mb = c.write_jsonl(rows, folder) / 1e6
-s = b.spark_scaling(folder, 0.7, scratch)
-w1, w2 = s["local[1]"]["wall_s"], s["local[2]"]["wall_s"]
-st = lambda k: ", ".join(f"{name} {v['wall_s']:.1f}" for name, v in s[k]["stages"].items())
-line = (f"spark: {len(rows):,} documents, {mb:.1f} MB: local[1] {w1:.1f} s, local[2] {w2:.1f} s, speed-up {w1 / w2:.2f}x "
-        f"(kept {s['local[1]']['kept']:,} / {s['local[2]']['kept']:,}); stages wall s local[1]: {st('local[1]')}; local[2]: {st('local[2]')}")
-print(line)
-with open(str(__import__("pathlib").Path(__file__).resolve().parent / "results" / "corpus_dedup_columnar.txt"), "a") as f:
-    f.write(f"\n# the same spark_scaling on a larger input ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}): "
-            f"bench/corpus_spark_scaling.py {n}\n{line}\n")
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_corpus_dedup
+import corpus_labelled
+
+RESULTS = Path(__file__).resolve().parent / "results" / "corpus_dedup_columnar.txt"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("documents", type=int)
+    parser.add_argument("--workdir", default=None)
+    parser.add_argument("--threshold", type=float, default=0.7)
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args()
+    real = corpus_labelled.unrelated(corpus_labelled.real_paragraphs())
+    rows = corpus_labelled.build(args.documents, args.threshold, real=real, truth=False)[0]
+    scratch = args.workdir or tempfile.mkdtemp(prefix="bench-spark-")
+    folder = f"{scratch}/in"
+    mb = corpus_labelled.write_jsonl(rows, folder) / 1e6
+    runs = bench_corpus_dedup.spark_scaling(folder, args.threshold, scratch)
+    one, two = runs["local[1]"], runs["local[2]"]
+
+    def stages(run: dict) -> str:
+        return ", ".join(f"{name} {value['wall_s']:.1f}" for name, value in run["stages"].items())
+
+    line = (f"spark: {len(rows):,} documents, {mb:.1f} MB: local[1] {one['wall_s']:.1f} s, local[2] "
+            f"{two['wall_s']:.1f} s, speed-up {one['wall_s'] / two['wall_s']:.2f}x (kept {one['kept']:,} / "
+            f"{two['kept']:,}); stages wall s local[1]: {stages(one)}; local[2]: {stages(two)}")
+    print(line)
+    if args.write:
+        with RESULTS.open("a", encoding="utf-8") as out:
+            out.write(f"\n# the same spark_scaling on a larger input ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}):"
+                      f" bench/corpus_spark_scaling.py {args.documents}\n{line}\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -22,7 +22,6 @@ import os
 import numpy as np
 import orjson
 import redis
-
 from featurehash.maps import create_map
 from featurehash.store import LSHIndexes
 
