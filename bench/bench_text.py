@@ -185,8 +185,8 @@ def bench_shingles(label: str, documents: list[str], repeat: int) -> None:
     for w in (3, 5):
         analyzer = HashingVectorizer(ngram_range=(w, w)).build_analyzer()
         medians = interleaved({
-            f"featurehash shingle_hashes, 1 thread": one_thread(lambda: shingle_hashes(documents, ngram_range=(w, w))),
-            f"featurehash shingle_hashes, default": lambda: shingle_hashes(documents, ngram_range=(w, w)),
+            "featurehash shingle_hashes, 1 thread": one_thread(lambda: shingle_hashes(documents, ngram_range=(w, w))),
+            "featurehash shingle_hashes, default": lambda: shingle_hashes(documents, ngram_range=(w, w)),
             "sklearn analyzer + Python set": lambda: [set(analyzer(d)) for d in documents]}, repeat)
         report(f"2. {label}: shingle hashing, word {w}-shingles", medians, len(documents), characters,
                "sklearn analyzer + Python set")
@@ -327,7 +327,12 @@ def main() -> None:
         bench, target = run_minhash, MINHASH_RESULTS
     else:
         bench, target = run, RESULTS
-    if not args.write:
+    run_and_write(bench, args, target if args.write else None)
+
+
+def run_and_write(bench, args, target: Path | None) -> None:
+    """bench(args), its output printed as it comes and, with a target, also written there."""
+    if target is None:
         bench(args)
         return
     captured = io.StringIO()

@@ -25,13 +25,11 @@ idle cores). A speed-up can only be read against what the machine gave. Document
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import statistics
 import sys
 import threading
 import time
-from contextlib import redirect_stdout
 from pathlib import Path
 
 import numba as nb
@@ -42,7 +40,7 @@ from featurehash.maps.numerics import _row_threads
 from featurehash.maps.text.documents import shingle_hashes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_text import ascii_paragraphs, documents_of, one_thread, timed  # noqa: E402
+from bench_text import ascii_paragraphs, documents_of, one_thread, run_and_write, timed  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "text_threads.txt"
 
@@ -173,21 +171,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--write", action="store_true", help=f"also write the output to {RESULTS}")
     args = parser.parse_args()
-    if not args.write:
-        run(args)
-        return
-    captured = io.StringIO()
-
-    class Tee(io.TextIOBase):
-        def write(self, text):
-            sys.__stdout__.write(text)
-            sys.__stdout__.flush()
-            return captured.write(text)
-
-    with redirect_stdout(Tee()):
-        run(args)
-    RESULTS.write_text(captured.getvalue())
-
+    run_and_write(run, args, RESULTS if args.write else None)
 
 if __name__ == "__main__":
     main()

@@ -46,11 +46,19 @@ def near_pairs(parts, representatives: np.ndarray, feature_map, threshold: float
                                   target_recall=target_recall, memory_budget=memory_budget, workdir=workdir,
                                   output=output, progress=progress)
         return (*_positions(output, where), figures)
+    blocks = ((positions, *document_rows(feature_map, texts)) for positions, texts in texts_of(parts, representatives))
+    return join_blocks(blocks, feature_map, threshold, target_recall=target_recall, memory_budget=memory_budget,
+                       workdir=workdir, progress=progress)
+
+
+def join_blocks(blocks, feature_map, threshold: float, *, target_recall: float, memory_budget, workdir: Path,
+                progress: bool):
+    """(a, b, similarity, join figures) of the similarity join over `blocks` of (positions, rows, nonempty):
+    the rows that are not empty go in, and the pairs come back as the positions they were given."""
     fed: list[np.ndarray] = []
 
     def rows():
-        for positions, texts in texts_of(parts, representatives):
-            matrix, nonempty = document_rows(feature_map, texts)
+        for positions, matrix, nonempty in blocks:
             if nonempty.any():
                 fed.append(positions[nonempty])
                 yield matrix[nonempty]

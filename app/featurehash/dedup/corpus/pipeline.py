@@ -17,16 +17,16 @@ import pyarrow.parquet as pq
 
 from ...maps import create_map
 from ...maps.errors import InputError
+from .against import IndexCheck, item_hashes
 from .decide import decide, exact_representatives, parse_keep
 from .files import expand
 from .kept import output_like, write_kept, write_whole_files
 from .near import near_pairs, pair_similarities
 from .normalise import default_spec
 from .records import Fields
+from .remote import RemoteOutput, is_url
 from .scan import ON_ERROR, SCHEMA, ScanCounts, scan_batches
 from .stages import AnonymousPeak, Clock, Workdir, current_rss, fingerprint, peak_rss
-from .against import IndexCheck, item_hashes
-from .remote import RemoteOutput, is_url
 from .vector_near import vector_near_pairs, vector_pair_similarities
 from .vectors import SCHEMAS, VectorFields, check_map, scan_vector_batches, vector_spec
 from .writing import ShardWriter

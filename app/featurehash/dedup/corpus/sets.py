@@ -23,12 +23,12 @@ import numba as nb
 import numpy as np
 import pyarrow as pa
 
+from ...lsh.band_kernels import mix
+from ...lsh.banding import BAND_SALT, FINGERPRINT_SALT
 from ...maps.base import CodeFamily
 from ...maps.numerics._row_threads import held_blas
 from ...maps.text.analyzers import Analyzer
 from ...maps.text.documents import CompiledAnalyzer, hash_key, shingle_hashes
-from ...lsh.band_kernels import mix
-from ...lsh.banding import BAND_SALT, FINGERPRINT_SALT
 from .. import candidates
 from .. import output as pair_output
 from ..keys import hash_collection

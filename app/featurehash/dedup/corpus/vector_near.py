@@ -14,8 +14,7 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from ...lsh.similarity import ExactPairs, similarity_of
-from ..join import similarity_join
-from .near import _none, _positions
+from .near import join_blocks
 
 
 def payload_blocks(parts: list[Path], column: str, wanted: np.ndarray | None = None, batch_rows: int = 8192):
@@ -56,31 +55,10 @@ def payload_rows(feature_map, values) -> tuple[sp.csr_matrix, np.ndarray]:
 def vector_near_pairs(parts, representatives: np.ndarray, feature_map, column: str, threshold: float, *,
                       target_recall: float, memory_budget, workdir: Path, progress: bool):
     """(a, b, similarity, join figures): the verified pairs among the representatives, as positions."""
-    fed: list[np.ndarray] = []
-
-    def rows():
-        for positions, values in payload_blocks(parts, column, representatives):
-            matrix, nonempty = payload_rows(feature_map, values)
-            if nonempty.any():
-                fed.append(positions[nonempty])
-                yield matrix[nonempty]
-
-    chunks = rows()
-    first = next(chunks, None)
-    if first is None:
-        return _none()
-
-    def all_chunks():
-        yield first
-        yield from chunks
-
-    output = workdir / "near-pairs.parquet"
-    pairs = similarity_join(all_chunks(), feature_map, threshold, target_recall=target_recall,
-                            memory_budget=memory_budget, spill_dir=workdir, output=output, progress=progress)
-    where = np.concatenate(fed)
-    figures = {"rows": int(where.size), "bands": pairs.bands, "rows_per_band": pairs.rows,
-               "candidates": pairs.candidates, "pairs": len(pairs), "recall_at_threshold": pairs.recall_at_threshold}
-    return (*_positions(output, where), figures)
+    blocks = ((positions, *payload_rows(feature_map, values))
+              for positions, values in payload_blocks(parts, column, representatives))
+    return join_blocks(blocks, feature_map, threshold, target_recall=target_recall, memory_budget=memory_budget,
+                       workdir=workdir, progress=progress)
 
 
 def vector_similarities(feature_map, rows_x: sp.csr_matrix, rows_y: sp.csr_matrix) -> np.ndarray:
