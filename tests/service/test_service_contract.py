@@ -177,16 +177,16 @@ def test_created_maps_and_indexes_have_a_location(service_client):
     assert service_client.delete(index.headers["Location"]).status_code == 204
 
 
-def test_request_ids_are_echoed_and_every_request_is_one_json_log_line(embedded_server, main_maps):
+def test_request_ids_are_echoed_and_every_request_is_one_json_log_line(main_server, main_maps):
     mine = f"test-{uuid.uuid4().hex}"
-    with embedded_server.client() as http:
+    with main_server.client() as http:
         answer = http.get(f"/v1/maps/{main_maps['rff']['id']}", headers={"X-Request-ID": mine})
         assert answer.headers["X-Request-ID"] == mine
         made = http.get("/v1/maps/nope", headers={"X-Request-ID": "no " + "x" * 200}).headers["X-Request-ID"]
         assert re.fullmatch(r"[0-9a-f]{32}", made)
 
     def logged(request_id):
-        for line in embedded_server.log_path.read_text(errors="replace").splitlines():
+        for line in main_server.log_path.read_text(errors="replace").splitlines():
             if request_id in line and line.startswith("{"):
                 return json.loads(line)
         return None
