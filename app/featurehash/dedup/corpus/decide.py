@@ -62,29 +62,37 @@ class Decision:
     near_duplicates: int
 
 
-def decide(hashes, lengths, keys, reference, pairs_a, pairs_b, pair_similarity, keep: str) -> Decision:
+def decide(hashes, lengths, keys, reference, pairs_a, pairs_b, pair_similarity, keep: str,
+           rep: np.ndarray | None = None) -> Decision:
     """The decision for n documents from their columns (position order) and the verified near pairs (positions
-    of exact representatives, any order)."""
+    of exact representatives, any order); `rep`: exact_representatives(hashes), when the caller has it."""
     kind, _ = parse_keep(keep)
     n = hashes.shape[0]
-    rep = exact_representatives(hashes)
-    parent = np.arange(n, dtype=np.int64)
-    union_pairs(parent, rep, np.arange(n, dtype=np.int64))
+    rep = exact_representatives(hashes) if rep is None else rep
+    position = np.arange(n, dtype=np.int64)
+    parent = position.copy()
+    union_pairs(parent, rep, position)
     pa, pb = np.asarray(pairs_a, dtype=np.int64), np.asarray(pairs_b, dtype=np.int64)
     both_reference = reference[pa] & reference[pb]   # a clean corpus is not re-judged
     union_pairs(parent, pa[~both_reference], pb[~both_reference])
     root = roots(parent)
-    position = np.arange(n, dtype=np.int64)
+    del parent
     score = {"first": np.zeros(n), "longest": -np.asarray(lengths, dtype=np.float64),
              "shortest": np.asarray(lengths, dtype=np.float64),
              "max": -np.nan_to_num(np.asarray(keys, dtype=np.float64), nan=-np.inf),
              "min": np.nan_to_num(np.asarray(keys, dtype=np.float64), nan=np.inf)}[kind]
     order = np.lexsort((position, score, ~reference, root))
+    del score
+    sorted_roots = root[order]
     first_of_root = np.ones(n, dtype=bool)
-    first_of_root[1:] = root[order][1:] != root[order][:-1]
+    first_of_root[1:] = sorted_roots[1:] != sorted_roots[:-1]
+    del sorted_roots
+    winner_sorted = np.where(first_of_root, position, 0)
+    del first_of_root
+    np.maximum.accumulate(winner_sorted, out=winner_sorted)
     winner = np.empty(n, dtype=np.int64)
-    winner_sorted = np.maximum.accumulate(np.where(first_of_root, np.arange(n), 0))
     winner[order] = order[winner_sorted]
+    del order, winner_sorted
     kept = (winner == position) | reference
     removed = np.flatnonzero(~kept)
     kept_of = winner[removed]

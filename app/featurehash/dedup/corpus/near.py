@@ -9,12 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
+import scipy.sparse as sp
 
 from ...lsh.similarity import ExactPairs, similarity_of
 from .. import output as pair_output
 from ..join import similarity_join
 from .normalise import document_rows
-from .sets import set_join, takes_sets
+from .sets import document_columns, jaccard_pairs, set_join, takes_sets
 
 
 def texts_of(parts: list[Path], wanted: np.ndarray | None = None, batch_rows: int = 8192, arrow: bool = False):
@@ -24,17 +25,27 @@ def texts_of(parts: list[Path], wanted: np.ndarray | None = None, batch_rows: in
     stage)."""
     base = 0
     for part in parts:
-        for batch in pq.ParquetFile(part).iter_batches(batch_size=batch_rows, columns=["text"]):
-            positions = np.arange(base, base + batch.num_rows)
-            base += batch.num_rows
-            texts = batch.column(0)
+        file = pq.ParquetFile(part)
+        # a row group at a time: iter_batches over the file read ahead up to the whole text column of a part
+        # (~0.6 GB at a million documents a file), and a row group without a wanted position is not read
+        for group in range(file.num_row_groups):
+            group_rows = file.metadata.row_group(group).num_rows
+            first, base = base, base + group_rows
             if wanted is not None:
-                at = np.searchsorted(wanted, positions)
-                keep = (at < wanted.size) & (wanted[np.minimum(at, wanted.size - 1)] == positions)
-                if not keep.any():
+                low, high = np.searchsorted(wanted, [first, base])
+                if low == high:
                     continue
-                positions, texts = positions[keep], texts.filter(keep)
-            yield positions, texts if arrow else texts.to_pylist()
+            column = file.read_row_group(group, columns=["text"]).column(0)
+            for start in range(0, group_rows, batch_rows):
+                texts = column.slice(start, batch_rows).combine_chunks()
+                positions = np.arange(first + start, first + start + len(texts))
+                if wanted is not None:
+                    at = np.searchsorted(wanted, positions)
+                    keep = (at < wanted.size) & (wanted[np.minimum(at, wanted.size - 1)] == positions)
+                    if not keep.any():
+                        continue
+                    positions, texts = positions[keep], texts.filter(keep)
+                yield positions, texts if arrow else texts.to_pylist()
 
 
 def near_pairs(parts, representatives: np.ndarray, feature_map, threshold: float, *, target_recall: float,
@@ -102,16 +113,27 @@ def _none():
 
 
 def pair_similarities(parts, feature_map, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """The exact similarity of each (x, y) pair of positions (the map's kernel on their input rows)."""
+    """The exact similarity of each (x, y) pair of positions (the map's kernel on their input rows). The wanted
+    documents' rows are made a batch of texts at a time, so their texts are never all held; a set map keeps
+    only their shingle columns (4 bytes a shingle) and compares them as the near stage does."""
     if x.size == 0:
         return np.zeros(0)
     wanted = np.unique(np.concatenate([x, y]))
-    texts, positions = [], []
-    for where, block in texts_of(parts, wanted):
+    sets = takes_sets(feature_map)
+    positions, blocks = [], []
+    for where, block in texts_of(parts, wanted, arrow=sets):
         positions.append(where)
-        texts.extend(block)
-    matrix, _ = document_rows(feature_map, texts)
+        blocks.append(document_columns(feature_map, block) if sets else document_rows(feature_map, block)[0])
     at = np.concatenate(positions)
-    score = ExactPairs(similarity_of(feature_map), matrix)
-    out = score(np.searchsorted(at, x), np.searchsorted(at, y))
+    i, j = np.searchsorted(at, x), np.searchsorted(at, y)
+    if sets:
+        sizes = np.concatenate([np.diff(offsets) for _, offsets in blocks])
+        offsets = np.zeros(sizes.size + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        elements = np.concatenate([columns for columns, _ in blocks])
+        del blocks
+        return jaccard_pairs(elements, offsets, i, j)   # two empty sets: 1, as the general kernel's GMM(0, 0)
+    matrix = blocks[0] if len(blocks) == 1 else sp.vstack(blocks, format="csr")
+    del blocks
+    out = ExactPairs(similarity_of(feature_map), matrix)(i, j)
     return np.where(np.isnan(out), 0.0, out)

@@ -151,7 +151,7 @@ def _run(work, files, n_old, fields, feature_map, threshold, target_recall, keep
         reference_mask = np.append(reference_mask, np.ones(len(items), dtype=bool))
         rep = exact_representatives(hashes)
     started = clock.start()
-    decision = decide(hashes, lengths, keys, reference_mask, a, b, s, keep)
+    decision = decide(hashes, lengths, keys, reference_mask, a, b, s, keep, rep=rep)
     # an index item's row is not on disk: a document reaching it only through its cluster keeps a NaN similarity
     missing = np.flatnonzero(np.isnan(decision.similarity) & (decision.kept_of < n))
     similar = (vector_pair_similarities(parts, feature_map, column, rep[decision.removed[missing]],
