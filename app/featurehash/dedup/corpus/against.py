@@ -19,7 +19,8 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from ...maps.errors import InputError
-from .vector_near import payload_blocks, payload_rows
+from .near import column_blocks
+from .vector_near import payload_rows
 
 QUERY_ROWS = 512   # rows a query sends: one pipelined round trip each, bounded work per Redis call
 
@@ -45,7 +46,7 @@ class IndexCheck:
     def check(self, parts, column: str, representatives: np.ndarray, threshold: float):
         """(positions, item ids, similarities): each representative's most similar item at >= threshold."""
         where, items, similarity = [], [], []
-        for positions, values in payload_blocks(parts, column, representatives, QUERY_ROWS):
+        for positions, values in column_blocks(parts, column, representatives, QUERY_ROWS):
             rows, nonempty = payload_rows(self.feature_map, values)
             if not nonempty.any():
                 continue
@@ -62,7 +63,7 @@ class IndexCheck:
         """Add the kept positions with features to the index under their ids; how many were added."""
         ids = pq.read_table(parts, columns=["id"])["id"]
         added = 0
-        for positions, values in payload_blocks(parts, column, kept, QUERY_ROWS):
+        for positions, values in column_blocks(parts, column, kept, QUERY_ROWS):
             rows, nonempty = payload_rows(self.feature_map, values)
             if nonempty.any():
                 chosen = positions[nonempty]

@@ -18,16 +18,14 @@ from .normalise import document_rows
 from .sets import document_columns, jaccard_pairs, set_join, takes_sets
 
 
-def texts_of(parts: list[Path], wanted: np.ndarray | None = None, batch_rows: int = 8192, arrow: bool = False):
-    """(positions, texts) blocks of the parts' normalised texts in position order, only the positions in the
-    sorted array `wanted` when given; texts a list of str, or with `arrow` the Arrow string array (the set
-    path's shingling reads its UTF-8 buffer: building and encoding the strings again cost a fifth of the
-    stage)."""
+def column_blocks(parts: list[Path], column: str, wanted: np.ndarray | None = None, batch_rows: int = 8192):
+    """(positions, Arrow array) blocks of the parts' `column` in position order, only the positions in the
+    sorted array `wanted` when given. A row group at a time: iter_batches over a file read ahead up to the
+    whole column of a part (~0.6 GB of text a million documents), and a row group without a wanted position is
+    not read."""
     base = 0
     for part in parts:
         file = pq.ParquetFile(part)
-        # a row group at a time: iter_batches over the file read ahead up to the whole text column of a part
-        # (~0.6 GB at a million documents a file), and a row group without a wanted position is not read
         for group in range(file.num_row_groups):
             group_rows = file.metadata.row_group(group).num_rows
             first, base = base, base + group_rows
@@ -35,17 +33,25 @@ def texts_of(parts: list[Path], wanted: np.ndarray | None = None, batch_rows: in
                 low, high = np.searchsorted(wanted, [first, base])
                 if low == high:
                     continue
-            column = file.read_row_group(group, columns=["text"]).column(0)
+            values = file.read_row_group(group, columns=[column]).column(0)
             for start in range(0, group_rows, batch_rows):
-                texts = column.slice(start, batch_rows).combine_chunks()
-                positions = np.arange(first + start, first + start + len(texts))
+                block = values.slice(start, batch_rows).combine_chunks()
+                positions = np.arange(first + start, first + start + len(block))
                 if wanted is not None:
                     at = np.searchsorted(wanted, positions)
                     keep = (at < wanted.size) & (wanted[np.minimum(at, wanted.size - 1)] == positions)
                     if not keep.any():
                         continue
-                    positions, texts = positions[keep], texts.filter(keep)
-                yield positions, texts if arrow else texts.to_pylist()
+                    positions, block = positions[keep], block.filter(keep)
+                yield positions, block
+
+
+def texts_of(parts: list[Path], wanted: np.ndarray | None = None, batch_rows: int = 8192, arrow: bool = False):
+    """column_blocks of the normalised texts: a list of str, or with `arrow` the Arrow string array (the set
+    path's shingling reads its UTF-8 buffer: building and encoding the strings again cost a fifth of the
+    stage)."""
+    for positions, texts in column_blocks(parts, "text", wanted, batch_rows):
+        yield positions, texts if arrow else texts.to_pylist()
 
 
 def near_pairs(parts, representatives: np.ndarray, feature_map, threshold: float, *, target_recall: float,
@@ -57,7 +63,8 @@ def near_pairs(parts, representatives: np.ndarray, feature_map, threshold: float
                                   target_recall=target_recall, memory_budget=memory_budget, workdir=workdir,
                                   output=output, progress=progress)
         return (*_positions(output, where), figures)
-    blocks = ((positions, *document_rows(feature_map, texts)) for positions, texts in texts_of(parts, representatives))
+    blocks = ((positions, *document_rows(feature_map, texts))
+              for positions, texts in texts_of(parts, representatives))
     return join_blocks(blocks, feature_map, threshold, target_recall=target_recall, memory_budget=memory_budget,
                        workdir=workdir, progress=progress)
 

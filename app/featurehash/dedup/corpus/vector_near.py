@@ -10,29 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from ...lsh.similarity import ExactPairs, similarity_of
-from .near import join_blocks
-
-
-def payload_blocks(parts: list[Path], column: str, wanted: np.ndarray | None = None, batch_rows: int = 8192):
-    """(positions, Arrow column) blocks of the parts' `column` in position order, only the positions in the
-    sorted array `wanted` when given."""
-    base = 0
-    for part in parts:
-        for batch in pq.ParquetFile(part).iter_batches(batch_size=batch_rows, columns=[column]):
-            positions = np.arange(base, base + batch.num_rows)
-            base += batch.num_rows
-            values = batch.column(0)
-            if wanted is not None:
-                at = np.searchsorted(wanted, positions)
-                keep = (at < wanted.size) & (wanted[np.minimum(at, wanted.size - 1)] == positions)
-                if not keep.any():
-                    continue
-                positions, values = positions[keep], values.filter(pa.array(keep))
-            yield positions, values
+from .near import column_blocks, join_blocks
 
 
 def payload_rows(feature_map, values) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -56,7 +37,7 @@ def vector_near_pairs(parts, representatives: np.ndarray, feature_map, column: s
                       target_recall: float, memory_budget, workdir: Path, progress: bool):
     """(a, b, similarity, join figures): the verified pairs among the representatives, as positions."""
     blocks = ((positions, *payload_rows(feature_map, values))
-              for positions, values in payload_blocks(parts, column, representatives))
+              for positions, values in column_blocks(parts, column, representatives))
     return join_blocks(blocks, feature_map, threshold, target_recall=target_recall, memory_budget=memory_budget,
                        workdir=workdir, progress=progress)
 
@@ -76,7 +57,7 @@ def vector_pair_similarities(parts, feature_map, column: str, x: np.ndarray, y: 
     if x.size == 0:
         return np.zeros(0)
     wanted = np.unique(np.concatenate([x, y]))
-    blocks = list(payload_blocks(parts, column, wanted))
+    blocks = list(column_blocks(parts, column, wanted))
     at = np.concatenate([p for p, _ in blocks])
     matrix = sp.vstack([payload_rows(feature_map, v)[0] for _, v in blocks]).tocsr()
     return vector_similarities(feature_map, matrix[np.searchsorted(at, x)], matrix[np.searchsorted(at, y)])
