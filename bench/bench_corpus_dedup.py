@@ -196,12 +196,18 @@ def quality(removed: list[str], truth: set[str], rates: dict) -> dict:
             "recall_by_edit_rate": by_rate}
 
 
+# The driver collects the documents' small columns (ids, hashes, lengths): with Spark's default 1g the
+# 5,007,268-document input's run stalled in that collect (no task running for 10 minutes); this bench gives 4g.
+DRIVER_MEMORY = "4g"
+
+
 def spark_scaling(folder: str, threshold: float, scratch: str) -> dict:
     out = {}
     for cores in (1, 2):
         code = (f"import json,time;from pyspark.sql import SparkSession;import featurehash.spark as fhs\n"
                 f"s=SparkSession.builder.master('local[{cores}]').config('spark.ui.enabled','false')"
-                f".config('spark.sql.shuffle.partitions','{2 * cores}').getOrCreate();s.sparkContext.setLogLevel('ERROR')\n"
+                f".config('spark.sql.shuffle.partitions','{2 * cores}').config('spark.driver.memory','{DRIVER_MEMORY}')"
+                f".getOrCreate();s.sparkContext.setLogLevel('ERROR')\n"
                 f"t=time.perf_counter();r=fhs.dedup_corpus(s,{folder!r},{scratch + f'/spark{cores}'!r},id_field='id',"
                 f"threshold={threshold},force=True)\n"
                 f"print(json.dumps({{'wall_s':time.perf_counter()-t,'kept':r['kept'],'stages':r['stages']}}))")

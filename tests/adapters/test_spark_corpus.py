@@ -53,3 +53,10 @@ def test_spark_vectors_and_tokens_equal_one_machine(spark, tmp_path, kind):
     many = fhs.dedup_corpus(spark, folder, tmp_path / "many", **options)
     assert outcome(tmp_path / "many") == outcome(tmp_path / "one")
     assert many["near_duplicates"] == one["near_duplicates"] > 0 and many["kept"] == one["kept"]
+
+
+def test_each_file_is_its_own_task(spark):
+    from featurehash.spark.corpus import _FILES, _one_task_each
+
+    frame = _one_task_each(spark, [(k, f"/in/{k}.jsonl", "jsonl", "none") for k in range(2)], _FILES)
+    assert frame.rdd.glom().map(lambda rows: [row.file for row in rows]).collect() == [[0], [1]]

@@ -35,8 +35,7 @@ def dedup_corpus(spark, inputs, output, **options) -> dict:
     the outputs (shards `part-<file>-NNNNN`, duplicates.parquet, summary.json) are `dedup_corpus`'s (no
     memory_budget: Spark spills its own shuffles; no resume: Spark retries failed tasks)."""
     run = CorpusRun(inputs, output, **options)
-    listing = spark.createDataFrame([(k, f.path, f.format, f.compression) for k, f in enumerate(run.files)],
-                                    _FILES).repartition(max(1, len(run.files)), "file")
+    listing = _one_task_each(spark, [(k, f.path, f.format, f.compression) for k, f in enumerate(run.files)], _FILES)
     scanned = listing.mapInArrow(_scanner(run), _scanned(run.kind)).localCheckpoint()
     counts = [json.loads(r.id) for r in scanned.where(F.col("number") < 0).select("id").collect()]
     docs = scanned.where(F.col("number") >= 0)
@@ -59,10 +58,16 @@ def dedup_corpus(spark, inputs, output, **options) -> dict:
         run.similarities(got["position"].to_numpy(), got["text"].to_pylist())
     run.lap("clusters")
     plan_rows = [(k, f.path, f.format, f.compression, json.dumps(kept)) for k, f, kept in run.write_plan()]
-    todo = spark.createDataFrame(plan_rows, f"{_FILES}, kept string").repartition(max(1, len(plan_rows)), "file")
+    todo = _one_task_each(spark, plan_rows, f"{_FILES}, kept string")
     written = todo.mapInArrow(_writer(run), "shard string").collect()
     run.lap("write")
     return run.finished([r.shard for r in written], "spark")
+
+
+def _one_task_each(spark, rows: list[tuple], schema: str):
+    """A frame of `rows` with one row a partition, so each file is its own task: hash partitioning by file put
+    two of two files in one partition half the time, and that stage then ran on one core."""
+    return spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, len(rows))), schema)
 
 
 def _u64(column) -> pa.Array:
