@@ -130,7 +130,7 @@ def open_output(output: str, files, options: dict, force: bool) -> Workdir:
 def text_similarities(spec: dict, texts_x: list, texts_y: list, kind: str = "text") -> np.ndarray:
     """The map's exact similarity of each pair of normalised texts (x[k], y[k]), or of token lists, or (`kind`
     "vector") of {indices, values} vectors."""
-    from ...lsh.similarity import ExactPairs, similarity_of
+    from .near import exact_similarities
     from .vector_near import payload_rows
     from .vectors import VECTOR
 
@@ -142,8 +142,7 @@ def text_similarities(spec: dict, texts_x: list, texts_y: list, kind: str = "tex
     else:
         rows, _ = document_rows(feature_map, list(texts_x) + list(texts_y))
     n = len(texts_x)
-    out = ExactPairs(similarity_of(feature_map), rows)(np.arange(n), np.arange(n, 2 * n))
-    return np.where(np.isnan(out), 0.0, out)
+    return exact_similarities(feature_map, rows, np.arange(n), np.arange(n, 2 * n))
 
 
 def write_file(index: int, file, fields: Fields, kept_numbers, output: str, shard_rows: int,

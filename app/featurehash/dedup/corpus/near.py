@@ -126,21 +126,38 @@ def pair_similarities(parts, feature_map, x: np.ndarray, y: np.ndarray) -> np.nd
     if x.size == 0:
         return np.zeros(0)
     wanted = np.unique(np.concatenate([x, y]))
-    sets = takes_sets(feature_map)
-    positions, blocks = [], []
-    for where, block in texts_of(parts, wanted, arrow=sets):
-        positions.append(where)
-        blocks.append(document_columns(feature_map, block) if sets else document_rows(feature_map, block)[0])
-    at = np.concatenate(positions)
-    i, j = np.searchsorted(at, x), np.searchsorted(at, y)
-    if sets:
+    if takes_sets(feature_map):
+        positions, blocks = [], []
+        for where, texts in texts_of(parts, wanted, arrow=True):
+            positions.append(where)
+            blocks.append(document_columns(feature_map, texts))
+        at = np.concatenate(positions)
         sizes = np.concatenate([np.diff(offsets) for _, offsets in blocks])
         offsets = np.zeros(sizes.size + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
         elements = np.concatenate([columns for columns, _ in blocks])
         del blocks
-        return jaccard_pairs(elements, offsets, i, j)   # two empty sets: 1, as the general kernel's GMM(0, 0)
-    matrix = blocks[0] if len(blocks) == 1 else sp.vstack(blocks, format="csr")
-    del blocks
-    out = ExactPairs(similarity_of(feature_map), matrix)(i, j)
+        # two empty sets: 1, as the general kernel's GMM(0, 0)
+        return jaccard_pairs(elements, offsets, np.searchsorted(at, x), np.searchsorted(at, y))
+    blocks = ((where, document_rows(feature_map, texts)[0]) for where, texts in texts_of(parts, wanted))
+    return rows_pair_similarities(feature_map, blocks, x, y)
+
+
+def rows_pair_similarities(feature_map, blocks, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """exact_similarities of the (x, y) pairs of positions, from `blocks` of (positions, CSR rows) that hold
+    every position of x and y, each block's rows made as it comes."""
+    positions, rows = [], []
+    for where, block_rows in blocks:
+        positions.append(where)
+        rows.append(block_rows)
+    at = np.concatenate(positions)
+    matrix = rows[0] if len(rows) == 1 else sp.vstack(rows, format="csr")
+    del rows
+    return exact_similarities(feature_map, matrix, np.searchsorted(at, x), np.searchsorted(at, y))
+
+
+def exact_similarities(feature_map, rows, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """The map's exact similarity of each pair of rows (rows[i_t], rows[j_t]); 0 where the kernel is undefined
+    (NaN)."""
+    out = ExactPairs(similarity_of(feature_map), rows)(i, j)
     return np.where(np.isnan(out), 0.0, out)

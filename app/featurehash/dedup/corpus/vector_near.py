@@ -12,8 +12,7 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
-from ...lsh.similarity import ExactPairs, similarity_of
-from .near import column_blocks, join_blocks
+from .near import column_blocks, join_blocks, rows_pair_similarities
 
 
 def payload_rows(feature_map, values) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -42,22 +41,11 @@ def vector_near_pairs(parts, representatives: np.ndarray, feature_map, column: s
                        workdir=workdir, progress=progress)
 
 
-def vector_similarities(feature_map, rows_x: sp.csr_matrix, rows_y: sp.csr_matrix) -> np.ndarray:
-    """The map's exact similarity of each pair of rows (x[k], y[k])."""
-    if rows_x.shape[0] == 0:
-        return np.zeros(0)
-    n = rows_x.shape[0]
-    out = ExactPairs(similarity_of(feature_map), sp.vstack([rows_x, rows_y]).tocsr())(np.arange(n),
-                                                                                      np.arange(n, 2 * n))
-    return np.where(np.isnan(out), 0.0, out)
-
-
 def vector_pair_similarities(parts, feature_map, column: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The exact similarity of each (x, y) pair of positions."""
     if x.size == 0:
         return np.zeros(0)
     wanted = np.unique(np.concatenate([x, y]))
-    blocks = list(column_blocks(parts, column, wanted))
-    at = np.concatenate([p for p, _ in blocks])
-    matrix = sp.vstack([payload_rows(feature_map, v)[0] for _, v in blocks]).tocsr()
-    return vector_similarities(feature_map, matrix[np.searchsorted(at, x)], matrix[np.searchsorted(at, y)])
+    blocks = ((where, payload_rows(feature_map, values)[0])
+              for where, values in column_blocks(parts, column, wanted))
+    return rows_pair_similarities(feature_map, blocks, x, y)
