@@ -19,6 +19,21 @@ def test_same_format_is_byte_for_byte(tmp_path):
     assert open(shard, "rb").read() == b'{"text": "a",   "x": [1]}\n{"text": "c"}\n'
 
 
+def test_kept_lines_found_across_read_chunks(tmp_path, monkeypatch):
+    from featurehash.dedup.corpus import columnar
+
+    lines = [f'{{"text": "document {k}"}}'.encode() for k in range(1, 41)]
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"\n".join(lines))
+    monkeypatch.setattr(columnar, "CHUNK", 50)   # a few lines a chunk: kept numbers cross chunk boundaries
+    file = CorpusFile(str(path), "jsonl", None)
+    writer = ShardWriter(str(tmp_path), output_like(file, None), 100)
+    keep = {1, 2, 3, 17, 18, 29, 40}
+    write_kept(file, Fields(), keep, writer)
+    (shard,) = writer.close()
+    assert open(shard, "rb").read() == b"".join(lines[k - 1] + b"\n" for k in sorted(keep))
+
+
 def test_converted_to_parquet_and_text(tmp_path):
     path = tmp_path / "a.csv"
     path.write_text("id,text\n1,first\n2,second\n")
