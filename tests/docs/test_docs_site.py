@@ -78,7 +78,8 @@ def chromium() -> str:
     """Debian's chromium if the machine has it; a test never installs it (it would change the machine it runs on)."""
     found = shutil.which("chromium") or (os.path.exists("/usr/bin/chromium") and "/usr/bin/chromium")
     if not found:
-        pytest.skip("chromium is not installed (Debian: apt-get install -y chromium); the page check needs it")
+        pytest.skip("chromium is not installed (the Debian package chromium; docs/getting-started.md says how to add it); "
+                    "the page check needs it")
     return found
 
 
