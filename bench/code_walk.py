@@ -64,11 +64,10 @@ class Walk:
             if file is not None:
                 self.calls += 1
                 self.files.add(file)
-                ours = [f for f in self.stack if f is not None]
-                if ours and ours[-1] != file and file in ours:
+                path = [f for f in self.stack if f is not None] + [file]
+                if len(path) > 1 and path[-2] != file and file in path[:-1]:
                     self.returns += 1
-                chain = [f for i, f in enumerate(ours + [file]) if i == 0 or f != (ours + [file])[i - 1]]
-                self.deepest = max(self.deepest, len(chain) - 1)
+                self.deepest = max(self.deepest, sum(a != b for a, b in zip(path, path[1:])))
             self.stack.append(file)
         elif event == "return" and self.stack:
             self.stack.pop()
