@@ -169,7 +169,7 @@ def _run(work, files, n_old, fields, feature_map, threshold, target_recall, keep
         started = clock.start()
         added = index.add(parts, column, np.flatnonzero(kept & ~reference_mask[:n]))
         clock.stop("index", started, added=added)
-    length = columns["length"].to_numpy()
+    length = lengths[:n]   # the new and reference documents', not the index items appended after them
     new_mask = ~reference_mask[:n]
     summary = {"documents_in": int(new_mask.sum()), "exact_duplicates": decision.exact_duplicates,
                "near_duplicates": decision.near_duplicates - by_index, "index_duplicates": by_index,
