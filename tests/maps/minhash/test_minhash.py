@@ -151,6 +151,46 @@ def test_dense_csr_tokens_and_explicit_zeros_give_the_same_codes(variant):
     np.testing.assert_array_equal(np.vstack([m.hash(X[r:r + 1]) for r in range(9)]), codes)   # batch-free
 
 
+def _mix(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser in numpy's wrapping uint64 arithmetic (the compiled `mix`)."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def one_permutation_reference(m, elements: np.ndarray, offsets) -> np.ndarray:
+    """The module docstring's one-permutation codes, written from the formula: y = mix(x xor key), bin
+    floor(y k / 2^64) by the top 32 bits, the least y of each bin, empty bins from their probe sequence, >> 1."""
+    k = m.spec.n_components
+    m.materialize()
+    codes = np.empty((len(offsets) - 1, k), dtype=np.int64)
+    for row in range(len(offsets) - 1):
+        y = _mix(elements[offsets[row]:offsets[row + 1]] ^ m._key)
+        bins = ((y >> np.uint64(32)) * np.uint64(k)) >> np.uint64(32)
+        minima = np.full(k, np.iinfo(np.uint64).max, dtype=np.uint64)
+        np.minimum.at(minima, bins.astype(np.int64), y)
+        filled = minima.copy()
+        for j in np.flatnonzero(minima == np.iinfo(np.uint64).max):
+            attempt = 1
+            while filled[j] == np.iinfo(np.uint64).max:
+                filled[j] = minima[_set_kernels.probe(m._densify_key, j, attempt, k)]
+                attempt += 1
+        codes[row] = (filled >> np.uint64(1)).astype(np.int64)
+    return codes
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 100, 128, 256])
+def test_one_permutation_codes_are_the_formula_for_every_k(k):
+    """The pass takes the bin as the top log2 k bits when k is a power of two and by the multiply otherwise:
+    both are floor(y k / 2^64), so both give the formula's codes, for sets shorter and longer than k."""
+    rng = np.random.default_rng(k)
+    sizes = [1, 3, 40, 700]
+    elements = rng.integers(0, 2**64, size=sum(sizes), dtype=np.uint64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    m = minhash(n_components=k, seed=k + 1)
+    np.testing.assert_array_equal(m.hash_tokens(elements, offsets), one_permutation_reference(m, elements, offsets))
+
+
 @pytest.mark.parametrize("variant", ["one_permutation", "k_permutation"])
 def test_threads_do_not_change_codes(variant):
     elements, offsets, _ = planted_pairs(np.random.default_rng(4), 300, 200, 2**62)

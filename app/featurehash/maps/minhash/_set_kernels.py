@@ -95,21 +95,39 @@ def circulant_rows(elements, offsets, first, last, sigma, pi_wrapped, codes):
 # -- one-permutation hashing with optimal densification (Li, Owen & Zhang 2012; Shrivastava 2017) -----------
 
 
-_BLOCK = 256   # elements premixed per block: a vector loop, then the scatter of the block's minima
-
-
 @nb.njit(nogil=True, inline="always")
-def _one_permutation_row(elements, start, stop, key, minima, words):
+def _one_permutation_row(elements, start, stop, key, minima, shift):
+    """The least premixed element of each bin. Unsigned bin indices (no negative-index fix-up) and a select,
+    not a branch, for the minimum; one loop premixing and scattering each element: staging a block's
+    premixed words in an array first ran the scatter at half this speed (measured). With k = 2^s the bin is
+    the top s bits, y >> (64 - s) (`shift`; the same number as floor(y k / 2^64)); 0 means k is not a power of
+    two."""
     minima[:] = _ALL_ONES
-    k = minima.size
-    for block in range(start, stop, _BLOCK):
-        size = min(_BLOCK, stop - block)
-        for i in range(size):   # independent multiplies: vectorised, unlike the scatter below
-            words[i] = premix(elements[block + i], key)
-        for i in range(size):
-            y = words[i]
-            b = _bin(y, k)
-            minima[b] = min(minima[b], y)
+    if shift:
+        shift_u = np.uint64(shift)
+        for p in range(start, stop):
+            y = premix(elements[p], key)
+            b = y >> shift_u
+            low = minima[b]
+            minima[b] = y if y < low else low
+    else:
+        k = np.uint64(minima.size)
+        for p in range(start, stop):
+            y = premix(elements[p], key)
+            b = ((y >> _THIRTY_TWO) * k) >> _THIRTY_TWO
+            low = minima[b]
+            minima[b] = y if y < low else low
+
+
+@nb.njit(inline="always")
+def _power_of_two_shift(k):
+    """64 - s when k = 2^s with 1 <= s <= 32, else 0 (k = 1 included: a shift by 64 is undefined)."""
+    s = 1
+    while s <= 32:
+        if k == 1 << s:
+            return 64 - s
+        s += 1
+    return 0
 
 
 PROBES_CACHED = 16   # probe tries per bin kept in a table (the first few are all but a tiny few sets need)
@@ -143,13 +161,13 @@ def one_permutation_rows(elements, offsets, first, last, key, densify_key, probe
     minima = np.empty(k, dtype=np.uint64)
     filled = np.empty(k, dtype=np.uint64)
     pending = np.empty(k, dtype=np.int64)
-    words = np.empty(_BLOCK, dtype=np.uint64)
+    shift = _power_of_two_shift(k)
     for row in range(first, last):
         start, stop = offsets[row], offsets[row + 1]
         if start == stop:
             codes[row, :] = EMPTY
             continue
-        _one_permutation_row(elements, start, stop, key, minima, words)
+        _one_permutation_row(elements, start, stop, key, minima, shift)
         # Tries go in passes over the bins still empty, kept in a list compacted without a branch: a try per
         # bin in a branchy loop mispredicted on most bins of a short set (~1 us of 1.4 at 50 elements, k = 128).
         pending_count = 0
