@@ -206,10 +206,12 @@ def test_short_sets_densify_past_the_cached_probe_tries():
     m = minhash(n_components=256)
     codes = m.hash_tokens(np.array([12345], dtype=np.uint64), [0, 1])
     assert np.unique(codes).size == 1 and codes[0, 0] >= 0
-    probes = _set_kernels.probe_table(np.uint64(99), 32)
-    computed = [[_set_kernels.probe(np.uint64(99), j, t + 1, 32) for t in range(_set_kernels.PROBES_CACHED)]
-                for j in range(32)]
-    np.testing.assert_array_equal(probes, computed)
+    for k in (32, 2**16 + 3):   # uint16 bins, 32 tries; uint32 bins, 16 tries
+        probes = _set_kernels.probe_table(np.uint64(99), k)
+        assert probes.shape == (_set_kernels.probes_cached(k), k) and probes.nbytes == 64 * k
+        bins = range(32) if k == 32 else (0, 1, 40_000, k - 1)
+        computed = [[_set_kernels.probe(np.uint64(99), j, t + 1, k) for j in bins] for t in range(probes.shape[0])]
+        np.testing.assert_array_equal(probes[:, list(bins)], computed)
 
 
 def test_the_k_loop_is_vectorised():

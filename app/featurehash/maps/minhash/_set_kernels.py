@@ -97,22 +97,22 @@ def circulant_rows(elements, offsets, first, last, sigma, pi_wrapped, codes):
 
 @nb.njit(nogil=True, inline="always")
 def _one_permutation_row(elements, start, stop, key, minima, shift):
-    """The least premixed element of each bin. Unsigned bin indices (no negative-index fix-up) and a select,
-    not a branch, for the minimum; one loop premixing and scattering each element: staging a block's
-    premixed words in an array first ran the scatter at half this speed (measured). With k = 2^s the bin is
-    the top s bits, y >> (64 - s) (`shift`; the same number as floor(y k / 2^64)); 0 means k is not a power of
-    two."""
+    """The least premixed element of each bin. Unsigned element and bin indices (numba adds no negative-index
+    fix-up to an unsigned index: a fifth of this loop's time) and a select, not a branch, for the minimum; one
+    loop premixing and scattering each element (a block's premixed words staged in an array first ran the
+    scatter at half this speed). With k = 2^s the bin is the top s bits, y >> (64 - s) (`shift`; the same
+    number as floor(y k / 2^64)); 0 means k is not a power of two."""
     minima[:] = _ALL_ONES
     if shift:
         shift_u = np.uint64(shift)
-        for p in range(start, stop):
+        for p in range(np.uint64(start), np.uint64(stop)):
             y = premix(elements[p], key)
             b = y >> shift_u
             low = minima[b]
             minima[b] = y if y < low else low
     else:
         k = np.uint64(minima.size)
-        for p in range(start, stop):
+        for p in range(np.uint64(start), np.uint64(stop)):
             y = premix(elements[p], key)
             b = ((y >> _THIRTY_TWO) * k) >> _THIRTY_TWO
             low = minima[b]
@@ -130,7 +130,15 @@ def _power_of_two_shift(k):
     return 0
 
 
-PROBES_CACHED = 16   # probe tries per bin kept in a table (the first few are all but a tiny few sets need)
+# The first tries of every bin's probe sequence kept in a table (the tries all but a tiny few short sets need),
+# try-major so that one pass over the bins still empty reads one row. 64 bytes a bin either way: 32 tries of
+# uint16 bins while k <= 2^16, 16 tries of uint32 bins above.
+_SMALL_K = 1 << 16
+
+
+def probes_cached(k: int) -> int:
+    """How many tries of each bin's probe sequence `probe_table` keeps for k bins."""
+    return 32 if k <= _SMALL_K else 16
 
 
 @nb.njit(inline="always")
@@ -142,25 +150,71 @@ def probe(densify_key, j, attempt, k):
 
 
 @nb.njit(nogil=True, cache=True)
-def probe_table(densify_key, k):
-    """probe(densify_key, j, t + 1, k) for j < k, t < PROBES_CACHED (int32): a cache of the probe sequence, so
-    densifying a short set costs table reads; the sequence's later tries are computed (the same numbers)."""
-    table = np.empty((k, PROBES_CACHED), dtype=np.int32)
-    for j in range(k):
-        for t in range(PROBES_CACHED):
-            table[j, t] = probe(densify_key, j, t + 1, k)
+def _fill_probe_table(densify_key, table):
+    tries, k = table.shape
+    for t in range(tries):
+        for j in range(k):
+            table[t, j] = probe(densify_key, j, t + 1, k)
+
+
+def probe_table_nbytes(k: int) -> int:
+    return probes_cached(k) * k * (2 if k <= _SMALL_K else 4)
+
+
+def probe_table(densify_key, k: int) -> np.ndarray:
+    """table[t, j] = probe(densify_key, j, t + 1, k) for t < probes_cached(k), j < k: a cache of the probe
+    sequences, so densifying a short set costs table reads; later tries are computed (the same numbers)."""
+    table = np.empty((probes_cached(k), k), dtype=np.uint16 if k <= _SMALL_K else np.uint32)
+    _fill_probe_table(densify_key, table)
     return table
+
+
+@nb.njit(nogil=True, inline="always")
+def _densify(minima, filled, pending, waiting, densify_key, probes):
+    """filled = minima, each empty bin (all ones) replaced by the minimum of the first nonempty bin of its probe
+    sequence. Tries go in passes over the bins still empty, a list compacted without a branch into a second
+    list (compacting in place made each pass's loads wait on its own stores), all indices unsigned: a try per
+    bin in a branchy loop mispredicted on most bins of a short set."""
+    k = minima.size
+    count = np.uint64(0)
+    for j in range(np.uint64(k)):
+        value = minima[j]
+        filled[j] = value
+        pending[count] = j
+        count += np.uint64(value == _ALL_ONES)
+    attempt = 0
+    while count > 0:   # the set has an element, so some bin is nonempty: this ends
+        attempt += 1
+        still = np.uint64(0)
+        if attempt <= probes.shape[0]:
+            tried = probes[attempt - 1]
+            for i in range(count):
+                j = pending[i]
+                value = minima[np.uint64(tried[j])]
+                filled[j] = value
+                waiting[still] = j
+                still += np.uint64(value == _ALL_ONES)
+        else:
+            for i in range(count):
+                j = pending[i]
+                value = minima[probe(densify_key, j, attempt, k)]
+                filled[j] = value
+                waiting[still] = j
+                still += np.uint64(value == _ALL_ONES)
+        count = still
+        pending, waiting = waiting, pending
 
 
 @nb.njit(nogil=True, cache=True)
 def one_permutation_rows(elements, offsets, first, last, key, densify_key, probes, codes):
     """Codes of rows first..last-1: bin j's code is the least premixed element in bin j (bins cut the 2^64
     range in k equal parts, so codes of different bins never coincide), >> 1; an empty bin takes the code of
-    the first nonempty bin of its probe sequence (optimal densification)."""
-    k = probes.shape[0]
+    the first nonempty bin of its probe sequence (optimal densification). `probes`: `probe_table`."""
+    k = probes.shape[1]
     minima = np.empty(k, dtype=np.uint64)
     filled = np.empty(k, dtype=np.uint64)
-    pending = np.empty(k, dtype=np.int64)
+    pending = np.empty(k, dtype=np.uint64)
+    waiting = np.empty(k, dtype=np.uint64)
     shift = _power_of_two_shift(k)
     for row in range(first, last):
         start, stop = offsets[row], offsets[row + 1]
@@ -168,33 +222,7 @@ def one_permutation_rows(elements, offsets, first, last, key, densify_key, probe
             codes[row, :] = EMPTY
             continue
         _one_permutation_row(elements, start, stop, key, minima, shift)
-        # Tries go in passes over the bins still empty, kept in a list compacted without a branch: a try per
-        # bin in a branchy loop mispredicted on most bins of a short set (~1 us of 1.4 at 50 elements, k = 128).
-        pending_count = 0
-        for j in range(k):
-            value = minima[j]
-            filled[j] = value
-            pending[pending_count] = j
-            pending_count += value == _ALL_ONES
-        attempt = 0
-        while pending_count > 0:   # the set has an element, so some bin is nonempty: this ends
-            attempt += 1
-            still = 0
-            if attempt <= PROBES_CACHED:
-                for i in range(pending_count):
-                    j = pending[i]
-                    value = minima[probes[j, attempt - 1]]
-                    filled[j] = value
-                    pending[still] = j
-                    still += value == _ALL_ONES
-            else:
-                for i in range(pending_count):
-                    j = pending[i]
-                    value = minima[probe(densify_key, j, attempt, k)]
-                    filled[j] = value
-                    pending[still] = j
-                    still += value == _ALL_ONES
-            pending_count = still
+        _densify(minima, filled, pending, waiting, densify_key, probes)
         for j in range(k):
             codes[row, j] = np.int64(filled[j] >> _ONE)
 

@@ -156,7 +156,7 @@ class MinHashMap(DiscreteCodeMap):
     @classmethod
     def _table_bytes(cls, spec: MapSpec) -> int:
         k, D = spec.n_components, spec.input_dim
-        tables = {"k_permutation": 16 * k, "one_permutation": 4 * k * _set_kernels.PROBES_CACHED,
+        tables = {"k_permutation": 16 * k, "one_permutation": _set_kernels.probe_table_nbytes(k),
                   "circulant": 4 * (2 * D + k)}[spec.params["variant"]]
         return tables + 8 * k   # and the b-bit keys
 
