@@ -95,28 +95,42 @@ def circulant_rows(elements, offsets, first, last, sigma, pi_wrapped, codes):
 # -- one-permutation hashing with optimal densification (Li, Owen & Zhang 2012; Shrivastava 2017) -----------
 
 
+PREMIX_BLOCK = 32   # elements premixed per step of the one-permutation pass (a vector loop), then scattered
+
+
+@nb.njit(inline="always")
+def _bin_of(y, shift, k):
+    """floor(y k / 2^64): y's top bits when k = 2^s (shift = 64 - s), else from the top 32 bits."""
+    return y >> shift if shift else ((y >> _THIRTY_TWO) * k) >> _THIRTY_TWO
+
+
+@nb.njit(inline="always")
+def _keep_least(minima, y, shift, k):
+    b = _bin_of(y, shift, k)
+    low = minima[b]
+    minima[b] = y if y < low else low
+
+
 @nb.njit(nogil=True, inline="always")
-def _one_permutation_row(elements, start, stop, key, minima, shift):
-    """The least premixed element of each bin. Unsigned element and bin indices (numba adds no negative-index
-    fix-up to an unsigned index: a fifth of this loop's time) and a select, not a branch, for the minimum; one
-    loop premixing and scattering each element (a block's premixed words staged in an array first ran the
-    scatter at half this speed). With k = 2^s the bin is the top s bits, y >> (64 - s) (`shift`; the same
-    number as floor(y k / 2^64)); 0 means k is not a power of two."""
+def _one_permutation_row(elements, start, stop, key, minima, shift, words):
+    """The least premixed element of each bin. A fixed block of PREMIX_BLOCK elements is premixed into
+    `words` (a vector loop: independent multiplies), then scattered; unsigned element and bin indices (numba
+    adds no negative-index fix-up to an unsigned index) and a select, not a branch, for the minimum. Written
+    so, the pass ran 1.3-1.5x faster than one loop premixing and scattering each element in turn, and ~2x
+    faster than blocks of a variable length over signed indices. `shift`: 64 - s when k = 2^s, else 0."""
     minima[:] = _ALL_ONES
-    if shift:
-        shift_u = np.uint64(shift)
-        for p in range(np.uint64(start), np.uint64(stop)):
-            y = premix(elements[p], key)
-            b = y >> shift_u
-            low = minima[b]
-            minima[b] = y if y < low else low
-    else:
-        k = np.uint64(minima.size)
-        for p in range(np.uint64(start), np.uint64(stop)):
-            y = premix(elements[p], key)
-            b = ((y >> _THIRTY_TWO) * k) >> _THIRTY_TWO
-            low = minima[b]
-            minima[b] = y if y < low else low
+    k, shift = np.uint64(minima.size), np.uint64(shift)
+    p, stop = np.uint64(start), np.uint64(stop)
+    block = np.uint64(PREMIX_BLOCK)
+    while p + block <= stop:
+        for i in range(PREMIX_BLOCK):
+            words[i] = premix(elements[p + np.uint64(i)], key)
+        for i in range(PREMIX_BLOCK):
+            _keep_least(minima, words[i], shift, k)
+        p += block
+    while p < stop:
+        _keep_least(minima, premix(elements[p], key), shift, k)
+        p += _ONE
 
 
 @nb.njit(inline="always")
@@ -215,13 +229,14 @@ def one_permutation_rows(elements, offsets, first, last, key, densify_key, probe
     filled = np.empty(k, dtype=np.uint64)
     pending = np.empty(k, dtype=np.uint64)
     waiting = np.empty(k, dtype=np.uint64)
+    words = np.empty(PREMIX_BLOCK, dtype=np.uint64)
     shift = _power_of_two_shift(k)
     for row in range(first, last):
         start, stop = offsets[row], offsets[row + 1]
         if start == stop:
             codes[row, :] = EMPTY
             continue
-        _one_permutation_row(elements, start, stop, key, minima, shift)
+        _one_permutation_row(elements, start, stop, key, minima, shift, words)
         _densify(minima, filled, pending, waiting, densify_key, probes)
         for j in range(k):
             codes[row, j] = np.int64(filled[j] >> _ONE)
