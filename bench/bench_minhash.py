@@ -20,6 +20,10 @@ a lower variance.
 Binary rows: GCWS's two samplers and minhash on the same 0/1 CSR rows of 50 nonzeros (k = 128, one thread), where
 GMM is the Jaccard similarity: hashing CPU time a row, and a similarity join's planted pairs with each map.
 
+Bounds: per token of str lists of 5,000 tokens, rensa's and featurehash's str paths beside CPython's join of the
+lists (the visit of every str object featurehash's path starts with), the same join over one repeated object, and
+the compiled pass after the join; and GCWS dart at 50 nonzeros beside a loop of only its darts' own work.
+
 Index (--index, needs Redis at REDIS_URL, default redis://127.0.0.1:6379/0): 100,000 sets of 50 tokens (ids of
 columns in [0, 2^30)), k = 128, 16 bands of 8 (threshold ~0.7), inserted in batches of 5,000 and queried one set at a
 time (200 near copies: 5 of 50 tokens replaced), hashing included on both sides: featurehash's Redis LSH index
@@ -301,6 +305,87 @@ def binary_rows(rounds: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _dart_floor_kernel():
+    """A compiled loop of only the darts' own work: per row, `darts` ranks as running sums of -log of a counter
+    uniform, each dart's bucket from a second mix, a minimum per bucket. No bands, groups or rank limit."""
+    import math
+
+    import numba as nb
+    from featurehash.maps.numerics._counter_random import stream_key, uniform, word
+
+    @nb.njit(nogil=True)
+    def darts_only(rows, darts, k, key):
+        best = np.empty(k)
+        total = 0.0
+        for row in range(rows):
+            best[:] = np.inf
+            stream = stream_key(key, row)
+            gamma = 0.0
+            for n in range(darts):
+                gamma += -math.log(uniform(stream, np.uint64(4 * n)))
+                bucket = ((word(stream, np.uint64(4 * n + 2)) >> np.uint64(32)) * np.uint64(k)) >> np.uint64(32)
+                best[bucket] = min(best[bucket], gamma)
+            total += best[0]
+        return total
+
+    return darts_only
+
+
+def bounds(rounds: int) -> str:
+    """What bounds the str path and the dart sampler, one thread, interleaved (medians): per token of the speed
+    table's str lists of 5,000 tokens, rensa's str path, featurehash's, CPython's join of the lists (the visit of
+    every str object that featurehash's path starts with), the same join over one repeated str object, and the
+    compiled pass after the join (both by blocks of rows of ~16k tokens, as the str path joins); per row of 50 nonzeros at k = 128, GCWS dart against a loop of only its darts'
+    own work at T = k (ln k + 2) darts."""
+    import math
+
+    import rensa
+    from featurehash import create_map
+    from featurehash.maps.minhash import _set_kernels
+    from featurehash.maps.minhash import minhash as minhash_module
+
+    size, k, n = 5000, 128, 40
+    tokens, _ = token_batch(size, n, size + k)
+    str_sets = [[str(t) for t in tokens[r * size:(r + 1) * size]] for r in range(n)]
+    repeated = [[row[0]] * size for row in str_sets]
+    text = create_map({"method": "minhash", "n_components": k, "seed": SEED, "input": {"hashing": {}}})
+    text.hash(str_sets[:2], threads=1)
+    data = np.frombuffer("\0".join(map("\0".join, str_sets)).encode("utf-8"), dtype=np.uint8)
+    key, width = np.uint32(text.text_stage._key), text.spec.input_dim
+    per_block = max(1, minhash_module.TEXT_BLOCK_TOKENS // size)   # rows joined at once, as the str path does
+
+    def joined(lists):
+        for first in range(0, n, per_block):
+            "\0".join(map("\0".join, lists[first:first + per_block])).encode("utf-8")
+
+    darts_only = _dart_floor_kernel()
+    target = int(k * (math.log(k) + 2.0))
+    rows = 4000
+    calls = {
+        "rensa str path": (n * size, lambda: rensa.RMinHash.digest_matrix_from_token_sets(str_sets, k, SEED)),
+        "featurehash str path": (n * size, lambda: text.hash(str_sets, threads=1)),
+        "str.join + encode of the lists": (n * size, lambda: joined(str_sets)),
+        "the same, one str object repeated": (n * size, lambda: joined(repeated)),
+        "compiled pass after the join": (n * size, lambda: _set_kernels.separated_token_columns(data, n * size, key,
+                                                                                                width)),
+        f"dart floor: {target} darts a row": (rows, lambda: darts_only(rows, target, k, np.uint64(SEED))),
+    }
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for _, fn in calls.values():
+        fn()
+    for _ in range(rounds):
+        for name, (count, fn) in calls.items():
+            times[name].append(clock(fn)[0] / count)
+    lines = ["", f"Bounds (one thread, CPU, medians of {rounds} interleaved rounds)",
+             f"str lists of {size} tokens ({n} sets), ns a token:"]
+    for name in list(calls)[:5]:
+        lines.append(f"{name:>36} {np.median(times[name]) * 1e9:8.1f}")
+    name = list(calls)[5]
+    lines.append(f"GCWS dart at 50 nonzeros, k = {k}: {name}, each a log, two mixes and a minimum: "
+                 f"{np.median(times[name]) * 1e6:.2f} us a row")
+    return "\n".join(lines) + "\n"
+
+
 def report(one: dict, default: dict, rounds: int, quality_rows: dict) -> str:
     lines = [f"bench/bench_minhash.py: {os.cpu_count()} cores (shared), rounds {rounds}, medians, microseconds a set",
              "CPU = process CPU time (all threads) / sets; wall = elapsed / sets. fh = featurehash minhash",
@@ -338,23 +423,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--write", action="store_true", help=f"save the report to {RESULT}")
     parser.add_argument("--index", action="store_true", help="also the index comparison (needs Redis)")
-    parser.add_argument("--child", choices=("one", "default"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=("one", "default", "bounds"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(speed(args.rounds, args.child == "one")))
+        print(json.dumps(bounds(args.rounds) if args.child == "bounds" else speed(args.rounds, args.child == "one")))
         return 0
     results = {}
-    for mode in ("one", "default"):
+    for mode in ("one", "default", "bounds"):
         env = dict(os.environ)
-        if mode == "one":
-            env["RAYON_NUM_THREADS"] = "1"
-        else:
+        if mode == "default":
             env.pop("RAYON_NUM_THREADS", None)
+        else:
+            env["RAYON_NUM_THREADS"] = "1"
         done = subprocess.run([sys.executable, __file__, "--child", mode, "--rounds", str(args.rounds)], env=env,
                               capture_output=True, text=True, check=True)
         results[mode] = json.loads(done.stdout)
     text = report(results["one"], results["default"], args.rounds, quality())
     text += binary_rows(args.rounds)
+    text += results["bounds"]
     if args.index:
         text += index_report(index_bench())
     print(text)
