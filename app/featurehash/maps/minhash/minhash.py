@@ -50,7 +50,7 @@ from ..inputs import csr_parts
 from ..numerics import _row_threads as row_threads
 from ..numerics._counter_random import stream_keys
 from ..spec import MapSpec
-from . import _set_kernels
+from . import _set_kernels, _token_lists
 
 VARIANTS = ("one_permutation", "k_permutation", "circulant")
 MAX_CIRCULANT_UNIVERSE = 2**24
@@ -254,8 +254,9 @@ class MinHashMap(DiscreteCodeMap):
         stage makes is the set of its tokens' columns (every token of a list or document weighs > 0, and a code
         map's stage has no alternate sign), so the codes are those of the stage's CSR rows, without counting,
         sorting or building them. Documents take the stage's compiled pass (`token_hashes`: UTF-8 bytes to
-        n-gram hashes, no Python string per token) for either hash; token lists a joined split-and-hash pass
-        for murmur3."""
+        n-gram hashes, no Python string per token) for either hash; token lists, for murmur3, a compiled loop
+        that hashes each str's UTF-8 where CPython keeps it (`_token_lists`), or where that cannot read them, a
+        joined split-and-hash pass."""
         stage = self.text_stage
         if stage is None or not isinstance(X, (list, tuple)) or not X:
             return None
@@ -267,10 +268,13 @@ class MinHashMap(DiscreteCodeMap):
         if stage.params.hash != "murmur3" or not all(type(row) is list or type(row) is tuple for row in X):
             return None
         lengths = np.fromiter(map(len, X), dtype=np.int64, count=len(X))
-        if not lengths.all():
-            return None   # an empty list would read as one empty token below
         offsets = np.zeros(len(X) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
+        columns = _token_lists.token_columns(X, lengths, stage._key, self.spec.input_dim)
+        if columns is not None:
+            return columns, offsets
+        if not lengths.all():
+            return None   # an empty list would read as one empty token below
         # Rows go in blocks of about TEXT_BLOCK_TOKENS tokens: a block's joined text, its bytes and their
         # columns stay in the core's cache, where one join of the whole batch wrote and read it from memory
         # three times over.

@@ -1,0 +1,198 @@
+"""Python str token lists to the text stage's columns, each token's UTF-8 read where CPython keeps it.
+
+Kernel of the minhash token-list path: a batch of rows (a list or tuple of lists or tuples of str) becomes the
+column of every token under a `hashing` stage with hash "murmur3", floor(MurmurHash3_x86_32(utf8(token), key)
+width / 2^32) (featurehash.maps.numerics._murmur; the stage's own columns bit for bit), in one compiled loop and
+no Python object or joined copy of the text per token. A compact ASCII str (what CPython makes of ASCII text) is
+hashed where its characters lie in the object; any other token's UTF-8 buffer comes from the public C API,
+PyUnicode_AsUTF8AndSize (an encoding CPython makes once and keeps), which also refuses what is not a str.
+
+Invariants: the loop holds the GIL from start to end (it calls the C API, and no other thread can change or free
+the objects it reads); it reads a row's items as CPython lays out lists and tuples (PyObject_HEAD's ob_type,
+ob_size, then ob_item: a pointer for a list, the items inline for a tuple: PyList_GET_ITEM's and
+PyTuple_GET_ITEM's layout) and a compact ASCII str's length, state bits and characters (PyUnicode_IS_COMPACT_ASCII's
+and PyUnicode_DATA's), which `AVAILABLE` and `ASCII_DATA_AT` check on probe objects at import, and which a
+free-threaded interpreter does not have. Where it is not available, or a row, token or size is not as expected (a non-str
+token, text with no UTF-8 form, a row that changed size), `token_columns` returns None and the caller takes the
+general path, whose errors name the row.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+
+import numba as nb
+import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
+
+from ..numerics._murmur import MASK32, block_step, finish
+
+_U = np.uint64
+_WORD = 8
+_TYPE_AT, _SIZE_AT, _ITEMS_AT = 8, 16, 24   # ob_type, ob_size, ob_item (PyVarObject, then the list's or tuple's)
+BLOCK_TOKENS = 1 << 14   # tokens read per call of the compiled loop, which holds the GIL
+# A str object (PyASCIIObject): its length at _SIZE_AT, its state bits at _STATE_AT, among them "compact" and
+# "ascii" (bits 5 and 6 from CPython 3.11 on), and a compact ASCII string's characters right after the struct
+# (48 bytes in 3.11, 40 from 3.12): PyUnicode_IS_COMPACT_ASCII's and PyUnicode_DATA's layout.
+_STATE_AT, _COMPACT_ASCII = 32, 0x60
+_ASCII_DATA_CANDIDATES = (40, 48)
+
+
+def _loader(bits: int):
+    """An intrinsic: the little-endian unsigned word of `bits` bits at an address (no alignment), as uint64."""
+    @intrinsic
+    def load(typingctx, address):
+        def codegen(context, builder, signature, args):
+            value = builder.load(builder.inttoptr(args[0], ir.IntType(bits).as_pointer()), align=1)
+            return value if bits == 64 else builder.zext(value, ir.IntType(64))
+
+        return types.uint64(types.uint64), codegen
+
+    return load
+
+
+_load8, _load32, _load64 = _loader(8), _loader(32), _loader(64)
+
+
+@intrinsic
+def _utf8_of(typingctx, function, token, size_address):
+    """PyUnicode_AsUTF8AndSize(token, size_address) through its address: the buffer's address, 0 on failure."""
+    def codegen(context, builder, signature, args):
+        pointer_type = ir.IntType(8).as_pointer()
+        call_type = ir.FunctionType(pointer_type, [pointer_type, pointer_type])
+        callee = builder.inttoptr(args[0], call_type.as_pointer())
+        result = builder.call(callee, [builder.inttoptr(args[1], pointer_type),
+                                       builder.inttoptr(args[2], pointer_type)])
+        return builder.ptrtoint(result, ir.IntType(64))
+
+    return types.uint64(types.uint64, types.uint64, types.uint64), codegen
+
+
+@intrinsic
+def _call(typingctx, function):
+    """A C function of no argument and no result (PyErr_Clear) through its address."""
+    def codegen(context, builder, signature, args):
+        callee = builder.inttoptr(args[0], ir.FunctionType(ir.VoidType(), []).as_pointer())
+        builder.call(callee, [])
+        return context.get_dummy_value()
+
+    return types.none(types.uint64), codegen
+
+
+@nb.njit(inline="always")
+def _murmur3_at(address, length, key):
+    """MurmurHash3_x86_32 of the `length` bytes at `address` (the reference's formula, as `_murmur`)."""
+    h1 = key
+    blocks_end = address + (length & ~_U(3))
+    at = address
+    while at < blocks_end:
+        h1 = block_step(h1, _load32(at))
+        at += _U(4)
+    rest = length & _U(3)
+    tail = _U(0)
+    for i in range(rest):
+        tail |= _load8(blocks_end + _U(i)) << _U(8 * i)
+    return finish(h1, tail, rest, length)
+
+
+@nb.njit(cache=True)   # not nogil: the GIL is held throughout (module docstring)
+def _columns(rows, first, last, lengths, list_type, tuple_type, str_type, ascii_data_at, utf8_of, clear_error,
+             key, width, columns, t, size_slot):
+    """columns[t:] for the tokens of rows first..last-1 (`rows`: the address of the batch's item array), row
+    after row. A compact ASCII str's bytes are read in place at `ascii_data_at` (0: never); other tokens through
+    PyUnicode_AsUTF8AndSize. Returns the next t, or -1 after a row or token not as expected (the error CPython
+    set is cleared)."""
+    size_address = _U(size_slot.ctypes.data)
+    key, width = _U(key) & MASK32, _U(width)
+    for r in range(first, last):
+        row = _load64(rows + _U(_WORD * r))
+        kind = _load64(row + _U(_TYPE_AT))
+        if kind == list_type:
+            items = _load64(row + _U(_ITEMS_AT))
+        elif kind == tuple_type:
+            items = row + _U(_ITEMS_AT)
+        else:
+            return -1
+        if _load64(row + _U(_SIZE_AT)) != _U(lengths[r]):
+            return -1
+        for i in range(lengths[r]):
+            token = _load64(items + _U(_WORD * i))
+            if ascii_data_at and _load64(token + _U(_TYPE_AT)) == str_type \
+                    and _load8(token + _U(_STATE_AT)) & _U(_COMPACT_ASCII) == _U(_COMPACT_ASCII):
+                data, length = token + ascii_data_at, _load64(token + _U(_SIZE_AT))
+            else:
+                data = _utf8_of(utf8_of, token, size_address)
+                if data == 0:
+                    _call(clear_error)
+                    return -1
+                length = _U(size_slot[0])
+            columns[t] = (_murmur3_at(data, length, key) * width) >> _U(32)
+            t += 1
+    return t
+
+
+def _address(function) -> int:
+    return ctypes.cast(function, ctypes.c_void_p).value
+
+
+def _word_at(address: int) -> int:
+    return ctypes.c_uint64.from_address(address).value
+
+
+def _items_address(batch) -> int:
+    return _word_at(id(batch) + _ITEMS_AT) if type(batch) is list else id(batch) + _ITEMS_AT
+
+
+def _layout_holds() -> bool:
+    """Lists and tuples are laid out as the loop reads them (checked on probes, through ctypes)."""
+    if sys.implementation.name != "cpython" or not getattr(sys, "_is_gil_enabled", lambda: True)():
+        return False
+    first, second = "probe", "probé"
+    for probe in ([first, second], (first, second)):
+        items = _items_address(probe)
+        if _word_at(id(probe) + _TYPE_AT) != id(type(probe)) or _word_at(id(probe) + _SIZE_AT) != 2 \
+                or _word_at(items) != id(first) or _word_at(items + _WORD) != id(second):
+            return False
+    return True
+
+
+def _ascii_data_at() -> int:
+    """Where a compact ASCII str's characters start, when the state bits and the struct size are as the loop
+    reads them on probes (ASCII, Latin-1 and a str subclass, whose data lies elsewhere); 0 otherwise."""
+    text = "".join(["featurehash layout probe ", str(id(object()))])   # made at run time: not a constant
+    state = ctypes.c_uint8.from_address(id(text) + _STATE_AT).value
+    latin = "".join(["probé ", str(len(text))])
+    if state & _COMPACT_ASCII != _COMPACT_ASCII or _word_at(id(text) + _SIZE_AT) != len(text) \
+            or ctypes.c_uint8.from_address(id(latin) + _STATE_AT).value & _COMPACT_ASCII == _COMPACT_ASCII:
+        return 0
+    found = [at for at in _ASCII_DATA_CANDIDATES if ctypes.string_at(id(text) + at, len(text)) == text.encode()]
+    return found[0] if len(found) == 1 else 0
+
+
+AVAILABLE = _layout_holds()
+ASCII_DATA_AT = _ascii_data_at() if AVAILABLE else 0
+_UTF8_OF = _address(ctypes.pythonapi.PyUnicode_AsUTF8AndSize) if AVAILABLE else 0
+_CLEAR_ERROR = _address(ctypes.pythonapi.PyErr_Clear) if AVAILABLE else 0
+
+
+def token_columns(batch, lengths: np.ndarray, key: int, width: int) -> np.ndarray | None:
+    """The stage columns (uint64) of every token of `batch` (a list or tuple of lists or tuples; `lengths` their
+    sizes, int64), row after row; None where the loop cannot read them (the module docstring). Rows go in blocks
+    of about BLOCK_TOKENS tokens, so the GIL is held a fraction of a millisecond at a time."""
+    if not AVAILABLE or type(batch) not in (list, tuple):
+        return None
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    columns = np.empty(int(offsets[-1]), dtype=np.uint64)
+    size_slot = np.zeros(1, dtype=np.int64)
+    starts = np.searchsorted(offsets, np.arange(BLOCK_TOKENS, offsets[-1], BLOCK_TOKENS), side="right") - 1
+    cuts = np.unique(np.concatenate([[0], starts, [len(batch)]]))   # whole rows a block
+    items, t = _U(_items_address(batch)), 0
+    for first, last in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        t = _columns(items, first, last, lengths, _U(id(list)), _U(id(tuple)), _U(id(str)), _U(ASCII_DATA_AT),
+                     _U(_UTF8_OF), _U(_CLEAR_ERROR), _U(key), _U(width), columns, t, size_slot)
+        if t < 0:
+            return None
+    return columns
