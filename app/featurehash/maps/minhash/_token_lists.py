@@ -38,6 +38,7 @@ BLOCK_TOKENS = 1 << 14   # tokens read per call of the compiled loop, which hold
 # "ascii" (bits 5 and 6 from CPython 3.11 on), and a compact ASCII string's characters right after the struct
 # (48 bytes in 3.11, 40 from 3.12): PyUnicode_IS_COMPACT_ASCII's and PyUnicode_DATA's layout.
 _STATE_AT, _COMPACT_ASCII = 32, 0x60
+_AHEAD = 8   # tokens between a str object's prefetch and its read (words of a vocabulary: 16.5 -> 13.6 ns a token)
 _ASCII_DATA_CANDIDATES = (40, 48)
 
 
@@ -82,20 +83,36 @@ def _call(typingctx, function):
     return types.none(types.uint64), codegen
 
 
+@intrinsic
+def _prefetch(typingctx, address):
+    """A hint to bring the cache line at `address` in for reading (llvm.prefetch; no effect on results)."""
+    def codegen(context, builder, signature, args):
+        byte_pointer = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        hint = builder.module.declare_intrinsic("llvm.prefetch", fnty=ir.FunctionType(
+            ir.VoidType(), [byte_pointer, i32, i32, i32]))
+        builder.call(hint, [builder.inttoptr(args[0], byte_pointer), ir.Constant(i32, 0), ir.Constant(i32, 3),
+                            ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.none(types.uint64), codegen
+
+
 @nb.njit(inline="always")
 def _murmur3_at(address, length, key):
-    """MurmurHash3_x86_32 of the `length` bytes at `address` (the reference's formula, as `_murmur`)."""
+    """MurmurHash3_x86_32 of the `length` bytes at `address` (the reference's formula, as `_murmur`). The tail's
+    three bytes are read clamped to the last byte (the NUL CPython keeps after an empty token's text) and
+    masked off by `finish`: no branch on the tail's length, which mispredicted on tokens of mixed lengths."""
     h1 = key
     blocks_end = address + (length & ~_U(3))
     at = address
     while at < blocks_end:
         h1 = block_step(h1, _load32(at))
         at += _U(4)
-    rest = length & _U(3)
-    tail = _U(0)
-    for i in range(rest):
-        tail |= _load8(blocks_end + _U(i)) << _U(8 * i)
-    return finish(h1, tail, rest, length)
+    last = address + length - _U(1) if length else address
+    tail = (_load8(min(blocks_end, last)) | (_load8(min(blocks_end + _U(1), last)) << _U(8))
+            | (_load8(min(blocks_end + _U(2), last)) << _U(16)))
+    return finish(h1, tail, length & _U(3), length)
 
 
 @nb.njit(cache=True)   # not nogil: the GIL is held throughout (module docstring)
@@ -118,7 +135,10 @@ def _columns(rows, first, last, lengths, list_type, tuple_type, str_type, ascii_
             return -1
         if _load64(row + _U(_SIZE_AT)) != _U(lengths[r]):
             return -1
-        for i in range(lengths[r]):
+        count = lengths[r]
+        for i in range(count):
+            if i + _AHEAD < count:   # a row's str objects lie anywhere in memory: ask for one a few tokens ahead
+                _prefetch(_load64(items + _U(_WORD * (i + _AHEAD))))
             token = _load64(items + _U(_WORD * i))
             if ascii_data_at and _load64(token + _U(_TYPE_AT)) == str_type \
                     and _load8(token + _U(_STATE_AT)) & _U(_COMPACT_ASCII) == _U(_COMPACT_ASCII):
