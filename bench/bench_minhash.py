@@ -20,9 +20,9 @@ a lower variance.
 Binary rows: GCWS's two samplers and minhash on the same 0/1 CSR rows of 50 nonzeros (k = 128, one thread), where
 GMM is the Jaccard similarity: hashing CPU time a row, and a similarity join's planted pairs with each map.
 
-Bounds: per token of str lists of 5,000 tokens, rensa's and featurehash's str paths beside CPython's join of the
-lists (the visit of every str object featurehash's path starts with), the same join over one repeated object, and
-the compiled pass after the join; and GCWS dart at 50 nonzeros beside a loop of only its darts' own work.
+Bounds: per token of str lists of 5,000 tokens, rensa's and featurehash's str paths beside featurehash's token loop
+(str objects to stage columns), that loop over one repeated object (the hashing alone), and the joined pass it
+replaced where it can; and GCWS dart at 50 nonzeros beside a loop of only its darts' own work.
 
 Index (--index, needs Redis at REDIS_URL, default redis://127.0.0.1:6379/0): 100,000 sets of 50 tokens (ids of
 columns in [0, 2^30)), k = 128, 16 bands of 8 (threshold ~0.7), inserted in batches of 5,000 and queried one set at a
@@ -337,15 +337,15 @@ def _dart_floor_kernel():
 
 def bounds(rounds: int) -> str:
     """What bounds the str path and the dart sampler, one thread, interleaved (medians): per token of the speed
-    table's str lists of 5,000 tokens, rensa's str path, featurehash's, CPython's join of the lists (the visit of
-    every str object that featurehash's path starts with), the same join over one repeated str object, and the
-    compiled pass after the join (both by blocks of rows of ~16k tokens, as the str path joins); per row of 50 nonzeros at k = 128, GCWS dart against a loop of only its darts'
-    own work at T = k (ln k + 2) darts."""
+    table's str lists of 5,000 tokens, rensa's str path, featurehash's, its token loop (each str object to its
+    stage column), that loop over one str object repeated (MurmurHash3 with no memory traffic), and the joined
+    pass it replaced where it can (str.join, then the compiled split-and-hash, by blocks of ~16k tokens); per row
+    of 50 nonzeros at k = 128, GCWS dart against a loop of only its darts' own work at T = k (ln k + 2) darts."""
     import math
 
     import rensa
     from featurehash import create_map
-    from featurehash.maps.minhash import _set_kernels
+    from featurehash.maps.minhash import _set_kernels, _token_lists
     from featurehash.maps.minhash import minhash as minhash_module
 
     size, k, n = 5000, 128, 40
@@ -354,13 +354,15 @@ def bounds(rounds: int) -> str:
     repeated = [[row[0]] * size for row in str_sets]
     text = create_map({"method": "minhash", "n_components": k, "seed": SEED, "input": {"hashing": {}}})
     text.hash(str_sets[:2], threads=1)
-    data = np.frombuffer("\0".join(map("\0".join, str_sets)).encode("utf-8"), dtype=np.uint8)
     key, width = np.uint32(text.text_stage._key), text.spec.input_dim
-    per_block = max(1, minhash_module.TEXT_BLOCK_TOKENS // size)   # rows joined at once, as the str path does
+    per_block = max(1, minhash_module.TEXT_BLOCK_TOKENS // size)   # rows joined at once, as the joined pass does
+    lengths = np.full(n, size, dtype=np.int64)
 
-    def joined(lists):
+    def joined_pass(lists):
         for first in range(0, n, per_block):
-            "\0".join(map("\0".join, lists[first:first + per_block])).encode("utf-8")
+            block = np.frombuffer("\0".join(map("\0".join, lists[first:first + per_block])).encode("utf-8"),
+                                  dtype=np.uint8)
+            _set_kernels.separated_token_columns(block, min(per_block, n - first) * size, key, width)
 
     darts_only = _dart_floor_kernel()
     target = int(k * (math.log(k) + 2.0))
@@ -368,10 +370,11 @@ def bounds(rounds: int) -> str:
     calls = {
         "rensa str path": (n * size, lambda: rensa.RMinHash.digest_matrix_from_token_sets(str_sets, k, SEED)),
         "featurehash str path": (n * size, lambda: text.hash(str_sets, threads=1)),
-        "str.join + encode of the lists": (n * size, lambda: joined(str_sets)),
-        "the same, one str object repeated": (n * size, lambda: joined(repeated)),
-        "compiled pass after the join": (n * size, lambda: _set_kernels.separated_token_columns(data, n * size, key,
-                                                                                                width)),
+        "its token loop (str to columns)": (n * size, lambda: _token_lists.token_columns(str_sets, lengths, key,
+                                                                                         width)),
+        "the loop, one str object repeated": (n * size, lambda: _token_lists.token_columns(repeated, lengths, key,
+                                                                                           width)),
+        "joined pass (join, split, hash)": (n * size, lambda: joined_pass(str_sets)),
         f"dart floor: {target} darts a row": (rows, lambda: darts_only(rows, target, k, np.uint64(SEED), 0)),
         "and 850 tests": (rows, lambda: darts_only(rows, target, k, np.uint64(SEED), 850)),
     }
