@@ -78,6 +78,7 @@ def test_tokens_the_joined_pass_cannot_split_are_read():
     ([["a", "\ud800"]], [2]),           # a lone surrogate: no UTF-8 form
     ([["a", "b"]], [3]),                # a row whose size is not the one given
     ([["a"], "bc"], [1, 2]),            # a row that is neither a list nor a tuple
+    ([["a"]], [1, 1]),                  # a batch that does not hold the rows given (changed between blocks)
 ])
 def test_what_the_loop_cannot_read_gives_none_and_leaves_no_error(rows, lengths):
     assert _token_lists.token_columns(rows, np.array(lengths, dtype=np.int64), KEY, WIDTH) is None

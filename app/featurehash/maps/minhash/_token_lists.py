@@ -115,25 +115,32 @@ def _murmur3_at(address, length, key):
     return finish(h1, tail, length & _U(3), length)
 
 
+@nb.njit(inline="always")
+def _items(sequence, size, list_type, tuple_type):
+    """(found, address of the item array) of a list or tuple at `sequence` (an object address); found is False
+    when it is neither or does not hold `size` items. An empty list may have no array (address 0)."""
+    kind = _load64(sequence + _U(_TYPE_AT))
+    if (kind != list_type and kind != tuple_type) or _load64(sequence + _U(_SIZE_AT)) != _U(size):
+        return False, _U(0)
+    return True, _load64(sequence + _U(_ITEMS_AT)) if kind == list_type else sequence + _U(_ITEMS_AT)
+
+
 @nb.njit(cache=True)   # not nogil: the GIL is held throughout (module docstring)
-def _columns(rows, first, last, lengths, list_type, tuple_type, str_type, ascii_data_at, utf8_of, clear_error,
+def _columns(batch, first, last, lengths, list_type, tuple_type, str_type, ascii_data_at, utf8_of, clear_error,
              key, width, columns, t, size_slot):
-    """columns[t:] for the tokens of rows first..last-1 (`rows`: the address of the batch's item array), row
-    after row. A compact ASCII str's bytes are read in place at `ascii_data_at` (0: never); other tokens through
-    PyUnicode_AsUTF8AndSize. Returns the next t, or -1 after a row or token not as expected (the error CPython
-    set is cleared)."""
+    """columns[t:] for the tokens of rows first..last-1 of `batch` (an object address), row after row. The
+    batch's and each row's items are found in this call (between two calls another thread may have changed
+    them). A compact ASCII str's bytes are read in place at `ascii_data_at` (0: never); other tokens through
+    PyUnicode_AsUTF8AndSize. Returns the next t, or -1 after a batch, row or token not as expected (the error
+    CPython set is cleared)."""
     size_address = _U(size_slot.ctypes.data)
     key, width = _U(key) & MASK32, _U(width)
+    found, rows = _items(batch, lengths.size, list_type, tuple_type)
+    if not found:
+        return -1
     for r in range(first, last):
-        row = _load64(rows + _U(_WORD * r))
-        kind = _load64(row + _U(_TYPE_AT))
-        if kind == list_type:
-            items = _load64(row + _U(_ITEMS_AT))
-        elif kind == tuple_type:
-            items = row + _U(_ITEMS_AT)
-        else:
-            return -1
-        if _load64(row + _U(_SIZE_AT)) != _U(lengths[r]):
+        found, items = _items(_load64(rows + _U(_WORD * r)), lengths[r], list_type, tuple_type)
+        if not found:
             return -1
         count = lengths[r]
         for i in range(count):
@@ -209,9 +216,9 @@ def token_columns(batch, lengths: np.ndarray, key: int, width: int) -> np.ndarra
     size_slot = np.zeros(1, dtype=np.int64)
     starts = np.searchsorted(offsets, np.arange(BLOCK_TOKENS, offsets[-1], BLOCK_TOKENS), side="right") - 1
     cuts = np.unique(np.concatenate([[0], starts, [len(batch)]]))   # whole rows a block
-    items, t = _U(_items_address(batch)), 0
+    t = 0
     for first, last in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
-        t = _columns(items, first, last, lengths, _U(id(list)), _U(id(tuple)), _U(id(str)), _U(ASCII_DATA_AT),
+        t = _columns(_U(id(batch)), first, last, lengths, _U(id(list)), _U(id(tuple)), _U(id(str)), _U(ASCII_DATA_AT),
                      _U(_UTF8_OF), _U(_CLEAR_ERROR), _U(key), _U(width), columns, t, size_slot)
         if t < 0:
             return None
