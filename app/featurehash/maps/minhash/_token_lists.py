@@ -7,14 +7,15 @@ no Python object or joined copy of the text per token. A compact ASCII str (what
 hashed where its characters lie in the object; any other token's UTF-8 buffer comes from the public C API,
 PyUnicode_AsUTF8AndSize (an encoding CPython makes once and keeps), which also refuses what is not a str.
 
-Invariants: the loop holds the GIL from start to end (it calls the C API, and no other thread can change or free
-the objects it reads); it reads a row's items as CPython lays out lists and tuples (PyObject_HEAD's ob_type,
-ob_size, then ob_item: a pointer for a list, the items inline for a tuple: PyList_GET_ITEM's and
-PyTuple_GET_ITEM's layout) and a compact ASCII str's length, state bits and characters (PyUnicode_IS_COMPACT_ASCII's
-and PyUnicode_DATA's), which `AVAILABLE` and `ASCII_DATA_AT` check on probe objects at import, and which a
-free-threaded interpreter does not have. Where it is not available, or a row, token or size is not as expected (a non-str
-token, text with no UTF-8 form, a row that changed size), `token_columns` returns None and the caller takes the
-general path, whose errors name the row.
+Invariants: each call of the loop holds the GIL from start to end (it calls the C API, and no other thread can
+change or free the objects it reads); it reads a row's items as CPython lays out lists and tuples
+(PyObject_HEAD's ob_type, ob_size, then ob_item: a pointer for a list, the items inline for a tuple:
+PyList_GET_ITEM's and PyTuple_GET_ITEM's layout) and a compact ASCII str's length, state bits and characters
+(PyUnicode_IS_COMPACT_ASCII's and PyUnicode_DATA's), on a little-endian machine, which `AVAILABLE` and
+`ASCII_DATA_AT` check on probe objects at import, and which a free-threaded interpreter does not have. Where it
+is not available, or a batch, row, token or size is not as expected (a non-str token, text with no UTF-8 form, a
+row that changed size), `token_columns` returns None and the caller takes the general path, whose errors name
+the row.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ _ASCII_DATA_CANDIDATES = (40, 48)
 
 
 def _loader(bits: int):
-    """An intrinsic: the little-endian unsigned word of `bits` bits at an address (no alignment), as uint64."""
+    """An intrinsic: the unsigned word of `bits` bits at an address (no alignment; the machine's byte order,
+    which `AVAILABLE` requires to be little-endian, as MurmurHash3 reads its blocks), as uint64."""
     @intrinsic
     def load(typingctx, address):
         def codegen(context, builder, signature, args):
@@ -175,7 +177,8 @@ def _items_address(batch) -> int:
 
 def _layout_holds() -> bool:
     """Lists and tuples are laid out as the loop reads them (checked on probes, through ctypes)."""
-    if sys.implementation.name != "cpython" or not getattr(sys, "_is_gil_enabled", lambda: True)():
+    if sys.implementation.name != "cpython" or sys.byteorder != "little" \
+            or not getattr(sys, "_is_gil_enabled", lambda: True)():
         return False
     first, second = "probe", "probé"
     for probe in ([first, second], (first, second)):
