@@ -234,14 +234,17 @@ class CompactSteps:
     # -- queries ---------------------------------------------------------------------------------
 
     def plan(self, X):
-        """The checked vectors, their b-bit fingerprints and their bucket identities (all levels), the latter two
-        in one compiled call (featurehash.store.index.compact.kernels.query_plan)."""
-        X = self.index.feature_map.check(X, "vectors")
-        codes = self.index.feature_map.hash(X)
+        """The checked vectors (None when the index keeps none: the codes alone rank, as for stored items), their
+        b-bit fingerprints and their bucket identities (all levels), the latter two in one compiled call
+        (featurehash.store.index.compact.kernels.query_plan). `hash` checks the vectors itself, so without stored
+        vectors they are not checked a second time for nothing to read them."""
+        feature_map = self.index.feature_map
+        checked = None if self.codec is None else feature_map.check(X, "vectors")
+        codes = feature_map.hash(X if checked is None else checked)
         if codes.shape[1] != self.config.n_codes:
             raise InputError("vectors", f"the map gave {codes.shape[1]} codes, the index expects {self.config.n_codes}")
         low, identities = query_plan(codes, self.config.bands, self.config.rows, self._level_rows, FINGERPRINT_BITS)
-        return X, low, identities
+        return checked, low, identities
 
     def stored_plan_steps(self, ids: list[str]):
         """(vectors or None, b-bit fingerprints, stored bucket identities, item numbers) of stored items."""
