@@ -332,6 +332,16 @@ def test_the_token_list_pass_is_the_stages_murmur3_columns_for_any_length_and_al
         assert m.hash([[""]]).shape == (1, 32)   # only empty tokens: the general path
 
 
+@pytest.mark.parametrize("width", [None, 1000, 2**18])
+def test_token_lists_in_scikit_learn_mode_are_the_stage_rows(width):
+    """scikit-learn's hash mode (|signed MurmurHash3| mod width, any width) from the token loop's hashes: the codes
+    of the stage's CSR rows."""
+    m = create_map({"method": "minhash", "n_components": 32, "seed": 6, "input": {"hashing": {"hash": "sklearn"}}}
+                   | ({} if width is None else {"input_dim": width}))
+    rows = [["alpha", "beta", "é", ""], ("gamma",), ["alpha", "delta", "x" * 17]]
+    np.testing.assert_array_equal(m.hash(rows), m.hash(m.text_stage.transform(rows, dtype=np.float64)))
+
+
 def test_token_lists_joined_in_blocks_of_rows_give_the_codes_of_one_block(monkeypatch):
     """Blocks of 7 tokens (rows cut at block edges, long rows alone) and one block of the whole batch: the same
     codes as the stage's CSR rows; a U+0000 token in a late block still takes the general path (the same codes)."""

@@ -210,7 +210,7 @@ _CLEAR_ERROR = _address(ctypes.pythonapi.PyErr_Clear) if AVAILABLE else 0
 
 def token_columns(batch, lengths: np.ndarray, key: int, width: int) -> np.ndarray | None:
     """The stage columns (uint64) of every token of `batch` (a list or tuple of lists or tuples; `lengths` their
-    sizes, int64), row after row; None where the loop cannot read them (the module docstring). Rows go in blocks
+    sizes, int64), row after row: floor(h width / 2^32) of each token's hash h (width 2^32: h itself); None where the loop cannot read them (the module docstring). Rows go in blocks
     of about BLOCK_TOKENS tokens, so the GIL is held a fraction of a millisecond at a time."""
     if not AVAILABLE or type(batch) not in (list, tuple):
         return None

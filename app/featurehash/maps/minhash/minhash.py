@@ -254,9 +254,9 @@ class MinHashMap(DiscreteCodeMap):
         stage makes is the set of its tokens' columns (every token of a list or document weighs > 0, and a code
         map's stage has no alternate sign), so the codes are those of the stage's CSR rows, without counting,
         sorting or building them. Documents take the stage's compiled pass (`token_hashes`: UTF-8 bytes to
-        n-gram hashes, no Python string per token) for either hash; token lists, for murmur3, a compiled loop
-        that hashes each str's UTF-8 where CPython keeps it (`_token_lists`), or where that cannot read them, a
-        joined split-and-hash pass."""
+        n-gram hashes, no Python string per token) for either hash; token lists a compiled loop that hashes each
+        str's UTF-8 where CPython keeps it (`_token_lists`), for either hash, or where that cannot read them, a
+        joined split-and-hash pass for murmur3."""
         stage = self.text_stage
         if stage is None or not isinstance(X, (list, tuple)) or not X:
             return None
@@ -265,16 +265,18 @@ class MinHashMap(DiscreteCodeMap):
             # a custom token_pattern, text with no UTF-8 form), with its errors naming the row
             hashed, offsets = stage.token_hashes(X)
             return stage_columns(hashed, stage.params.hash, self.spec.input_dim), offsets
-        if stage.params.hash != "murmur3" or not all(type(row) is list or type(row) is tuple for row in X):
+        if not all(type(row) is list or type(row) is tuple for row in X):
             return None
         lengths = np.fromiter(map(len, X), dtype=np.int64, count=len(X))
         offsets = np.zeros(len(X) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        columns = _token_lists.token_columns(X, lengths, stage._key, self.spec.input_dim)
-        if columns is not None:
-            return columns, offsets
-        if not lengths.all():
-            return None   # an empty list would read as one empty token below
+        # the seeded mode's columns come straight from the loop; scikit-learn's mode maps the 32-bit hashes
+        murmur3 = stage.params.hash == "murmur3"
+        found = _token_lists.token_columns(X, lengths, stage._key, self.spec.input_dim if murmur3 else 2**32)
+        if found is not None:
+            return (found if murmur3 else stage_columns(found, "sklearn", self.spec.input_dim)), offsets
+        if not murmur3 or not lengths.all():
+            return None   # the joined pass: murmur3 only, and an empty list would read as one empty token
         # Rows go in blocks of about TEXT_BLOCK_TOKENS tokens: a block's joined text, its bytes and their
         # columns stay in the core's cache, where one join of the whole batch wrote and read it from memory
         # three times over.
