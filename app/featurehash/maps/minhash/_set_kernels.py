@@ -33,8 +33,9 @@ def premix(element, key):
 
 @nb.njit(inline="always")
 def _bin(word, k):
-    """floor(word k / 2^64) from the top 32 bits: the bin of a premixed element among k (< 2^32) bins."""
-    return np.int64(((word >> _THIRTY_TWO) * np.uint64(k)) >> _THIRTY_TWO)
+    """floor(word k / 2^64) from the top 32 bits: the bin of a premixed element among k (< 2^32) bins, unsigned
+    (an index numba adds no negative-index fix-up to)."""
+    return ((word >> _THIRTY_TWO) * np.uint64(k)) >> _THIRTY_TWO
 
 
 # -- classical k-permutation minhash: h_j(x) = a_j premix(x) + b_j (mod 2^64), a_j odd -----------------------
@@ -101,7 +102,7 @@ PREMIX_BLOCK = 32   # elements premixed per step of the one-permutation pass (a 
 @nb.njit(inline="always")
 def _bin_of(y, shift, k):
     """floor(y k / 2^64): y's top bits when k = 2^s (shift = 64 - s), else from the top 32 bits."""
-    return y >> shift if shift else ((y >> _THIRTY_TWO) * k) >> _THIRTY_TWO
+    return y >> shift if shift else _bin(y, k)
 
 
 @nb.njit(inline="always")
