@@ -356,7 +356,7 @@ def bounds(rounds: int) -> str:
     text.hash(str_sets[:2], threads=1)
     key, width = np.uint32(text.text_stage._key), text.spec.input_dim
     per_block = max(1, minhash_module.TEXT_BLOCK_TOKENS // size)   # rows joined at once, as the joined pass does
-    lengths = np.full(n, size, dtype=np.int64)
+    offsets = np.arange(0, n * size + 1, size, dtype=np.int64)
 
     def joined_pass(lists):
         for first in range(0, n, per_block):
@@ -370,9 +370,9 @@ def bounds(rounds: int) -> str:
     calls = {
         "rensa str path": (n * size, lambda: rensa.RMinHash.digest_matrix_from_token_sets(str_sets, k, SEED)),
         "featurehash str path": (n * size, lambda: text.hash(str_sets, threads=1)),
-        "its token loop (str to columns)": (n * size, lambda: _token_lists.token_columns(str_sets, lengths, key,
+        "its token loop (str to columns)": (n * size, lambda: _token_lists.token_columns(str_sets, offsets, key,
                                                                                          width)),
-        "the loop, one str object repeated": (n * size, lambda: _token_lists.token_columns(repeated, lengths, key,
+        "the loop, one str object repeated": (n * size, lambda: _token_lists.token_columns(repeated, offsets, key,
                                                                                            width)),
         "joined pass (join, split, hash)": (n * size, lambda: joined_pass(str_sets)),
         f"dart floor: {target} darts a row": (rows, lambda: darts_only(rows, target, k, np.uint64(SEED), 0)),

@@ -25,8 +25,12 @@ def joined_columns(rows) -> np.ndarray:
     return _set_kernels.separated_token_columns(data, sum(map(len, rows)), np.uint32(KEY), WIDTH)
 
 
+def offsets_of(lengths) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(np.fromiter(lengths, dtype=np.int64))]).astype(np.int64)
+
+
 def read(rows) -> np.ndarray | None:
-    return _token_lists.token_columns(rows, np.fromiter(map(len, rows), dtype=np.int64, count=len(rows)), KEY, WIDTH)
+    return _token_lists.token_columns(rows, offsets_of(map(len, rows)), KEY, WIDTH)
 
 
 def test_columns_are_the_stage_murmur3_columns_for_any_length_and_alphabet():
@@ -81,11 +85,11 @@ def test_tokens_the_joined_pass_cannot_split_are_read():
     ([["a"]], [1, 1]),                  # a batch that does not hold the rows given (changed between blocks)
 ])
 def test_what_the_loop_cannot_read_gives_none_and_leaves_no_error(rows, lengths):
-    assert _token_lists.token_columns(rows, np.array(lengths, dtype=np.int64), KEY, WIDTH) is None
+    assert _token_lists.token_columns(rows, offsets_of(lengths), KEY, WIDTH) is None
     assert sys.exc_info() == (None, None, None)
     np.testing.assert_array_equal(read([["after"]]), joined_columns([["after"]]))   # the interpreter is fine
 
 
 def test_the_layout_check_refuses_what_is_not_a_list_or_tuple_batch():
-    assert _token_lists.token_columns(iter([["a"]]), np.array([1]), KEY, WIDTH) is None
+    assert _token_lists.token_columns(iter([["a"]]), offsets_of([1]), KEY, WIDTH) is None
     assert _token_lists._layout_holds()

@@ -128,23 +128,25 @@ def _items(sequence, size, list_type, tuple_type):
 
 
 @nb.njit(cache=True)   # not nogil: the GIL is held throughout (module docstring)
-def _columns(batch, first, last, lengths, list_type, tuple_type, str_type, ascii_data_at, utf8_of, clear_error,
-             key, width, columns, t, size_slot):
-    """columns[t:] for the tokens of rows first..last-1 of `batch` (an object address), row after row. The
+def _columns(batch, first, last, offsets, list_type, tuple_type, str_type, ascii_data_at, utf8_of, clear_error,
+             key, width, columns, size_slot):
+    """columns[offsets[first]:offsets[last]] for the tokens of rows first..last-1 of `batch` (an object address;
+    row r holds offsets[r + 1] - offsets[r] tokens), row after row. The
     batch's and each row's items are found in this call (between two calls another thread may have changed
     them). A compact ASCII str's bytes are read in place at `ascii_data_at` (0: never); other tokens through
-    PyUnicode_AsUTF8AndSize. Returns the next t, or -1 after a batch, row or token not as expected (the error
-    CPython set is cleared)."""
+    PyUnicode_AsUTF8AndSize. Returns False after a batch, row or token not as expected (the error CPython set is
+    cleared), else True."""
     size_address = _U(size_slot.ctypes.data)
     key, width = _U(key) & MASK32, _U(width)
-    found, rows = _items(batch, lengths.size, list_type, tuple_type)
+    found, rows = _items(batch, offsets.size - 1, list_type, tuple_type)
     if not found:
-        return -1
+        return False
+    t = offsets[first]
     for r in range(first, last):
-        found, items = _items(_load64(rows + _U(_WORD * r)), lengths[r], list_type, tuple_type)
+        count = offsets[r + 1] - offsets[r]
+        found, items = _items(_load64(rows + _U(_WORD * r)), count, list_type, tuple_type)
         if not found:
-            return -1
-        count = lengths[r]
+            return False
         for i in range(count):
             if i + _AHEAD < count:   # a row's str objects lie anywhere in memory: ask for one a few tokens ahead
                 _prefetch(_load64(items + _U(_WORD * (i + _AHEAD))))
@@ -156,11 +158,11 @@ def _columns(batch, first, last, lengths, list_type, tuple_type, str_type, ascii
                 data = _utf8_of(utf8_of, token, size_address)
                 if data == 0:
                     _call(clear_error)
-                    return -1
+                    return False
                 length = _U(size_slot[0])
             columns[t] = (_murmur3_at(data, length, key) * width) >> _U(32)
             t += 1
-    return t
+    return True
 
 
 def _address(function) -> int:
@@ -208,21 +210,25 @@ _UTF8_OF = _address(ctypes.pythonapi.PyUnicode_AsUTF8AndSize) if AVAILABLE else 
 _CLEAR_ERROR = _address(ctypes.pythonapi.PyErr_Clear) if AVAILABLE else 0
 
 
-def token_columns(batch, lengths: np.ndarray, key: int, width: int) -> np.ndarray | None:
-    """The stage columns (uint64) of every token of `batch` (a list or tuple of lists or tuples; `lengths` their
-    sizes, int64), row after row: floor(h width / 2^32) of each token's hash h (width 2^32: h itself); None where the loop cannot read them (the module docstring). Rows go in blocks
-    of about BLOCK_TOKENS tokens, so the GIL is held a fraction of a millisecond at a time."""
+def row_blocks(offsets: np.ndarray, block_tokens: int) -> list[tuple[int, int]]:
+    """Consecutive row ranges (first, last) of about `block_tokens` tokens each, whole rows a block (a row longer
+    than a block alone), for n rows of `offsets` (n + 1 int64)."""
+    starts = np.searchsorted(offsets, np.arange(block_tokens, offsets[-1], block_tokens), side="right") - 1
+    cuts = np.unique(np.concatenate([[0], starts, [offsets.size - 1]])).tolist()
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def token_columns(batch, offsets: np.ndarray, key: int, width: int) -> np.ndarray | None:
+    """The stage columns (uint64) of every token of `batch` (a list or tuple of lists or tuples; row r holds
+    offsets[r + 1] - offsets[r] tokens, `offsets` int64), row after row: floor(h width / 2^32) of each token's
+    hash h (width 2^32: h itself); None where the loop cannot read them (the module docstring). Rows go in
+    blocks of about BLOCK_TOKENS tokens, so the GIL is held a fraction of a millisecond at a time."""
     if not AVAILABLE or type(batch) not in (list, tuple):
         return None
-    offsets = np.concatenate([[0], np.cumsum(lengths)])
     columns = np.empty(int(offsets[-1]), dtype=np.uint64)
     size_slot = np.zeros(1, dtype=np.int64)
-    starts = np.searchsorted(offsets, np.arange(BLOCK_TOKENS, offsets[-1], BLOCK_TOKENS), side="right") - 1
-    cuts = np.unique(np.concatenate([[0], starts, [len(batch)]]))   # whole rows a block
-    t = 0
-    for first, last in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
-        t = _columns(_U(id(batch)), first, last, lengths, _U(id(list)), _U(id(tuple)), _U(id(str)), _U(ASCII_DATA_AT),
-                     _U(_UTF8_OF), _U(_CLEAR_ERROR), _U(key), _U(width), columns, t, size_slot)
-        if t < 0:
+    for first, last in row_blocks(offsets, BLOCK_TOKENS):
+        if not _columns(_U(id(batch)), first, last, offsets, _U(id(list)), _U(id(tuple)), _U(id(str)),
+                        _U(ASCII_DATA_AT), _U(_UTF8_OF), _U(_CLEAR_ERROR), _U(key), _U(width), columns, size_slot):
             return None
     return columns

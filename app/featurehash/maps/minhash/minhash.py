@@ -272,7 +272,7 @@ class MinHashMap(DiscreteCodeMap):
         np.cumsum(lengths, out=offsets[1:])
         # the seeded mode's columns come straight from the loop; scikit-learn's mode maps the 32-bit hashes
         murmur3 = stage.params.hash == "murmur3"
-        found = _token_lists.token_columns(X, lengths, stage._key, self.spec.input_dim if murmur3 else 2**32)
+        found = _token_lists.token_columns(X, offsets, stage._key, self.spec.input_dim if murmur3 else 2**32)
         if found is not None:
             return (found if murmur3 else stage_columns(found, "sklearn", self.spec.input_dim)), offsets
         if not murmur3 or not lengths.all():
@@ -280,10 +280,8 @@ class MinHashMap(DiscreteCodeMap):
         # Rows go in blocks of about TEXT_BLOCK_TOKENS tokens: a block's joined text, its bytes and their
         # columns stay in the core's cache, where one join of the whole batch wrote and read it from memory
         # three times over.
-        cuts = np.unique(np.searchsorted(offsets, np.arange(0, offsets[-1], TEXT_BLOCK_TOKENS), side="right") - 1)
-        cuts = np.append(cuts[cuts < len(X)], len(X))
         parts = []
-        for first, last in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        for first, last in _token_lists.row_blocks(offsets, TEXT_BLOCK_TOKENS):
             try:   # str.join refuses a token that is not a str; encode, text with no UTF-8 form
                 data = "\0".join(map("\0".join, X[first:last])).encode("utf-8")
             except (TypeError, UnicodeEncodeError):
